@@ -1,0 +1,1 @@
+"""hf-atr: audio-text retrieval for the Hugging Face stack."""

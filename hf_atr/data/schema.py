@@ -1,0 +1,47 @@
+"""The one row schema every hf-atr corpus loader returns (DESIGN.md, "Data flow" 1).
+
+One row per audio clip:
+
+- ``audio``: datasets ``Audio(decode=False)``, i.e. ``{"bytes": bytes | None, "path": str | None}``.
+  We keep audio undecoded so that no code path needs torchcodec/FFmpeg (STACK-NOTES.md); it is
+  decoded with soundfile by :func:`hf_atr.data.audio.decode_audio`.
+- ``audio_id``: a stable string key of the clip.
+- ``captions``: English captions (``list[str]``, at least one).
+- ``translations`` (optional): ``{iso639_3_code: list[str] | None}``, caption ``k`` of a language
+  is the translation of English caption ``k``; ``None`` when the clip has no translation.
+- ``label`` (optional): the class name (ESC-50).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from datasets import Audio, Dataset, Features, List, Value
+
+LANGUAGES: tuple[str, ...] = ("eng", "fra", "deu", "spa", "nld", "cat", "jpn", "zho")
+"""ISO 639-3 codes of the languages hf-atr ships grammars and metrics for; ``eng`` first."""
+
+_STORAGE_AUDIO = {"bytes": Value("binary"), "path": Value("string")}
+
+
+def atr_features(translation_languages: Iterable[str] = (), with_label: bool = False) -> Features:
+    """The ``datasets.Features`` of the shared schema, with ``audio`` as an Arrow struct.
+
+    Build rows with ``audio={"bytes": ..., "path": ...}`` and then call :func:`finalize_audio_column`.
+    """
+    features = {
+        "audio": dict(_STORAGE_AUDIO),
+        "audio_id": Value("string"),
+        "captions": List(Value("string")),
+    }
+    translation_languages = list(translation_languages)
+    if translation_languages:
+        features["translations"] = {language: List(Value("string")) for language in translation_languages}
+    if with_label:
+        features["label"] = Value("string")
+    return Features(features)
+
+
+def finalize_audio_column(dataset: Dataset) -> Dataset:
+    """Turn the ``{"bytes", "path"}`` struct column into ``Audio(decode=False)`` (an Arrow-level cast)."""
+    return dataset.cast_column("audio", Audio(decode=False))

@@ -1,0 +1,161 @@
+"""The objective registry: every training loss is an :class:`Objective` plugin chosen by name.
+
+Built-in objectives register themselves with :func:`register_objective` when
+:mod:`hf_atr.objectives` is imported; third-party packages expose theirs through the
+``hf_atr.objectives`` entry-point group::
+
+    [project.entry-points."hf_atr.objectives"]
+    my_loss = "my_package.losses:MyObjective"
+
+The entry point is loaded the first time the registry is queried, so a plugin only needs to be
+installed. ``build_objective({"name": "contrastive", "temperature": 0.05})`` instantiates one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+ENTRY_POINT_GROUP = "hf_atr.objectives"
+
+_REGISTRY: dict[str, type[Objective]] = {}
+_entry_points_loaded = False
+
+
+@dataclass
+class ObjectiveOutput:
+    """What an objective returns.
+
+    Args:
+        loss: scalar tensor to back-propagate.
+        logs: floats for the trainer's logs (already detached), e.g. ``{"loss_itc": 0.7}``.
+    """
+
+    loss: torch.Tensor
+    logs: dict[str, float] = field(default_factory=dict)
+
+
+class Objective(nn.Module):
+    """Base class of training objectives.
+
+    Subclasses implement :meth:`forward` and take their hyperparameters as keyword arguments
+    of ``__init__`` (the keys of ``config.objective`` other than ``name``). State that must survive
+    a checkpoint (EMA statistics, learned temperatures) lives in registered buffers or parameters.
+    """
+
+    name: ClassVar[str] = ""
+
+    def forward(
+        self,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        *,
+        batch: Mapping[str, Any] | None = None,
+        model: nn.Module | None = None,
+    ) -> ObjectiveOutput:
+        """Compute the loss.
+
+        Args:
+            audio_embeds: ``(batch, dim)`` audio embeddings from the model.
+            text_embeds: ``(batch, dim)`` caption embeddings, or ``(batch, K, dim)`` for K languages.
+            batch: batch metadata; ``batch["audio_ids"]`` (list of ``batch`` strings) marks rows that
+                are the same clip, which must never be treated as negatives of each other.
+            model: the :class:`~hf_atr.AtrDualEncoderModel`, for its scoring head (temperature,
+                ground metric).
+        """
+        raise NotImplementedError
+
+    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
+        """Called by the trainer after every optimizer step (e.g. for projections onto constraints)."""
+
+
+def register_objective(name: str) -> Callable[[type[Objective]], type[Objective]]:
+    """Class decorator that registers an :class:`Objective` subclass under ``name``."""
+
+    def decorator(objective_class: type[Objective]) -> type[Objective]:
+        if not (inspect.isclass(objective_class) and issubclass(objective_class, Objective)):
+            raise TypeError(f"@register_objective({name!r}) must decorate an Objective subclass, got {objective_class!r}")
+        existing = _REGISTRY.get(name)
+        if existing is not None and existing is not objective_class:
+            raise ValueError(
+                f"An objective named {name!r} is already registered ({existing.__module__}.{existing.__qualname__})."
+            )
+        objective_class.name = name
+        _REGISTRY[name] = objective_class
+        return objective_class
+
+    return decorator
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name in _REGISTRY:
+            continue
+        objective_class = entry_point.load()
+        register_objective(entry_point.name)(objective_class)
+
+
+def available_objectives() -> list[str]:
+    """Sorted names of every registered objective, built-in and plugin."""
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def get_objective_class(name: str) -> type[Objective]:
+    """The class registered under ``name``; a :class:`KeyError` lists the registered names."""
+    _load_entry_points()
+    if name not in _REGISTRY:
+        raise KeyError(f"Unknown objective {name!r}. Registered objectives: {', '.join(available_objectives())}.")
+    return _REGISTRY[name]
+
+
+def objective_parameters(name: str) -> dict[str, Any]:
+    """The hyperparameters ``name`` accepts, with their defaults (``inspect.Parameter.empty`` if required)."""
+    signature = inspect.signature(get_objective_class(name).__init__)
+    return {
+        parameter.name: parameter.default
+        for parameter in list(signature.parameters.values())[1:]
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    }
+
+
+def validate_objective_config(objective_config: Mapping[str, Any]) -> None:
+    """Raise a :class:`ValueError` naming the problem if ``objective_config`` cannot build an objective."""
+    if not isinstance(objective_config, Mapping) or "name" not in objective_config:
+        raise ValueError(
+            f"`objective` must be a dict with a 'name' key, e.g. {{'name': 'contrastive'}}; got {objective_config!r}. "
+            f"Registered objectives: {', '.join(available_objectives())}."
+        )
+    name = objective_config["name"]
+    try:
+        accepted = objective_parameters(name)
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+    unknown = sorted(set(objective_config) - {"name"} - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"Objective {name!r} got unknown hyperparameter(s) {unknown}; it accepts {sorted(accepted)}."
+        )
+
+
+def build_objective(config: Any) -> Objective:
+    """Instantiate the objective described by ``config``.
+
+    Args:
+        config: an :class:`~hf_atr.AtrConfig` (its ``objective`` dict is used), or the dict itself,
+            e.g. ``{"name": "triplet", "margin": 0.2}``.
+    """
+    objective_config = getattr(config, "objective", config)
+    validate_objective_config(objective_config)
+    hyperparameters = {key: value for key, value in objective_config.items() if key != "name"}
+    return get_objective_class(objective_config["name"])(**hyperparameters)
