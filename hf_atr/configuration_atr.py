@@ -1,0 +1,89 @@
+"""Configuration of the audio-text dual encoder."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from huggingface_hub.dataclasses import strict
+from transformers import AutoConfig, PreTrainedConfig
+from transformers.configuration_utils import SubConfigSpec
+
+from .objectives.registry import validate_objective_config
+
+SCORING_KINDS = ("cosine", "euclidean", "mahalanobis")
+POOLING_KINDS = ("mean", "cls", "pooler")
+DEFAULT_OBJECTIVE = {"name": "contrastive"}
+
+
+@strict
+class AtrConfig(PreTrainedConfig):
+    r"""Configuration of an :class:`~hf_atr.AtrDualEncoderModel`: any transformers audio backbone, any text
+    backbone, linear projections to a shared space and a scoring head.
+
+    Args:
+        audio_config (`dict` or `PreTrainedConfig`):
+            Configuration of the audio backbone (e.g. `ASTConfig`, `WhisperConfig` — its encoder is used,
+            `ClapAudioConfig`). A dict needs a `model_type`; defaults to an AST.
+        text_config (`dict` or `PreTrainedConfig`):
+            Configuration of the text backbone (e.g. `BertConfig`, `XLMRobertaConfig`); defaults to BERT.
+        projection_dim (`int`, defaults to 512):
+            Size of the shared embedding space.
+        audio_pooling / text_pooling (`str`, defaults to `"mean"`):
+            How a sequence of hidden states becomes one vector: `"mean"` (masked mean), `"cls"` (first token)
+            or `"pooler"` (the backbone's `pooler_output`).
+        scoring (`str`, defaults to `"cosine"`):
+            Scoring head: `"cosine"` similarity, negative `"euclidean"` distance, or negative
+            `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9).
+        logit_scale_init (`float`, defaults to log(1/0.07)):
+            Initial log inverse temperature of the scoring head (CLIP's 2.6592).
+        objective (`dict`, defaults to `{"name": "contrastive"}`):
+            Training objective: a registered name and its hyperparameters, e.g.
+            `{"name": "triplet", "margin": 0.2}`. See `hf_atr.objectives.available_objectives()`.
+
+    Example:
+
+    ```python
+    >>> from transformers import ASTConfig, BertConfig
+    >>> from hf_atr import AtrConfig, AtrDualEncoderModel
+    >>> config = AtrConfig(audio_config=ASTConfig(), text_config=BertConfig(), projection_dim=256,
+    ...                    objective={"name": "contrastive", "temperature": 0.05})
+    >>> model = AtrDualEncoderModel(config)
+    ```
+    """
+
+    model_type = "audio-text-retrieval"
+    sub_configs_defaults = {
+        "audio_config": SubConfigSpec(config_class=AutoConfig, model_type="audio-spectrogram-transformer"),
+        "text_config": SubConfigSpec(config_class=AutoConfig, model_type="bert"),
+    }
+
+    audio_config: PreTrainedConfig | dict | None = None
+    text_config: PreTrainedConfig | dict | None = None
+    projection_dim: int = 512
+    audio_pooling: str = "mean"
+    text_pooling: str = "mean"
+    scoring: str = "cosine"
+    logit_scale_init: float = math.log(1 / 0.07)
+    objective: dict[str, Any] | None = None
+
+    def __post_init__(self, **kwargs):
+        if self.objective is None:
+            self.objective = dict(DEFAULT_OBJECTIVE)
+        super().__post_init__(**kwargs)
+
+    def validate_atr(self) -> None:
+        """Fail at construction with the allowed values (run by transformers' strict dataclass validation)."""
+        if self.scoring not in SCORING_KINDS:
+            raise ValueError(f"`scoring` must be one of {SCORING_KINDS}, got {self.scoring!r}.")
+        for field_name in ("audio_pooling", "text_pooling"):
+            if getattr(self, field_name) not in POOLING_KINDS:
+                raise ValueError(f"`{field_name}` must be one of {POOLING_KINDS}, got {getattr(self, field_name)!r}.")
+        if not isinstance(self.projection_dim, int) or self.projection_dim <= 0:
+            raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
+        if not math.isfinite(self.logit_scale_init):
+            raise ValueError(f"`logit_scale_init` must be finite, got {self.logit_scale_init!r}.")
+        validate_objective_config(self.objective)
+
+
+__all__ = ["AtrConfig", "SCORING_KINDS", "POOLING_KINDS"]

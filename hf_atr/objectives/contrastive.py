@@ -1,0 +1,85 @@
+"""Symmetric NT-Xent / InfoNCE contrastive objective (the CLAP / CLIP baseline)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
+from .registry import Objective, ObjectiveOutput, register_objective
+
+
+def pair_similarity(audio_embeds: torch.Tensor, text_embeds: torch.Tensor, model: nn.Module | None) -> torch.Tensor:
+    """``(n_text, n_audio)`` unscaled similarity from the model's scoring head, or the inner product without a model."""
+    if model is not None:
+        return model.scoring_head.similarity(text_embeds, audio_embeds)
+    return text_embeds @ audio_embeds.T
+
+
+@register_objective("contrastive")
+class ContrastiveObjective(Objective):
+    r"""Symmetric NT-Xent (InfoNCE) over the in-batch pairs, as in CLIP / CLAP.
+
+    With ``S`` the ``(batch, batch)`` text-to-audio similarity and ``t`` the temperature,
+
+    .. math::
+        L = \tfrac12\big[\mathrm{CE}(S/t, \mathrm{diag}) + \mathrm{CE}(S^\top/t, \mathrm{diag})\big].
+
+    Rows that are the same clip (equal ``batch["audio_ids"]``) are removed from each other's negatives,
+    so a clip drawn with two of its captions is not pushed away from itself.
+
+    Args:
+        temperature: fixed temperature ``t``. ``None`` (default) uses the model scoring head's learnable
+            ``logit_scale`` (CLIP), or ``t = 0.07`` when no model is passed.
+
+    Example::
+
+        objective = build_objective({"name": "contrastive", "temperature": 0.05})
+        output = objective(audio_embeds, text_embeds, batch={"audio_ids": ids})
+        output.loss.backward()
+    """
+
+    DEFAULT_TEMPERATURE = 0.07
+
+    def __init__(self, temperature: float | None = None) -> None:
+        super().__init__()
+        if temperature is not None and not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
+            raise ValueError(f"contrastive: `temperature` must be a positive number or None, got {temperature!r}.")
+        self.temperature = temperature
+
+    def logit_scale(self, model: nn.Module | None) -> torch.Tensor | float:
+        """The factor ``1/t`` applied to similarities."""
+        if self.temperature is not None:
+            return 1.0 / self.temperature
+        if model is not None:
+            return model.scoring_head.scale()
+        return 1.0 / self.DEFAULT_TEMPERATURE
+
+    def forward(
+        self,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        *,
+        batch: Mapping[str, Any] | None = None,
+        model: nn.Module | None = None,
+    ) -> ObjectiveOutput:
+        """``audio_embeds``, ``text_embeds``: ``(batch, dim)``, row i of each forms a positive pair."""
+        check_pair_embeddings(audio_embeds, text_embeds, self.name)
+        batch_size = audio_embeds.shape[0]
+        logits_per_text = self.logit_scale(model) * pair_similarity(audio_embeds, text_embeds, model)
+        duplicates = same_clip_mask(batch_audio_ids(batch), batch_size, logits_per_text.device)
+        other_copies = duplicates & ~torch.eye(batch_size, dtype=torch.bool, device=logits_per_text.device)
+        logits_per_text = logits_per_text.masked_fill(other_copies, float("-inf"))
+        targets = torch.arange(batch_size, device=logits_per_text.device)
+        text_to_audio = F.cross_entropy(logits_per_text, targets)
+        audio_to_text = F.cross_entropy(logits_per_text.T, targets)
+        loss = (text_to_audio + audio_to_text) / 2
+        return ObjectiveOutput(
+            loss=loss,
+            logs={"loss_t2a": text_to_audio.item(), "loss_a2t": audio_to_text.item()},
+        )
