@@ -1,0 +1,174 @@
+"""Audio decoding with soundfile (no torchcodec, no FFmpeg; STACK-NOTES.md).
+
+The shared schema keeps audio undecoded (``Audio(decode=False)``: ``{"bytes", "path"}``); this module
+turns such a value, a file path, an already decoded ``{"array", "sampling_rate"}`` dict or a bare array
+into the float32 mono waveform a feature extractor expects, resampling when asked. Every failure raises
+:class:`AudioDecodeError` naming the file (or the caller's ``source``, e.g. the ``audio_id``) and the reason.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile
+from scipy.signal import resample_poly
+
+
+class AudioDecodeError(ValueError):
+    """An audio file or value cannot be turned into a waveform; the message names the file and the reason."""
+
+
+def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | None = None) -> np.ndarray:
+    """Decode ``value`` into a float32 mono waveform, resampled to ``sampling_rate`` when that is given.
+
+    Args:
+        value: one of
+            - ``{"bytes": bytes | None, "path": str | None}`` (the shared schema; ``bytes`` win when not
+              ``None``, ``path`` is then only used to name the clip in errors);
+            - ``{"array": array, "sampling_rate": int}`` (a decoded ``datasets`` audio value);
+            - a ``str`` / ``os.PathLike`` file path;
+            - a ``numpy`` array, assumed to be at the target rate already.
+            Arrays are ``(samples,)`` or ``(channels, samples)`` (the datasets / librosa layout).
+        sampling_rate: target rate in Hz; ``None`` keeps the rate of the source.
+        source: name of the clip used in error messages (e.g. its ``audio_id``); defaults to the path.
+
+    Returns:
+        ``(samples,)`` float32 array. Several channels are down-mixed to mono by averaging them (the
+        mean keeps the level of correlated channels and, unlike taking one channel, keeps every source).
+        A different source rate is converted with ``scipy.signal.resample_poly`` using the up/down factors
+        ``target/g`` and ``source/g``, ``g = gcd(target, source)`` (polyphase FIR, anti-aliased).
+
+    Raises:
+        AudioDecodeError: missing, unreadable or corrupt file, zero-length audio, non-finite samples, a
+            malformed value. The message names ``source`` / the path.
+        TypeError: ``value`` is of none of the supported types.
+    """
+    if sampling_rate is not None and (not isinstance(sampling_rate, int) or sampling_rate <= 0):
+        raise ValueError(f"sampling_rate must be a positive int, got {sampling_rate!r}.")
+    if isinstance(value, np.ndarray):
+        name = source or "<array>"
+        waveform = _to_mono(value, name)
+        source_rate = sampling_rate
+    elif isinstance(value, (str, os.PathLike)):
+        name = source or str(value)
+        waveform, source_rate = _read_file(value, name)
+    elif isinstance(value, dict) and "array" in value:
+        name = source or value.get("path") or "<array>"
+        if not isinstance(value.get("sampling_rate"), int) or value["sampling_rate"] <= 0:
+            raise AudioDecodeError(
+                f"{name}: a decoded audio dict needs a positive int 'sampling_rate', got {value.get('sampling_rate')!r}."
+            )
+        waveform = _to_mono(np.asarray(value["array"]), name)
+        source_rate = value["sampling_rate"]
+    elif isinstance(value, dict) and ("bytes" in value or "path" in value):
+        path = value.get("path")
+        name = source or path or "<bytes>"
+        if value.get("bytes") is not None:
+            waveform, source_rate = _read_file(io.BytesIO(value["bytes"]), name)
+        elif path:
+            waveform, source_rate = _read_file(path, name)
+        else:
+            raise AudioDecodeError(f"{name}: the audio value has neither 'bytes' nor 'path'.")
+    else:
+        raise TypeError(
+            f"Cannot decode audio {source or ''} of type {type(value).__name__}: expected a dict "
+            "{'bytes', 'path'} or {'array', 'sampling_rate'}, a file path, or a numpy array."
+        )
+    if waveform.size == 0:
+        raise AudioDecodeError(f"{name}: the audio has zero length.")
+    if not np.isfinite(waveform).all():
+        raise AudioDecodeError(f"{name}: the audio contains non-finite samples (NaN or inf).")
+    if sampling_rate is not None and source_rate != sampling_rate:
+        waveform = resample(waveform, source_rate, sampling_rate)
+    return waveform
+
+
+def resample(waveform: np.ndarray, source_rate: int, target_rate: int) -> np.ndarray:
+    """Resample ``waveform: (samples,)`` from ``source_rate`` to ``target_rate`` Hz (polyphase, float32).
+
+    The output has ``ceil(samples * target_rate / source_rate)`` samples.
+    """
+    divisor = math.gcd(source_rate, target_rate)
+    resampled = resample_poly(waveform.astype(np.float64), target_rate // divisor, source_rate // divisor)
+    return resampled.astype(np.float32)
+
+
+def check_audio_file(path: str | os.PathLike) -> Any:
+    """Validate an audio file from its header only (no decoding) and return its ``soundfile.info``.
+
+    Used by the corpus loaders to report every bad file of a corpus before anything is decoded.
+
+    Raises:
+        AudioDecodeError: the file does not exist, cannot be read as audio, has no frames or no channel.
+    """
+    name = str(path)
+    if not Path(path).is_file():
+        raise AudioDecodeError(f"{name}: the audio file does not exist.")
+    try:
+        info = soundfile.info(path)
+    except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
+        raise AudioDecodeError(f"{name}: the audio file is unreadable or corrupt ({error}).") from error
+    if info.channels < 1:
+        raise AudioDecodeError(f"{name}: the audio file has no channel.")
+    if info.frames <= 0:
+        raise AudioDecodeError(f"{name}: the audio file has zero length.")
+    return info
+
+
+def encode_wav(array: np.ndarray, sampling_rate: int, *, subtype: str = "PCM_16") -> bytes:
+    """Encode ``array: (samples,)`` or ``(channels, samples)`` as WAV bytes.
+
+    Args:
+        array: samples in ``[-1, 1]``; for PCM subtypes values outside are clipped (libsndfile would
+            otherwise wrap them around).
+        sampling_rate: rate in Hz written into the header.
+        subtype: a soundfile WAV subtype, ``"PCM_16"`` (default) or ``"FLOAT"`` for lossless float32.
+    """
+    array = np.asarray(array)
+    if array.ndim not in (1, 2) or array.size == 0:
+        raise ValueError(
+            f"encode_wav expects a non-empty (samples,) or (channels, samples) array, got {array.shape}."
+        )
+    if not np.isfinite(array).all():
+        raise ValueError("encode_wav got non-finite samples (NaN or inf).")
+    if subtype.startswith("PCM"):
+        array = np.clip(array, -1.0, 1.0)
+    buffer = io.BytesIO()
+    soundfile.write(
+        buffer, array.T if array.ndim == 2 else array, sampling_rate, format="WAV", subtype=subtype
+    )
+    return buffer.getvalue()
+
+
+def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndarray, int]:
+    if not isinstance(file, io.BytesIO) and not Path(file).is_file():
+        raise AudioDecodeError(f"{name}: the audio file does not exist.")
+    try:
+        frames, rate = soundfile.read(file, dtype="float32", always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
+        raise AudioDecodeError(f"{name}: the audio is unreadable or corrupt ({error}).") from error
+    # soundfile returns (frames, channels); averaging the channels is the down-mix documented above.
+    return frames.mean(axis=1, dtype=np.float32), rate
+
+
+def _to_mono(array: np.ndarray, name: str) -> np.ndarray:
+    if np.issubdtype(array.dtype, np.integer):
+        # Integer PCM: scale to [-1, 1) as soundfile does for integer files.
+        array = array / float(2 ** (8 * array.dtype.itemsize - 1))
+    if array.ndim == 1:
+        waveform = array
+    elif array.ndim == 2:
+        if array.shape[0] > array.shape[1]:
+            raise AudioDecodeError(
+                f"{name}: a 2-D audio array must be (channels, samples), got shape {array.shape}; "
+                "transpose a (samples, channels) array first."
+            )
+        waveform = array.mean(axis=0)
+    else:
+        raise AudioDecodeError(f"{name}: audio arrays must be 1-D or 2-D, got shape {array.shape}.")
+    return np.asarray(waveform, dtype=np.float32)
