@@ -1,0 +1,318 @@
+"""Helpers shared by the corpus loaders: CSV records with line numbers, audio file resolution and checks,
+and the ``missing="error"|"skip"`` policy that either raises on the first bad clip or row or drops and
+reports them.
+
+Every problem message names the file it was found in and, for CSV input, the line of the record
+(1-based, the header is line 1; a record whose quoted caption spans several lines is named by its
+first line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from datasets import Dataset, DatasetDict, Features, List, Value
+from datasets.table import embed_table_storage
+from transformers.utils import logging
+
+from hf_atr.data.audio import AudioDecodeError, check_audio_file
+from hf_atr.data.schema import finalize_audio_column
+
+logger = logging.get_logger(__name__)
+
+MISSING_POLICIES: tuple[str, ...] = ("error", "skip")
+"""Values of the loaders' ``missing`` argument: raise on the first bad clip or row, or drop and report it."""
+
+CAPTION_IDS_COLUMN = "caption_ids"
+"""Optional column beside ``captions``: one corpus-assigned id per caption (AudioCaps' ``audiocap_id``).
+:func:`hf_atr.data.multilingual.load_translations` aligns per-caption translation files through it."""
+
+CAPTION_IDS_FEATURE = List(Value("string"))
+
+_LISTED_PROBLEMS_IN_WARNING = 20
+
+
+class CorpusFormatError(ValueError):
+    """A corpus metadata file (CSV or JSON) is malformed; the message names the file and the record."""
+
+
+@dataclass(frozen=True)
+class CsvRecord:
+    """One data record of a CSV file: ``line`` is its first physical line (header = line 1)."""
+
+    line: int
+    values: dict[str, str]
+
+
+def check_missing_policy(missing: str) -> None:
+    """Raise ``ValueError`` unless ``missing`` is one of :data:`MISSING_POLICIES`."""
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing={missing!r} is not supported; use one of {list(MISSING_POLICIES)}.")
+
+
+def location(path: str | os.PathLike, line: int | None = None) -> str:
+    """``"<path>, line <n>"``: how every message names the place of a problem."""
+    return f"{path}, line {line}" if line is not None else str(path)
+
+
+class CorpusProblems:
+    """Applies the ``missing`` policy to the problems one loader finds in one split.
+
+    ``missing="error"``: :meth:`flag` raises the exception it is given (so the first problem stops the
+    load with a message naming the file and row). ``missing="skip"``: the problem is recorded and the
+    caller drops the clip or row; :meth:`log_summary` then logs how many were dropped and which.
+    """
+
+    def __init__(self, missing: str, corpus: str, split: str) -> None:
+        check_missing_policy(missing)
+        self.missing = missing
+        self.corpus = corpus
+        self.split = split
+        self.messages: list[str] = []
+
+    def flag(self, problem: Exception) -> None:
+        """Raise ``problem`` (policy ``"error"``) or record its message (policy ``"skip"``)."""
+        if self.missing == "error":
+            raise problem
+        self.messages.append(str(problem))
+
+    def log_summary(self) -> None:
+        """Log the number of skipped clips/rows with the first few messages (all of them at INFO level)."""
+        if not self.messages:
+            return
+        shown = "\n  ".join(self.messages[:_LISTED_PROBLEMS_IN_WARNING])
+        more = len(self.messages) - _LISTED_PROBLEMS_IN_WARNING
+        suffix = f"\n  ... and {more} more (set the log level to INFO to list all)" if more > 0 else ""
+        logger.warning(
+            f"{self.corpus} split '{self.split}': skipped {len(self.messages)} clip(s)/row(s) "
+            f"(missing='skip'):\n  {shown}{suffix}"
+        )
+        if more > 0:
+            logger.info("All skipped items:\n  " + "\n  ".join(self.messages))
+
+
+def read_csv_records(
+    path: str | os.PathLike, required_columns: Sequence[str]
+) -> tuple[list[str], list[CsvRecord]]:
+    """Read a CSV file with a header into records keyed by column name.
+
+    Quoted fields may contain commas, quotes (doubled) and newlines; a UTF-8 byte-order mark is ignored;
+    blank lines are skipped. Column names are stripped of surrounding white space, values are kept as
+    they are.
+
+    Returns:
+        ``(header, records)``; records whose field count differs from the header's are returned too,
+        with the surplus fields under the key ``None`` or the absent ones missing — check them with
+        :func:`record_problem`.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        CorpusFormatError: the file is empty or its header lacks one of ``required_columns``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Corpus metadata file not found: {path}")
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        header_row = next(reader, None)
+        if header_row is None:
+            raise CorpusFormatError(
+                f"{path} is empty; expected a header with columns {list(required_columns)}."
+            )
+        header = [name.strip() for name in header_row]
+        absent = [name for name in required_columns if name not in header]
+        if absent:
+            raise CorpusFormatError(
+                f"{location(path, 1)}: header {header} lacks column(s) {absent}; "
+                f"expected at least {list(required_columns)}."
+            )
+        records = []
+        previous_line = reader.line_num
+        for fields in reader:
+            first_line = previous_line + 1
+            previous_line = reader.line_num
+            if not any(field.strip() for field in fields):
+                continue
+            values: dict = dict(zip(header, fields))
+            if len(fields) > len(header):
+                values[None] = fields[len(header) :]
+            records.append(CsvRecord(line=first_line, values=values))
+    return header, records
+
+
+def record_problem(
+    path: str | os.PathLike, record: CsvRecord, header: Sequence[str], non_empty: Sequence[str] = ()
+) -> str | None:
+    """A message when ``record`` has more or fewer fields than ``header`` or one of the ``non_empty``
+    columns is blank; ``None`` when the record is well formed."""
+    values = record.values
+    present = len([name for name in header if name in values]) + len(values.get(None, []))
+    if present != len(header):
+        return (
+            f"{location(path, record.line)}: expected {len(header)} fields ({','.join(header)}), got {present}; "
+            "quote fields that contain commas."
+        )
+    blank = [name for name in non_empty if not values[name].strip()]
+    if blank:
+        return f"{location(path, record.line)}: empty {', '.join(blank)}."
+    return None
+
+
+def caption_columns(header: Sequence[str]) -> list[str]:
+    """The caption columns of a header in slot order: ``caption_1..caption_N`` (Clotho, WavCaps-style
+    val/test), else ``["caption"]`` (one caption per row), else ``[]``."""
+    numbered = sorted(
+        (int(match.group(1)), name) for name in header if (match := re.fullmatch(r"caption_(\d+)", name))
+    )
+    if numbered:
+        return [name for _, name in numbered]
+    return ["caption"] if "caption" in header else []
+
+
+def audio_root(
+    data_dir: str | os.PathLike, audio_dir: str | os.PathLike | None, default_subdir: str | None
+) -> Path:
+    """The directory that holds a corpus's audio: ``audio_dir`` when given (must exist), else
+    ``data_dir/default_subdir`` when that exists, else ``data_dir``."""
+    if audio_dir is not None:
+        root = Path(audio_dir)
+        if not root.is_dir():
+            raise FileNotFoundError(f"audio_dir {root} is not a directory.")
+        return root.resolve()
+    data_dir = Path(data_dir)
+    if default_subdir is not None and (data_dir / default_subdir).is_dir():
+        return (data_dir / default_subdir).resolve()
+    return data_dir.resolve()
+
+
+def split_audio_dir(root: Path, candidate_subdirs: Iterable[str]) -> Path:
+    """The first existing ``root/<candidate>`` directory (per-split audio folders), else ``root``."""
+    for name in candidate_subdirs:
+        if (root / name).is_dir():
+            return root / name
+    return root
+
+
+def list_files(directory: Path) -> set[str]:
+    """Names of the regular files directly in ``directory`` (one directory listing instead of one
+    ``stat`` per clip; empty when the directory does not exist)."""
+    if not directory.is_dir():
+        return set()
+    with os.scandir(directory) as entries:
+        return {entry.name for entry in entries if entry.is_file()}
+
+
+def check_clip_audio(audio_path: Path, row_location: str, problems: CorpusProblems) -> bool:
+    """Check one clip's audio file with :func:`hf_atr.data.audio.check_audio_file` (exists, readable
+    header, frames > 0, channels >= 1); a problem is flagged with the CSV row it came from.
+
+    Returns:
+        ``True`` if the clip is usable; ``False`` if it was flagged under ``missing="skip"``.
+    """
+    if not audio_path.is_file():
+        problems.flag(FileNotFoundError(f"{row_location}: audio file not found: {audio_path}"))
+        return False
+    try:
+        check_audio_file(audio_path)
+    except AudioDecodeError as error:
+        problems.flag(AudioDecodeError(f"{row_location}: {error}"))
+        return False
+    return True
+
+
+def audio_value(audio_path: Path) -> dict[str, bytes | str | None]:
+    """The undecoded ``audio`` cell of the shared schema: no bytes, the absolute path."""
+    return {"bytes": None, "path": str(audio_path.resolve())}
+
+
+def build_split(rows: list[dict], features: Features) -> Dataset:
+    """A ``Dataset`` of the shared schema from row dicts (possibly none), audio cast to ``Audio(decode=False)``."""
+    columns = {name: [row[name] for row in rows] for name in features}
+    return finalize_audio_column(Dataset.from_dict(columns, features=features))
+
+
+def select_splits(requested: Iterable[str] | str | None, aliases: dict[str, str], corpus: str) -> list[str]:
+    """Canonical split names for ``requested`` (all when ``None``), in ``aliases``' order.
+
+    Args:
+        aliases: every accepted name (canonical ones included) mapped to its canonical split name.
+    """
+    canonical = list(dict.fromkeys(aliases.values()))
+    if requested is None:
+        return canonical
+    if isinstance(requested, str):
+        requested = [requested]
+    chosen = set()
+    for name in requested:
+        if name not in aliases:
+            raise ValueError(f"Unknown {corpus} split {name!r}; choose from {sorted(aliases)}.")
+        chosen.add(aliases[name])
+    return [name for name in canonical if name in chosen]
+
+
+def embed_audio_bytes(dataset: DatasetDict) -> DatasetDict:
+    """Read every clip's file into the ``bytes`` of its ``audio`` cell, so the result no longer depends
+    on the local audio paths (what ``push_to_hub`` does on upload; needed for portable Parquet)."""
+    embedded = DatasetDict()
+    for split, split_dataset in dataset.items():
+        output_format = split_dataset.format
+        arrow_dataset = split_dataset.with_format("arrow").map(embed_table_storage, batched=True)
+        embedded[split] = arrow_dataset.with_format(**output_format)
+    return embedded
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """The output options every ``datasets_scripts/build_*.py`` script shares."""
+    output = parser.add_argument_group("output")
+    output.add_argument(
+        "--output-dir",
+        type=Path,
+        help="Directory to write to: DatasetDict.save_to_disk, or <split>.parquet files with --parquet.",
+    )
+    output.add_argument("--parquet", action="store_true", help="Write one Parquet file per split.")
+    output.add_argument(
+        "--embed-audio",
+        action="store_true",
+        help="Store the audio bytes in the dataset instead of absolute paths to the files (portable output).",
+    )
+    output.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        help="Also push to this Hugging Face Hub dataset repository (needs network and a token; audio is embedded).",
+    )
+    output.add_argument("--private", action="store_true", help="Create the Hub repository as private.")
+
+
+def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fail through ``parser.error`` (exit status 2) when no destination is given."""
+    if args.output_dir is None and args.push_to_hub is None:
+        parser.error("give --output-dir and/or --push-to-hub REPO.")
+    if args.parquet and args.output_dir is None:
+        parser.error("--parquet needs --output-dir.")
+
+
+def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:
+    """Write ``dataset`` as the options of :func:`add_export_arguments` ask; returns what was written."""
+    if args.embed_audio:
+        dataset = embed_audio_bytes(dataset)
+    written = []
+    if args.output_dir is not None:
+        if args.parquet:
+            args.output_dir.mkdir(parents=True, exist_ok=True)
+            for split, split_dataset in dataset.items():
+                parquet_path = args.output_dir / f"{split}.parquet"
+                split_dataset.to_parquet(parquet_path)
+                written.append(str(parquet_path))
+        else:
+            dataset.save_to_disk(args.output_dir)
+            written.append(str(args.output_dir))
+    if args.push_to_hub is not None:
+        dataset.push_to_hub(args.push_to_hub, private=args.private)
+        written.append(f"hub:{args.push_to_hub}")
+    return written

@@ -1,0 +1,155 @@
+"""ESC-50 (Piczak, ACM MM 2015) from a user's directory, as a ``DatasetDict`` in the shared schema.
+
+Layout: ``meta/esc50.csv`` with header ``filename,fold,target,category,esc10,src_file,take`` (2,000 rows,
+5 folds, 50 classes x 40 clips) and the 5 s clips in ``audio/``. Each selected fold is one split,
+``fold1`` ... ``fold5``: cross-validation trains on four and tests on the fifth, the zero-shot protocol
+tests on one fold or on all of them (``datasets.concatenate_datasets(list(dataset.values()))``).
+
+The class becomes text through templates (:func:`class_prompts`): ``captions`` holds one caption per
+template, ``label`` the category as written in the CSV (``chirping_birds``), ``audio_id`` the file name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from datasets import DatasetDict
+from transformers.utils import logging
+
+from hf_atr.data.corpus_utils import (
+    CorpusFormatError,
+    CorpusProblems,
+    audio_value,
+    build_split,
+    check_clip_audio,
+    location,
+    read_csv_records,
+    record_problem,
+)
+from hf_atr.data.schema import atr_features
+
+logger = logging.get_logger(__name__)
+
+ESC50_FOLDS: tuple[int, ...] = (1, 2, 3, 4, 5)
+ESC50_DEFAULT_TEMPLATES: tuple[str, ...] = ("This is a sound of {class}.",)
+"""Caption templates; ``{class}`` is replaced by the class name in words."""
+
+
+def esc50_split_name(fold: int) -> str:
+    """The ``DatasetDict`` split name of an ESC-50 fold (``3`` -> ``"fold3"``)."""
+    return f"fold{fold}"
+
+
+def class_prompts(label: str, templates: Sequence[str] | None = None) -> list[str]:
+    """The captions of one ESC-50 class: each template with ``{class}`` replaced by the class name,
+    underscores turned into spaces (``"chirping_birds"`` -> ``"This is a sound of chirping birds."``).
+
+    The same function builds the dataset's captions and the zero-shot label queries, so both agree.
+    """
+    templates = _checked_templates(templates)
+    words = label.replace("_", " ").strip()
+    return [template.format(**{"class": words}) for template in templates]
+
+
+def _checked_templates(templates: Sequence[str] | None) -> tuple[str, ...]:
+    if templates is None:
+        return ESC50_DEFAULT_TEMPLATES
+    if isinstance(templates, str):
+        templates = [templates]
+    templates = tuple(templates)
+    if not templates:
+        raise ValueError(
+            "templates is empty; give at least one caption template such as 'A sound of {class}.'"
+        )
+    for template in templates:
+        if not isinstance(template, str) or "{class}" not in template:
+            raise ValueError(f"Template {template!r} must be a string containing '{{class}}'.")
+        try:
+            template.format(**{"class": "x"})
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(
+                f"Template {template!r} may use only the field {{class}} (write other braces as {{{{ }}}})."
+            ) from error
+    return templates
+
+
+def load_esc50(
+    data_dir: str | os.PathLike,
+    folds: Iterable[int] | int | None = None,
+    templates: Sequence[str] | None = None,
+    missing: str = "error",
+) -> DatasetDict:
+    """Load ESC-50 into a ``DatasetDict`` with one split per selected fold (``fold1`` ... ``fold5``).
+
+    Args:
+        data_dir: the ESC-50 directory (with ``meta/esc50.csv`` and ``audio/``).
+        folds: fold numbers (1-5) to load; ``None`` loads all five.
+        templates: caption templates with ``{class}``; default :data:`ESC50_DEFAULT_TEMPLATES`.
+        missing: ``"error"`` raises on the first absent or unreadable clip or malformed row (wrong field
+            count, empty file name or category, fold not in 1-5), naming the file and CSV line;
+            ``"skip"`` drops them and logs how many and which.
+
+    Returns:
+        ``DatasetDict`` of rows ``audio`` (``Audio(decode=False)``, absolute path), ``audio_id`` (file
+        name), ``captions`` (one per template) and ``label`` (the category).
+    """
+    templates = _checked_templates(templates)
+    chosen_folds = _checked_folds(folds)
+    data_dir = Path(data_dir)
+    csv_path = data_dir / "meta" / "esc50.csv"
+    audio_dir = (data_dir / "audio").resolve()
+    header, records = read_csv_records(csv_path, ("filename", "fold", "category"))
+    problems = CorpusProblems(missing, "ESC-50", ",".join(map(esc50_split_name, chosen_folds)))
+    rows_per_fold: dict[int, list[dict]] = {fold: [] for fold in chosen_folds}
+    for record in records:
+        problem = record_problem(csv_path, record, header, non_empty=["filename", "fold", "category"])
+        fold = _parse_fold(record.values["fold"]) if problem is None else None
+        if problem is None and fold is None:
+            problem = f"{location(csv_path, record.line)}: fold {record.values['fold']!r} is not one of {list(ESC50_FOLDS)}."
+        if problem is not None:
+            problems.flag(CorpusFormatError(problem))
+            continue
+        if fold not in rows_per_fold:
+            continue
+        filename = record.values["filename"]
+        audio_path = audio_dir / filename
+        if not check_clip_audio(audio_path, location(csv_path, record.line), problems):
+            continue
+        category = record.values["category"].strip()
+        rows_per_fold[fold].append(
+            {
+                "audio": audio_value(audio_path),
+                "audio_id": filename,
+                "captions": class_prompts(category, templates),
+                "label": category,
+            }
+        )
+    problems.log_summary()
+    features = atr_features(with_label=True)
+    dataset = DatasetDict(
+        {esc50_split_name(fold): build_split(rows, features) for fold, rows in rows_per_fold.items()}
+    )
+    logger.info(f"ESC-50: {sum(len(rows) for rows in rows_per_fold.values())} clips from {csv_path}")
+    return dataset
+
+
+def _checked_folds(folds: Iterable[int] | int | None) -> list[int]:
+    if folds is None:
+        return list(ESC50_FOLDS)
+    if isinstance(folds, int):
+        folds = [folds]
+    folds = list(folds)
+    invalid = [fold for fold in folds if not isinstance(fold, int) or fold not in ESC50_FOLDS]
+    if invalid or not folds:
+        raise ValueError(f"folds={folds!r}: choose fold numbers from {list(ESC50_FOLDS)}.")
+    return sorted(set(folds))
+
+
+def _parse_fold(text: str) -> int | None:
+    try:
+        fold = int(text.strip())
+    except ValueError:
+        return None
+    return fold if fold in ESC50_FOLDS else None

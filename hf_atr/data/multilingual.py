@@ -1,0 +1,358 @@
+"""Caption translations added to a corpus already loaded in the shared schema (the ``translations`` column).
+
+Translated captions are aligned with the English ones caption by caption: caption ``k`` of a language
+is the translation of English caption ``k`` of the same clip, which is what pairs translations for ATRI's
+consistency metric (MRV, Eq. 16). Layouts read, detected from the file's extension and header:
+
+- per-language CSV in AudioCaps layout (``audiocap_id,youtube_id,start_time,caption``): aligned through
+  ``audiocap_id`` with the base's ``caption_ids`` column (:func:`hf_atr.data.audiocaps.load_audiocaps`);
+- per-language CSV in Clotho layout (``file_name,caption_1,...,caption_5``): aligned by slot, rows
+  matched to the base's ``audio_id``;
+- one CSV with translation columns beside the English ones
+  (``file_name,caption_1,fra_1,...,caption_5,fra_5``; ``fra_Latn_1`` works too): aligned by slot;
+- a key column with one ``caption`` per row (``file_name,caption``): rows of a clip in file order;
+- JSON (a list of records, ``{"data": [...]}``, or JSON Lines ``.jsonl``) with a key field,
+  ``caption_1..caption_N`` and ``source_lang_1..source_lang_N``: the NLLB code of the language each
+  caption is written in (``jpn_Jpan``), checked against the language it is loaded as.
+
+A clip gets ``None`` for a language when its translation is absent or incomplete (a caption missing or
+blank): never an empty string. Such clips are counted and named in a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from datasets import DatasetDict, List, Value
+from transformers.utils import logging
+
+from hf_atr.data.corpus_utils import (
+    CAPTION_IDS_COLUMN,
+    CorpusFormatError,
+    caption_columns,
+    location,
+    read_csv_records,
+    record_problem,
+)
+
+logger = logging.get_logger(__name__)
+
+CLIP_KEY_COLUMNS: tuple[str, ...] = ("file_name", "youtube_id", "filename", "audio_id")
+"""Columns tried, in order, as the clip key of a translation file when ``key`` is not given."""
+
+CAPTION_KEY_COLUMN = "audiocap_id"
+"""The per-caption key: a translation file with this column is aligned through the base's ``caption_ids``."""
+
+_LANGUAGE_CODE = re.compile(r"([a-z]{3})(?:_([A-Z][a-z]{3}))?")
+_LANGUAGE_COLUMN = re.compile(r"([a-z]{3}(?:_[A-Z][a-z]{3})?)_(\d+)")
+_LISTED_CLIPS_IN_WARNING = 20
+
+
+def normalize_language_code(code: str) -> str:
+    """The ISO 639-3 code of an ISO 639-3 (``"fra"``) or NLLB/FLORES-200 (``"fra_Latn"``) code.
+
+    Raises:
+        ValueError: ``code`` is of neither form (e.g. the ISO 639-1 ``"fr"``).
+    """
+    match = _LANGUAGE_CODE.fullmatch(code.strip()) if isinstance(code, str) else None
+    if match is None:
+        raise ValueError(
+            f"Language code {code!r} is neither ISO 639-3 ('fra') nor NLLB ('fra_Latn'); use one of those forms."
+        )
+    return match.group(1)
+
+
+@dataclass
+class _TranslationTable:
+    """One language's translations from one file: per caption id, or per clip key in slot order."""
+
+    path: Path
+    by_caption_id: dict[str, str | None] = field(default_factory=dict)
+    by_clip: dict[str, list[str | None]] = field(default_factory=dict)
+    clip_lines: dict[str, str] = field(default_factory=dict)
+
+
+def load_translations(
+    base: DatasetDict,
+    translations: Mapping[str, str | os.PathLike | Mapping[str, str | os.PathLike]],
+    key: str | None = None,
+) -> DatasetDict:
+    """Add the translations of ``base``'s English captions as the ``translations`` column.
+
+    Args:
+        base: a ``DatasetDict`` in the shared schema (from ``load_audiocaps``, ``load_clotho``, ...);
+            translations it already has are kept.
+        translations: ``{language code: file}`` where ``file`` is one path used for every split (keys
+            absent from a split are ignored) or ``{split name: path}``. Codes are ISO 639-3 (``"fra"``)
+            or NLLB (``"fra_Latn"``); the column uses ISO 639-3.
+        key: the field of the translation files that identifies what a record translates. ``None``
+            detects it: ``audiocap_id`` (per-caption alignment through the base's ``caption_ids``) when
+            present, else the first of :data:`CLIP_KEY_COLUMNS` (matched to the base's ``audio_id``).
+
+    Returns:
+        A new ``DatasetDict``: ``base`` with ``translations: {iso639_3: list[str] | None}``.
+
+    Raises:
+        CorpusFormatError: a malformed file (wrong field count, no key or caption columns, a duplicate
+            key, a slot count different from the clip's English captions, a JSON ``source_lang_k`` of
+            another language), or a file none of whose records matches a clip of ``base``.
+        ValueError: an unknown language code or split name, English or a language twice, a language
+            ``base`` already has.
+    """
+    if not isinstance(base, DatasetDict):
+        raise TypeError(f"base must be a datasets.DatasetDict, got {type(base).__name__}.")
+    files_per_language: dict[str, dict[str, Path]] = {}
+    for code, files in translations.items():
+        language = normalize_language_code(code)
+        if language == "eng":
+            raise ValueError("English is the base corpus's `captions`; give only the other languages' files.")
+        if language in files_per_language:
+            raise ValueError(f"Language {language} is given twice in translations ({list(translations)}).")
+        files_per_language[language] = _files_per_split(base, files, code)
+
+    existing = {split: _existing_languages(dataset) for split, dataset in base.items()}
+    for split, languages in existing.items():
+        already = sorted(set(languages) & set(files_per_language))
+        if already:
+            raise ValueError(f"Split '{split}' already has translations for {already}.")
+
+    tables = {
+        language: {path: _read_table(path, language, key) for path in set(files.values())}
+        for language, files in files_per_language.items()
+    }
+    _check_files_matched(files_per_language, tables, base)
+
+    result = DatasetDict()
+    for split, dataset in base.items():
+        columns = {language: _existing_column(dataset, language) for language in existing[split]}
+        for language, files in files_per_language.items():
+            table = tables[language][files[split]] if split in files else None
+            columns[language] = _translations_for_split(dataset, split, language, table)
+        if not columns:
+            result[split] = dataset
+            continue
+        values = [{language: columns[language][row] for language in columns} for row in range(len(dataset))]
+        feature = {language: List(Value("string")) for language in columns}
+        if "translations" in dataset.column_names:
+            dataset = dataset.remove_columns("translations")
+        result[split] = dataset.add_column("translations", values, feature=feature)
+    return result
+
+
+def _files_per_split(
+    base: DatasetDict, files: str | os.PathLike | Mapping[str, str | os.PathLike], code: str
+) -> dict[str, Path]:
+    if isinstance(files, Mapping):
+        unknown = sorted(set(files) - set(base))
+        if unknown:
+            raise ValueError(
+                f"translations[{code!r}] names split(s) {unknown} that base lacks ({list(base)})."
+            )
+        return {split: Path(path) for split, path in files.items()}
+    return dict.fromkeys(base, Path(files))
+
+
+def _existing_languages(dataset) -> list[str]:
+    if "translations" not in dataset.column_names:
+        return []
+    return list(dataset.features["translations"])
+
+
+def _existing_column(dataset, language: str) -> list[list[str] | None]:
+    return [row[language] for row in dataset["translations"]]
+
+
+def _translations_for_split(
+    dataset, split: str, language: str, table: _TranslationTable | None
+) -> list[list[str] | None]:
+    """One language's translations for every row of ``dataset`` (``None`` where absent), reported."""
+    if table is None:
+        return [None] * len(dataset)
+    path = table.path
+    audio_ids = dataset["audio_id"]
+    captions = dataset["captions"]
+    if table.by_caption_id:
+        if CAPTION_IDS_COLUMN not in dataset.column_names:
+            raise CorpusFormatError(
+                f"{path} is aligned per caption through '{CAPTION_KEY_COLUMN}' but split '{split}' has no "
+                f"'{CAPTION_IDS_COLUMN}' column (load AudioCaps from its official CSV layout), or pass key= "
+                "naming a clip column."
+            )
+        caption_ids = dataset[CAPTION_IDS_COLUMN]
+        values = [[table.by_caption_id.get(caption_id) for caption_id in ids] for ids in caption_ids]
+    else:
+        values = []
+        for audio_id, english in zip(audio_ids, captions):
+            translated = table.by_clip.get(audio_id)
+            if translated is not None and len(translated) != len(english):
+                raise CorpusFormatError(
+                    f"{table.clip_lines[audio_id]}: {len(translated)} {language} caption(s) for clip "
+                    f"{audio_id!r}, which has {len(english)} English caption(s) in split '{split}'."
+                )
+            values.append(translated)
+    column = [None if row is None or any(text is None for text in row) else row for row in values]
+    untranslated = [audio_id for audio_id, row in zip(audio_ids, column) if row is None]
+    if untranslated:
+        shown = ", ".join(map(repr, untranslated[:_LISTED_CLIPS_IN_WARNING]))
+        more = (
+            f" and {len(untranslated) - _LISTED_CLIPS_IN_WARNING} more"
+            if len(untranslated) > _LISTED_CLIPS_IN_WARNING
+            else ""
+        )
+        logger.warning(
+            f"{language}: {len(untranslated)} of {len(dataset)} clip(s) of split '{split}' have no complete "
+            f"translation in {path} (set to None): {shown}{more}"
+        )
+    return column
+
+
+def _read_table(path: Path, language: str, key: str | None) -> _TranslationTable:
+    if not path.is_file():
+        raise FileNotFoundError(f"Translation file for {language} not found: {path}")
+    if path.suffix.lower() in (".json", ".jsonl"):
+        return _read_json_table(path, language, key)
+    return _read_csv_table(path, language, key)
+
+
+def _read_csv_table(path: Path, language: str, key: str | None) -> _TranslationTable:
+    header, records = read_csv_records(path, () if key is None else (key,))
+    table = _TranslationTable(path)
+    language_columns = sorted(
+        (int(match.group(2)), name)
+        for name in header
+        if (match := _LANGUAGE_COLUMN.fullmatch(name)) and normalize_language_code(match.group(1)) == language
+    )
+    key = key or _detect_key(header, path, per_caption=not language_columns)
+    if language_columns:
+        slot_columns = [name for _, name in language_columns]
+    else:
+        slot_columns = caption_columns(header)
+        if not slot_columns:
+            raise CorpusFormatError(
+                f"{location(path, 1)}: header {header} has no caption column for {language}: expected "
+                f"'caption', 'caption_1..N' or '{language}_1..N'."
+            )
+    for record in records:
+        problem = record_problem(path, record, header, non_empty=[key])
+        if problem is not None:
+            raise CorpusFormatError(problem)
+        record_key = _key_value(key, record.values[key])
+        texts = [_text_or_none(record.values[column]) for column in slot_columns]
+        _add_record(
+            table, key, record_key, texts, location(path, record.line), grouped=slot_columns == ["caption"]
+        )
+    return table
+
+
+def _read_json_table(path: Path, language: str, key: str | None) -> _TranslationTable:
+    with open(path, encoding="utf-8") as handle:
+        try:
+            if path.suffix.lower() == ".jsonl":
+                records = [json.loads(line) for line in handle if line.strip()]
+            else:
+                records = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise CorpusFormatError(f"{path} is not valid JSON: {error}") from error
+    if isinstance(records, dict) and isinstance(records.get("data"), list):
+        records = records["data"]
+    if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+        raise CorpusFormatError(f"{path}: expected a list of records (objects), or {{'data': [...]}}.")
+    table = _TranslationTable(path)
+    for index, record in enumerate(records, start=1):
+        where = f"{path}, record {index}"
+        record_key_name = key or _detect_key(list(record), where, per_caption=True)
+        if record.get(record_key_name) in (None, ""):
+            raise CorpusFormatError(f"{where}: no '{record_key_name}'.")
+        slot_columns = caption_columns(list(record))
+        if not slot_columns:
+            raise CorpusFormatError(f"{where}: no 'caption' or 'caption_1..N' field.")
+        for column in slot_columns:
+            source_language = record.get(column.replace("caption", "source_lang", 1))
+            if source_language is not None and normalize_language_code(source_language) != language:
+                raise CorpusFormatError(
+                    f"{where}: {column} is in {source_language!r}, but the file is loaded as {language}."
+                )
+        texts = [_text_or_none(record[column]) for column in slot_columns]
+        _add_record(
+            table,
+            record_key_name,
+            _key_value(record_key_name, str(record[record_key_name])),
+            texts,
+            where,
+            grouped=slot_columns == ["caption"],
+        )
+    return table
+
+
+def _detect_key(fields: list[str], where: str | Path, per_caption: bool) -> str:
+    candidates = ((CAPTION_KEY_COLUMN,) if per_caption else ()) + CLIP_KEY_COLUMNS
+    for name in candidates:
+        if name in fields:
+            return name
+    raise CorpusFormatError(f"{where}: none of the key fields {list(candidates)} in {fields}; pass key=.")
+
+
+def _add_record(
+    table: _TranslationTable, key: str, record_key: str, texts: list[str | None], where: str, grouped: bool
+) -> None:
+    """Add one record: per caption id (``key == "audiocap_id"``, one caption), else per clip; ``grouped``
+    records (one ``caption`` per row) of one clip are appended in file order."""
+    if key == CAPTION_KEY_COLUMN and len(texts) == 1:
+        if record_key in table.by_caption_id:
+            raise CorpusFormatError(f"{where}: {key} {record_key!r} occurs twice.")
+        table.by_caption_id[record_key] = texts[0]
+        return
+    if record_key in table.by_clip and not grouped:
+        raise CorpusFormatError(
+            f"{where}: {key} {record_key!r} occurs twice (first at {table.clip_lines[record_key]}); "
+            "give one file per split as {split: path} when splits share clip names."
+        )
+    table.by_clip.setdefault(record_key, []).extend(texts)
+    table.clip_lines.setdefault(record_key, where)
+
+
+def _key_value(key: str, raw: str) -> str:
+    # Loaders strip ids but keep file names as written (Clotho's contain any character).
+    return raw if key in ("file_name", "filename") else raw.strip()
+
+
+def _text_or_none(text: object) -> str | None:
+    if text is None:
+        return None
+    text = str(text).strip()
+    return text or None
+
+
+def _check_files_matched(
+    files_per_language: dict[str, dict[str, Path]],
+    tables: dict[str, dict[Path, _TranslationTable]],
+    base: DatasetDict,
+) -> None:
+    """Raise when a file matched no clip of the splits it was given for: a wrong key or layout, not
+    a few missing translations."""
+    for language, files in files_per_language.items():
+        for path in set(files.values()):
+            splits = [split for split, split_path in files.items() if split_path == path]
+            table = tables[language][path]
+            if table.by_caption_id:
+                known = {
+                    caption_id
+                    for split in splits
+                    if CAPTION_IDS_COLUMN in base[split].column_names
+                    for ids in base[split][CAPTION_IDS_COLUMN]
+                    for caption_id in ids
+                }
+                matched = bool(known & set(table.by_caption_id))
+            else:
+                known = {audio_id for split in splits for audio_id in base[split]["audio_id"]}
+                matched = bool(known & set(table.by_clip))
+            if not matched and (table.by_caption_id or table.by_clip):
+                raise CorpusFormatError(
+                    f"{path}: none of its records matches a clip of split(s) {splits} ({language}); check the "
+                    "key column (key=) and that its values equal the base's audio_id / caption_ids."
+                )
