@@ -1,0 +1,93 @@
+"""`evaluate` metric for audio-text retrieval: a thin wrapper around `hf_atr.evaluation.retrieval`.
+
+Load it offline with ``hf_atr.evaluation.retrieval.load_retrieval_metric()`` or
+``evaluate.load("<path to this directory>")``.
+"""
+
+from __future__ import annotations
+
+import datasets
+import evaluate
+import numpy as np
+
+from hf_atr.evaluation.retrieval import DEFAULT_KS, DEFAULT_MAP_CUTOFF, retrieval_metrics
+
+_DESCRIPTION = """
+Text-to-audio (T2A) and audio-to-text (A2T) retrieval metrics: R@k, mAP@10 and median/mean rank, with
+per-language values and the mean rank variance (MRV, ATRI Eq. 16) for multilingual evaluation. Ranks
+count the gallery items scoring strictly higher than the relevant one; a2t_R@k counts a clip as found if
+any of its captions is in the top k, a2t_recall_fraction@k averages the fraction of its captions there.
+Each language's captions form their own A2T gallery. Computed chunk-wise without sorting the score matrix.
+"""
+
+_CITATION = """
+@inproceedings{mei2022metric,
+  title = {On Metric Learning for Audio-Text Cross-Modal Retrieval},
+  author = {Mei, Xinhao and Liu, Xubo and Sun, Jianyuan and Plumbley, Mark D. and Wang, Wenwu},
+  booktitle = {Interspeech},
+  year = {2022}
+}
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions: one score row per caption, `(n_audio,)` floats each (higher is more similar).
+    references: the index of each caption's clip, an int in [0, n_audio).
+    languages (optional): the language of each caption (e.g. "eng", "fra"); adds per-language keys
+        "<metric>/<lang>" and makes the un-suffixed keys their mean.
+    caption_groups (optional, needs languages): equal for the translations of one caption; adds "MRV".
+    ks (optional): R@k cutoffs, default (1, 5, 10).
+    map_cutoff (optional): cutoff of mAP, default 10.
+Returns:
+    dict of floats: t2a_R@k, a2t_R@k, a2t_recall_fraction@k, t2a_mAP@10, a2t_mAP@10,
+    t2a_median_rank, t2a_mean_rank, a2t_median_rank, a2t_mean_rank (ranks 1-based), [MRV].
+Examples:
+    >>> from hf_atr.evaluation.retrieval import load_retrieval_metric
+    >>> metric = load_retrieval_metric()
+    >>> metric.compute(predictions=[[0.9, 0.1], [0.2, 0.7]], references=[0, 1], ks=(1,))["t2a_R@1"]
+    1.0
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class RetrievalMetric(evaluate.Metric):
+    """Audio-text retrieval metrics over one score row per caption."""
+
+    def _info(self) -> evaluate.MetricInfo:
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            # Array2D fixes every dimension but the first, so the matrix travels as one row per caption.
+            features=datasets.Features(
+                {
+                    "predictions": datasets.Sequence(datasets.Value("float32")),
+                    "references": datasets.Value("int64"),
+                }
+            ),
+            reference_urls=["https://arxiv.org/abs/2203.15537"],
+        )
+
+    def _compute(
+        self,
+        predictions: list[list[float]],
+        references: list[int],
+        languages: list | None = None,
+        caption_groups: list | None = None,
+        ks: tuple[int, ...] = DEFAULT_KS,
+        map_cutoff: int = DEFAULT_MAP_CUTOFF,
+    ) -> dict[str, float]:
+        row_lengths = {len(row) for row in predictions}
+        if len(row_lengths) > 1:
+            raise ValueError(
+                f"predictions must be score rows of one length (the number of clips), got lengths {sorted(row_lengths)}."
+            )
+        scores = np.asarray(predictions, dtype=np.float32).reshape(len(predictions), -1)
+        return retrieval_metrics(
+            scores,
+            np.asarray(references, dtype=np.int64),
+            languages=languages,
+            caption_groups=caption_groups,
+            ks=ks,
+            map_cutoff=map_cutoff,
+        )
