@@ -70,10 +70,11 @@ class AtrConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         if self.objective is None:
             self.objective = dict(DEFAULT_OBJECTIVE)
+        self._check_values()
         super().__post_init__(**kwargs)
 
-    def validate_atr(self) -> None:
-        """Fail at construction with the allowed values (run by transformers' strict dataclass validation)."""
+    def _check_values(self) -> None:
+        """Fail at construction with a plain ``ValueError`` that lists the allowed values."""
         if self.scoring not in SCORING_KINDS:
             raise ValueError(f"`scoring` must be one of {SCORING_KINDS}, got {self.scoring!r}.")
         for field_name in ("audio_pooling", "text_pooling"):

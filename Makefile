@@ -1,0 +1,45 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   install into .venv, then run the main job (train -> evaluate -> save -> search)
+#   make test   install into .venv with the [dev] extra, then run the whole test suite
+# Both are idempotent: a second run reuses .venv and only reinstalls when pyproject.toml changed.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch first, pinned: here it is a local CPU wheel; letting pip resolve torch itself pulls CUDA builds.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test install install-dev lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.torch: | $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+demo: install
+	$(BIN)/hf-atr demo --output-dir outputs/demo
+
+test: install-dev
+	$(BIN)/python -m pytest -q
+
+lint: install-dev
+	$(BIN)/ruff check hf_atr tests benchmarks examples datasets_scripts
+	$(BIN)/ruff format --check hf_atr tests benchmarks examples datasets_scripts
+
+clean:
+	rm -rf $(VENV) outputs

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from tiny_models import make_model, make_processor, random_waveforms
+from transformers import AutoModel
+
+from hf_atr import AtrDualEncoderModel, AtrScoringHead
+
+BACKBONES = [("ast", "bert"), ("whisper", "xlm-roberta")]
+
+
+def _inputs(processor, n_audio=3, n_text=4):
+    captions = ["a dog barks loudly", "birds sing", "a siren wails then a beep", "silence"][:n_text]
+    return processor(audio=random_waveforms(n_audio), text=captions, return_tensors="pt")
+
+
+@pytest.mark.parametrize(("audio_family", "text_family"), BACKBONES)
+def test_forward_returns_normalised_embeddings_and_scaled_logits(audio_family, text_family):
+    processor = make_processor(audio_family)
+    model = make_model(audio_family, text_family, processor=processor).eval()
+    with torch.no_grad():
+        output = model(**_inputs(processor))
+    assert output.audio_embeds.shape == (3, 16)
+    assert output.text_embeds.shape == (4, 16)
+    torch.testing.assert_close(output.audio_embeds.norm(dim=-1), torch.ones(3))
+    torch.testing.assert_close(output.text_embeds.norm(dim=-1), torch.ones(4))
+    expected = math.exp(model.config.logit_scale_init) * output.text_embeds @ output.audio_embeds.T
+    torch.testing.assert_close(output.logits_per_text, expected)
+    torch.testing.assert_close(output.logits_per_audio, expected.T)
+
+
+@pytest.mark.parametrize(("audio_family", "text_family"), BACKBONES)
+def test_save_and_load_through_automodel_gives_identical_outputs(tmp_path, audio_family, text_family):
+    processor = make_processor(audio_family)
+    model = make_model(audio_family, text_family, processor=processor, scoring="mahalanobis").eval()
+    inputs = _inputs(processor)
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    assert not list(tmp_path.glob("*.bin"))
+    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    assert isinstance(loaded, AtrDualEncoderModel)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**inputs).logits_per_text, model(**inputs).logits_per_text)
+
+
+def test_custom_parameters_missing_from_a_checkpoint_are_initialised_not_garbage(tmp_path, model):
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    del weights["scoring_head.logit_scale"]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = AtrDualEncoderModel.from_pretrained(tmp_path)
+    assert loaded.scoring_head.logit_scale.item() == pytest.approx(model.config.logit_scale_init)
+
+
+def test_mahalanobis_matrix_starts_as_identity_after_load_without_it(tmp_path, processor):
+    model = make_model(processor=processor, scoring="mahalanobis")
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    del weights["scoring_head.metric_matrix"]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = AtrDualEncoderModel.from_pretrained(tmp_path)
+    torch.testing.assert_close(loaded.scoring_head.metric_matrix.detach(), torch.eye(16))
+
+
+def test_get_features_match_forward(model, processor):
+    inputs = _inputs(processor)
+    model.eval()
+    with torch.no_grad():
+        output = model(**inputs)
+        audio = model.get_audio_features(input_values=inputs["input_values"])
+        text = model.get_text_features(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+    torch.testing.assert_close(audio, output.audio_embeds)
+    torch.testing.assert_close(text, output.text_embeds)
+
+
+def test_audio_features_need_an_audio_input(model):
+    with pytest.raises(ValueError, match="needs `input_values` or `input_features`"):
+        model.get_audio_features()
+
+
+def test_from_audio_text_pretrained_combines_saved_backbones(tmp_path, processor):
+    source = make_model(processor=processor)
+    source.audio_model.save_pretrained(tmp_path / "audio")
+    source.text_model.save_pretrained(tmp_path / "text")
+    model = AtrDualEncoderModel.from_audio_text_pretrained(
+        str(tmp_path / "audio"), str(tmp_path / "text"), projection_dim=8, scoring="euclidean"
+    )
+    assert model.config.projection_dim == 8 and model.config.scoring == "euclidean"
+    for name, tensor in source.audio_model.state_dict().items():
+        torch.testing.assert_close(model.audio_model.state_dict()[name], tensor)
+    for name, tensor in source.text_model.state_dict().items():
+        torch.testing.assert_close(model.text_model.state_dict()[name], tensor)
+
+
+def _brute_force_distance(x, y, metric):
+    return torch.tensor([[float(torch.sqrt((a - b) @ metric @ (a - b))) for b in y] for a in x], dtype=x.dtype)
+
+
+@pytest.mark.parametrize("kind", ["cosine", "euclidean", "mahalanobis"])
+def test_scoring_head_distance_and_similarity_match_brute_force(kind):
+    torch.manual_seed(0)
+    head = AtrScoringHead(kind, dim=5, logit_scale_init=math.log(10.0)).double()
+    x = torch.nn.functional.normalize(torch.randn(4, 5, dtype=torch.float64), dim=-1)
+    y = torch.nn.functional.normalize(torch.randn(3, 5, dtype=torch.float64), dim=-1)
+    if kind == "mahalanobis":
+        factor = torch.randn(5, 5, dtype=torch.float64)
+        with torch.no_grad():
+            head.metric_matrix.copy_(factor @ factor.T)
+        expected_distance = _brute_force_distance(x, y, head.metric_matrix.detach())
+    elif kind == "euclidean":
+        expected_distance = _brute_force_distance(x, y, torch.eye(5, dtype=torch.float64))
+    else:
+        expected_distance = 1 - x @ y.T
+    torch.testing.assert_close(head.distance(x, y), expected_distance)
+    expected_similarity = x @ y.T if kind == "cosine" else -expected_distance
+    torch.testing.assert_close(head.similarity(x, y), expected_similarity)
+    torch.testing.assert_close(head(x, y), 10.0 * expected_similarity)
+
+
+def test_distance_gradient_is_finite_for_coincident_points():
+    head = AtrScoringHead("euclidean", dim=3, logit_scale_init=0.0)
+    x = torch.ones(2, 3, requires_grad=True)
+    head.distance(x, x.detach()).sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+def test_logit_scale_is_capped_at_100():
+    head = AtrScoringHead("cosine", dim=3, logit_scale_init=10.0)
+    assert head.scale().item() == pytest.approx(100.0)
+
+
+def test_psd_projection_makes_the_metric_symmetric_psd_and_keeps_psd_matrices():
+    torch.manual_seed(0)
+    head = AtrScoringHead("mahalanobis", dim=6, logit_scale_init=0.0)
+    with torch.no_grad():
+        head.metric_matrix.copy_(torch.randn(6, 6))
+    head.project_to_psd_()
+    matrix = head.metric_matrix.detach()
+    torch.testing.assert_close(matrix, matrix.T)
+    assert torch.linalg.eigvalsh(matrix).min() >= -1e-5
+    before = matrix.clone()
+    head.project_to_psd_()
+    torch.testing.assert_close(head.metric_matrix.detach(), before, atol=1e-5, rtol=1e-5)
+
+
+def test_transform_turns_the_metric_into_euclidean_geometry():
+    torch.manual_seed(0)
+    head = AtrScoringHead("mahalanobis", dim=4, logit_scale_init=0.0).double()
+    factor = torch.randn(4, 4, dtype=torch.float64)
+    with torch.no_grad():
+        head.metric_matrix.copy_(factor @ factor.T)
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4, dtype=torch.float64)
+    torch.testing.assert_close(torch.cdist(head.transform(x), head.transform(y)), head.distance(x, y).detach())
