@@ -258,7 +258,7 @@ def select_splits(requested: Iterable[str] | str | None, aliases: dict[str, str]
 
 def embed_audio_bytes(dataset: DatasetDict) -> DatasetDict:
     """Read every clip's file into the ``bytes`` of its ``audio`` cell, so the result no longer depends
-    on the local audio paths (what ``push_to_hub`` does on upload; needed for portable Parquet)."""
+    on the local audio paths (what ``save_to_disk`` and ``push_to_hub`` do themselves; ``to_parquet`` does not)."""
     embedded = DatasetDict()
     for split, split_dataset in dataset.items():
         output_format = split_dataset.format
@@ -279,7 +279,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--embed-audio",
         action="store_true",
-        help="Store the audio bytes in the dataset instead of absolute paths to the files (portable output).",
+        help="With --parquet: store the audio bytes instead of absolute paths to the files (save_to_disk and "
+        "--push-to-hub always store the bytes).",
     )
     output.add_argument(
         "--push-to-hub",
@@ -298,14 +299,18 @@ def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Names
 
 
 def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:
-    """Write ``dataset`` as the options of :func:`add_export_arguments` ask; returns what was written."""
-    if args.embed_audio:
-        dataset = embed_audio_bytes(dataset)
+    """Write ``dataset`` as the options of :func:`add_export_arguments` ask; returns what was written.
+
+    ``save_to_disk`` and ``push_to_hub`` copy the audio files' bytes into the dataset (``datasets`` embeds
+    local files of ``Audio`` columns), so their output no longer needs the corpus directory; Parquet keeps
+    the absolute paths unless ``--embed-audio`` is given.
+    """
     written = []
     if args.output_dir is not None:
         if args.parquet:
             args.output_dir.mkdir(parents=True, exist_ok=True)
-            for split, split_dataset in dataset.items():
+            parquet_dataset = embed_audio_bytes(dataset) if args.embed_audio else dataset
+            for split, split_dataset in parquet_dataset.items():
                 parquet_path = args.output_dir / f"{split}.parquet"
                 split_dataset.to_parquet(parquet_path)
                 written.append(str(parquet_path))

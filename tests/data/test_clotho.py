@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import csv
+import logging
+import runpy
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from datasets import Audio, load_from_disk
+
+from hf_atr.data.audio import AudioDecodeError, decode_audio
+from hf_atr.data.clotho import clotho_captions_file, load_clotho
+from hf_atr.data.corpus_utils import CorpusFormatError
+from hf_atr.data.synthcaps import load_synthcaps, write_clotho_layout
+
+SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_clotho.py"
+
+
+@pytest.fixture(scope="module")
+def synthcaps():
+    return load_synthcaps(4, 2, 2, duration=0.5, languages=("eng",))
+
+
+def _read(csv_path: Path) -> list[list[str]]:
+    with csv_path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def _write(csv_path: Path, rows: list[list[str]]) -> None:
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def test_round_trip_with_awkward_file_names(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path)
+    loaded = load_clotho(tmp_path)
+    assert list(loaded) == ["train", "validation", "test"]
+    names = loaded["train"]["audio_id"]
+    assert any("," in name for name in names) and any('"' in name for name in names)
+    assert any("'" in name for name in names) and any(" " in name for name in names)
+    for split in loaded:
+        assert loaded[split].features["audio"] == Audio(decode=False)
+        csv_rows = _read(clotho_captions_file(tmp_path, split))[1:]
+        assert loaded[split]["audio_id"] == [row[0] for row in csv_rows]
+        assert loaded[split]["captions"] == synthcaps[split]["captions"]
+        for row, original in zip(loaded[split], synthcaps[split]):
+            assert Path(row["audio"]["path"]).name == row["audio_id"]
+            np.testing.assert_array_equal(decode_audio(row["audio"]), decode_audio(original["audio"]))
+
+
+def test_split_names_and_audio_dir(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path / "meta")
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    for folder in ("development", "evaluation"):
+        (tmp_path / "meta" / folder).rename(audio / folder)
+    loaded = load_clotho(tmp_path / "meta", audio_dir=audio, splits=["development", "test"])
+    assert list(loaded) == ["train", "test"]
+    assert Path(loaded["test"][0]["audio"]["path"]).parent == (audio / "evaluation").resolve()
+    with pytest.raises(ValueError, match="Unknown Clotho split 'dev'"):
+        load_clotho(tmp_path / "meta", splits=["dev"])
+    with pytest.raises(FileNotFoundError, match="No Clotho captions"):
+        load_clotho(audio)
+
+
+def test_file_name_in_two_splits_stays_in_both(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path)
+    development = _read(tmp_path / "clotho_captions_development.csv")
+    shared = development[1]
+    shutil.copy(tmp_path / "development" / shared[0], tmp_path / "validation" / shared[0])
+    validation_csv = tmp_path / "clotho_captions_validation.csv"
+    _write(validation_csv, [*_read(validation_csv), [shared[0], *[f"other {k}" for k in range(1, 6)]]])
+    loaded = load_clotho(tmp_path)
+    assert shared[0] in loaded["train"]["audio_id"] and shared[0] in loaded["validation"]["audio_id"]
+    assert loaded["validation"][-1]["captions"] == [f"other {k}" for k in range(1, 6)]
+    assert loaded["train"][0]["captions"] == shared[1:]
+
+
+def test_missing_and_corrupt_audio(tmp_path, synthcaps, caplog):
+    write_clotho_layout(synthcaps, tmp_path)
+    names = [row[0] for row in _read(tmp_path / "clotho_captions_development.csv")[1:]]
+    (tmp_path / "development" / names[1]).unlink()
+    (tmp_path / "development" / names[2]).write_bytes(b"RIFF garbage")
+    with pytest.raises(
+        FileNotFoundError, match=r"clotho_captions_development\.csv, line 3: audio file not found"
+    ):
+        load_clotho(tmp_path, splits="train")
+    with caplog.at_level(logging.WARNING):
+        loaded = load_clotho(tmp_path, splits="train", missing="skip")
+    assert loaded["train"]["audio_id"] == [names[0], names[3]]
+    assert "skipped 2 clip(s)/row(s)" in caplog.text
+    assert names[1] in caplog.text and names[2] in caplog.text
+    (tmp_path / "development" / names[1]).write_bytes((tmp_path / "development" / names[0]).read_bytes())
+    with pytest.raises(AudioDecodeError, match=r"clotho_captions_development\.csv, line 4: .*corrupt"):
+        load_clotho(tmp_path, splits="train")
+
+
+def test_zero_length_and_multichannel_audio(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path)
+    names = [row[0] for row in _read(tmp_path / "clotho_captions_evaluation.csv")[1:]]
+    soundfile.write(tmp_path / "evaluation" / names[0], np.zeros((0, 2), dtype=np.float32), 44100)
+    with pytest.raises(AudioDecodeError, match="zero length"):
+        load_clotho(tmp_path, splits="evaluation")
+    soundfile.write(tmp_path / "evaluation" / names[0], np.ones((100, 3), dtype=np.float32) * 0.5, 44100)
+    loaded = load_clotho(tmp_path, splits="evaluation")
+    assert decode_audio(loaded["test"][0]["audio"]).shape == (100,)
+
+
+@pytest.mark.parametrize(
+    ("bad_row", "message"),
+    [
+        (["a.wav", "one", "two"], "expected 6 fields"),
+        (["a.wav", "one", "two", "", "four", "five"], "empty caption_3"),
+        (["", "one", "two", "three", "four", "five"], "empty file_name"),
+    ],
+    ids=["column-count", "empty-caption", "empty-file-name"],
+)
+def test_malformed_rows(tmp_path, synthcaps, caplog, bad_row, message):
+    write_clotho_layout(synthcaps, tmp_path)
+    csv_path = tmp_path / "clotho_captions_validation.csv"
+    rows = _read(csv_path)
+    _write(csv_path, [*rows[:2], bad_row, *rows[2:]])
+    with pytest.raises(CorpusFormatError, match=rf"clotho_captions_validation\.csv, line 3: {message}"):
+        load_clotho(tmp_path, splits="validation")
+    with caplog.at_level(logging.WARNING):
+        loaded = load_clotho(tmp_path, splits="validation", missing="skip")
+    assert loaded["validation"]["audio_id"] == [row[0] for row in rows[1:]]
+    assert "skipped 1 clip(s)/row(s)" in caplog.text
+
+
+def test_duplicate_file_name_within_a_split_and_bad_header(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path)
+    csv_path = tmp_path / "clotho_captions_validation.csv"
+    rows = _read(csv_path)
+    _write(csv_path, [*rows, rows[1]])
+    with pytest.raises(CorpusFormatError, match=r"line 4: file_name .* already on line 2"):
+        load_clotho(tmp_path, splits="validation")
+    _write(csv_path, [["file_name", "text"], ["a.wav", "x"]])
+    with pytest.raises(CorpusFormatError, match="no caption_1..caption_N columns"):
+        load_clotho(tmp_path, splits="validation")
+
+
+def test_build_script_round_trip(tmp_path, synthcaps, capsys):
+    corpus = write_clotho_layout(synthcaps, tmp_path / "corpus")
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main([str(corpus), "--splits", "evaluation", "--output-dir", str(tmp_path / "saved")]) == 0
+    saved = load_from_disk(str(tmp_path / "saved"))
+    expected = load_clotho(corpus, splits="test")["test"]
+    assert list(saved) == ["test"]
+    assert saved["test"].remove_columns("audio").to_dict() == expected.remove_columns("audio").to_dict()
+    assert saved["test"][0]["audio"]["bytes"] == Path(expected[0]["audio"]["path"]).read_bytes()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0 and "clotho_captions" in capsys.readouterr().out

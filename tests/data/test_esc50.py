@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import csv
+import logging
+import runpy
+from pathlib import Path
+
+import pytest
+from datasets import Audio, concatenate_datasets, load_from_disk
+
+from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.corpus_utils import CorpusFormatError
+from hf_atr.data.esc50 import class_prompts, load_esc50
+from hf_atr.data.synthcaps import SOUND_EVENTS, write_esc50_layout
+
+SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_esc50.py"
+
+
+@pytest.fixture(scope="module")
+def esc50_dir(tmp_path_factory):
+    return write_esc50_layout(
+        tmp_path_factory.mktemp("esc50"), clips_per_class=5, sampling_rate=16000, duration=0.5
+    )
+
+
+def _metadata(esc50_dir: Path) -> list[dict[str, str]]:
+    with (esc50_dir / "meta" / "esc50.csv").open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _copy_corpus(esc50_dir: Path, tmp_path: Path) -> Path:
+    """A writable copy (meta copied, audio files linked) so a test can damage it."""
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "esc50.csv").write_bytes((esc50_dir / "meta" / "esc50.csv").read_bytes())
+    (tmp_path / "audio").mkdir()
+    for path in (esc50_dir / "audio").iterdir():
+        (tmp_path / "audio" / path.name).write_bytes(path.read_bytes())
+    return tmp_path
+
+
+def test_class_prompts():
+    assert class_prompts("chirping_birds") == ["This is a sound of chirping birds."]
+    assert class_prompts("dog", ["A {class}.", "{class} barking"]) == ["A dog.", "dog barking"]
+    with pytest.raises(ValueError, match=r"must be a string containing '\{class\}'"):
+        class_prompts("dog", ["A sound of {label}."])
+    with pytest.raises(ValueError, match="may use only the field"):
+        class_prompts("dog", ["{class} at {time}"])
+    with pytest.raises(ValueError, match="templates is empty"):
+        class_prompts("dog", [])
+
+
+def test_all_folds_labels_and_captions(esc50_dir):
+    loaded = load_esc50(esc50_dir)
+    metadata = {row["filename"]: row for row in _metadata(esc50_dir)}
+    assert list(loaded) == ["fold1", "fold2", "fold3", "fold4", "fold5"]
+    everything = concatenate_datasets(list(loaded.values()))
+    assert len(everything) == 5 * len(SOUND_EVENTS) == len(metadata)
+    assert everything.features["audio"] == Audio(decode=False)
+    for split, dataset in loaded.items():
+        for row in dataset:
+            expected = metadata[row["audio_id"]]
+            assert split == f"fold{expected['fold']}"
+            assert row["label"] == expected["category"]
+            assert row["captions"] == [f"This is a sound of {expected['category'].replace('_', ' ')}."]
+            assert Path(row["audio"]["path"]) == (esc50_dir / "audio" / row["audio_id"]).resolve()
+    assert set(everything["label"]) == set(SOUND_EVENTS)
+
+
+def test_fold_selection_and_templates(esc50_dir):
+    templates = ["A recording of {class}.", "The sound of {class}."]
+    loaded = load_esc50(esc50_dir, folds=[4, 2], templates=templates)
+    assert list(loaded) == ["fold2", "fold4"]
+    row = loaded["fold4"][0]
+    assert row["captions"] == class_prompts(row["label"], templates)
+    assert len(load_esc50(esc50_dir, folds=3)["fold3"]) == len(SOUND_EVENTS)
+    for bad in ([0], [6], [], ["1"]):
+        with pytest.raises(ValueError, match="choose fold numbers from"):
+            load_esc50(esc50_dir, folds=bad)
+
+
+@pytest.mark.parametrize(
+    ("bad_fold", "message"),
+    [("7", "fold '7' is not one of"), ("one", "fold 'one' is not one of"), ("", "empty fold")],
+)
+def test_bad_fold_number(esc50_dir, tmp_path, caplog, bad_fold, message):
+    corpus = _copy_corpus(esc50_dir, tmp_path)
+    csv_path = corpus / "meta" / "esc50.csv"
+    rows = _metadata(esc50_dir)
+    rows[2]["fold"] = bad_fold
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(CorpusFormatError, match=rf"esc50\.csv, line 4: {message}"):
+        load_esc50(corpus)
+    with caplog.at_level(logging.WARNING):
+        loaded = load_esc50(corpus, missing="skip")
+    assert sum(map(len, loaded.values())) == len(rows) - 1
+    assert "skipped 1 clip(s)/row(s)" in caplog.text
+
+
+def test_bad_rows_and_audio(esc50_dir, tmp_path, caplog):
+    corpus = _copy_corpus(esc50_dir, tmp_path)
+    csv_path = corpus / "meta" / "esc50.csv"
+    lines = csv_path.read_text(encoding="utf-8").splitlines()
+    lines.insert(1, "1-1-A.wav,1,0,dog")
+    csv_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"esc50\.csv, line 2: expected 7 fields"):
+        load_esc50(corpus)
+    rows = _metadata(esc50_dir)
+    (corpus / "audio" / rows[0]["filename"]).unlink()
+    (corpus / "audio" / rows[1]["filename"]).write_bytes(b"")
+    with caplog.at_level(logging.WARNING):
+        loaded = load_esc50(corpus, missing="skip")
+    assert sum(map(len, loaded.values())) == len(rows) - 2
+    assert "skipped 3 clip(s)/row(s)" in caplog.text
+    csv_path.write_text("\n".join(lines[:1] + lines[2:]) + "\n", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=rf"line 2: audio file not found: .*{rows[0]['filename']}"):
+        load_esc50(corpus)
+    (corpus / "audio" / rows[0]["filename"]).write_bytes(
+        (esc50_dir / "audio" / rows[0]["filename"]).read_bytes()
+    )
+    with pytest.raises(AudioDecodeError, match=rf"line 3: .*{rows[1]['filename']}.*corrupt"):
+        load_esc50(corpus)
+    with pytest.raises(FileNotFoundError, match="Corpus metadata file not found"):
+        load_esc50(tmp_path / "nowhere")
+
+
+def test_build_script_round_trip(esc50_dir, tmp_path, capsys):
+    main = runpy.run_path(str(SCRIPT))["main"]
+    output = tmp_path / "saved"
+    argv = [str(esc50_dir), "--folds", "1", "5", "--template", "A {class}.", "--template", "Some {class}."]
+    assert main([*argv, "--output-dir", str(output)]) == 0
+    saved = load_from_disk(str(output))
+    assert list(saved) == ["fold1", "fold5"]
+    assert saved["fold5"][0]["captions"] == class_prompts(
+        saved["fold5"][0]["label"], ["A {class}.", "Some {class}."]
+    )
+    expected = load_esc50(esc50_dir, folds=[1, 5], templates=["A {class}.", "Some {class}."])
+    assert (
+        saved["fold1"].remove_columns("audio").to_dict()
+        == expected["fold1"].remove_columns("audio").to_dict()
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0 and "--template" in capsys.readouterr().out
