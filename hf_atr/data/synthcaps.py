@@ -1,0 +1,546 @@
+"""SynthCaps: an embedded, deterministic audio-captioning corpus for tests, demos and smoke training.
+
+Every clip is a scene of one to three synthetic sound events (:data:`SOUND_EVENTS`), played one after the
+other or two at a time, each loud or quiet, and described by five captions in each of the eight languages
+of :data:`hf_atr.data.schema.LANGUAGES` (grammars in :mod:`hf_atr.data.synthcaps_grammar`). The captions
+are a function of the audio, and the events differ clearly in spectrum or time pattern, so a tiny model
+on log-mel spectrograms can learn the retrieval task in minutes on a CPU.
+
+The module also writes SynthCaps in the on-disk layouts of AudioCaps, Clotho and ESC-50
+(:func:`write_audiocaps_layout`, :func:`write_clotho_layout`, :func:`write_esc50_layout`) so that the corpus
+loaders can be tested against real layouts without downloading anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from datasets import Dataset, DatasetDict
+from scipy.signal import chirp, sawtooth
+
+from hf_atr.data.audio import encode_wav
+from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column
+from hf_atr.data.synthcaps_grammar import (
+    LOUDNESS_LEVELS,
+    NUM_CAPTION_STYLES,
+    Part,
+    Scene,
+    SoundOccurrence,
+    caption_scene,
+    event_phrase,
+)
+
+__all__ = [
+    "SOUND_EVENTS",
+    "SYNTHCAPS_SPLITS",
+    "SynthClip",
+    "event_phrase",
+    "generate_clip",
+    "load_synthcaps",
+    "render_event",
+    "write_audiocaps_layout",
+    "write_clotho_layout",
+    "write_esc50_layout",
+]
+
+SOUND_EVENTS: tuple[str, ...] = (
+    "low_tone",
+    "mid_tone",
+    "high_tone",
+    "beeps",
+    "chirp_up",
+    "chirp_down",
+    "white_noise",
+    "pink_noise",
+    "brown_noise",
+    "clicks",
+    "buzz",
+    "siren",
+    "silence",
+)
+"""Names of the sound event classes (also the ESC-50 layout's categories and the ``label`` values)."""
+
+SYNTHCAPS_SPLITS: tuple[str, ...] = ("train", "validation", "test")
+
+# 20 dB between loud and quiet: a level step any log-mel front end sees.
+_RMS_BY_LOUDNESS = {"loud": 0.15, "quiet": 0.015}
+# Clicks are sparse impulses; their level is set by the peak (an RMS target would make them clip).
+_CLICK_PEAK_BY_LOUDNESS = {"loud": 0.8, "quiet": 0.08}
+_FADE_SECONDS = 0.01
+_MIN_SAMPLING_RATE = 12000  # the chirps reach 5.5 kHz
+_MIN_DURATION = 0.5
+# Part layouts of a scene: the number of overlapping events of each part, in order.
+_LAYOUTS: tuple[tuple[int, ...], ...] = ((1,), (1, 1), (2,), (1, 1, 1), (2, 1), (1, 2))
+_SILENT_PART_PROBABILITY = 0.15
+
+
+@dataclass(frozen=True)
+class SynthClip:
+    """One generated clip: ``waveform: (samples,)`` float32, its scene, captions and label."""
+
+    waveform: np.ndarray
+    scene: Scene
+    captions: dict[str, list[str]]
+    label: str
+
+
+def render_event(
+    event: str, num_samples: int, sampling_rate: int, rng: np.random.Generator, loudness: str | None = "loud"
+) -> np.ndarray:
+    """Synthesise ``num_samples`` of ``event`` at ``loudness`` as a float32 ``(num_samples,)`` array.
+
+    Parameters (frequencies, rates) are drawn from narrow ranges with ``rng`` so that clips vary but the
+    classes never overlap: low tone 220-280 Hz, mid tone 0.9-1.1 kHz, high tone 3.3-3.9 kHz, beeps 1.9-2.1 kHz
+    gated at 5-7 Hz, log chirps between ~300 Hz and ~5 kHz, white / pink (1/f) / brown (1/f^2) noise,
+    clicks (impulses at 8-14 Hz), buzz (sawtooth at 100-160 Hz), siren (wailing between ~600 and ~1500 Hz at 1.5-3 Hz).
+    Loud events have an RMS of 0.15, quiet ones 0.015 (clicks: peak 0.8 / 0.08); 10 ms fades at both ends.
+    """
+    if event not in SOUND_EVENTS:
+        raise ValueError(f"Unknown SynthCaps sound event {event!r}; known events: {list(SOUND_EVENTS)}.")
+    if event == "silence":
+        return np.zeros(num_samples, dtype=np.float32)
+    if loudness not in LOUDNESS_LEVELS:
+        raise ValueError(f"loudness must be one of {list(LOUDNESS_LEVELS)} for {event!r}, got {loudness!r}.")
+    time = np.arange(num_samples) / sampling_rate
+    signal = _GENERATORS[event](time, sampling_rate, rng)
+    if event == "clicks":
+        signal = signal * (_CLICK_PEAK_BY_LOUDNESS[loudness] / max(np.abs(signal).max(), 1e-12))
+    else:
+        signal = signal * (_RMS_BY_LOUDNESS[loudness] / max(np.sqrt(np.mean(signal**2)), 1e-12))
+    return (signal * _fade(num_samples, sampling_rate)).astype(np.float32)
+
+
+def generate_clip(
+    split: str, index: int, *, duration: float = 2.0, sampling_rate: int = 16000, seed: int = 0
+) -> SynthClip:
+    """Generate clip ``index`` of ``split`` (independent of how many clips the split has).
+
+    The label (first event) cycles through :data:`SOUND_EVENTS` with ``index`` so that every class is
+    equally frequent; ``"silence"`` clips are silent throughout, and elsewhere silence is only a later part
+    of a sequence, so the label is always audible. Captions cover all eight languages.
+    """
+    if split not in SYNTHCAPS_SPLITS:
+        raise ValueError(f"Unknown SynthCaps split {split!r}; use one of {list(SYNTHCAPS_SPLITS)}.")
+    rng = np.random.default_rng([seed, SYNTHCAPS_SPLITS.index(split), index])
+    label = SOUND_EVENTS[index % len(SOUND_EVENTS)]
+    scene = _sample_scene(rng, label)
+    waveform = _render_scene(scene, round(duration * sampling_rate), sampling_rate, rng)
+    captions = {language: caption_scene(scene, language) for language in LANGUAGES}
+    return SynthClip(waveform=waveform, scene=scene, captions=captions, label=label)
+
+
+def load_synthcaps(
+    num_train: int = 512,
+    num_validation: int = 64,
+    num_test: int = 128,
+    *,
+    duration: float = 2.0,
+    sampling_rate: int = 16000,
+    languages: Sequence[str] = LANGUAGES,
+    seed: int = 0,
+) -> DatasetDict:
+    """The SynthCaps corpus as a ``DatasetDict`` (``train``, ``validation``, ``test``) in the shared schema.
+
+    Rows: ``audio`` (``Audio(decode=False)``: 16-bit WAV ``bytes`` and a file name such as
+    ``synthcaps_train_000012.wav`` as ``path``), ``audio_id`` (the file stem), ``captions`` (five English
+    captions), ``translations`` (``{language: five captions}`` for the non-English ``languages``; absent
+    when there are none), ``label`` (the first event, for zero-shot demos; see :func:`event_phrase`).
+
+    Deterministic: the same arguments give the same bytes and captions; clip ``i`` of a split does not
+    depend on the number of clips requested.
+
+    Args:
+        num_train, num_validation, num_test: clips per split (``>= 0``).
+        duration: clip length in seconds (``>= 0.5``); every clip has ``round(duration * sampling_rate)``
+            samples.
+        sampling_rate: Hz, ``>= 12000`` (the chirps reach 5.5 kHz).
+        languages: ISO 639-3 codes from :data:`LANGUAGES`; English captions are always produced.
+        seed: base seed of the per-clip generators.
+    """
+    counts = {"train": num_train, "validation": num_validation, "test": num_test}
+    for split, count in counts.items():
+        if not isinstance(count, int) or count < 0:
+            raise ValueError(f"num_{split} must be a non-negative int, got {count!r}.")
+    if duration < _MIN_DURATION:
+        raise ValueError(
+            f"duration must be at least {_MIN_DURATION} s (three events in sequence), got {duration}."
+        )
+    if sampling_rate < _MIN_SAMPLING_RATE:
+        raise ValueError(f"sampling_rate must be at least {_MIN_SAMPLING_RATE} Hz, got {sampling_rate}.")
+    unknown = [language for language in languages if language not in LANGUAGES]
+    if unknown:
+        raise ValueError(f"SynthCaps has no captions in {unknown}; available languages: {list(LANGUAGES)}.")
+    translation_languages = [
+        language for language in LANGUAGES if language in languages and language != "eng"
+    ]
+    features = atr_features(translation_languages, with_label=True)
+
+    splits = {}
+    for split, count in counts.items():
+        columns: dict[str, list] = {name: [] for name in features}
+        for index in range(count):
+            clip = generate_clip(split, index, duration=duration, sampling_rate=sampling_rate, seed=seed)
+            audio_id = f"synthcaps_{split}_{index:06d}"
+            columns["audio"].append(
+                {"bytes": encode_wav(clip.waveform, sampling_rate), "path": f"{audio_id}.wav"}
+            )
+            columns["audio_id"].append(audio_id)
+            columns["captions"].append(clip.captions["eng"])
+            if translation_languages:
+                columns["translations"].append(
+                    {language: clip.captions[language] for language in translation_languages}
+                )
+            columns["label"].append(clip.label)
+        splits[split] = finalize_audio_column(Dataset.from_dict(columns, features=features))
+    return DatasetDict(splits)
+
+
+def write_audiocaps_layout(
+    dataset_dict: DatasetDict,
+    out_dir: str | os.PathLike,
+    *,
+    filename_pattern: str = "{youtube_id}.wav",
+    variant: str = "official",
+) -> Path:
+    """Write ``dataset_dict`` in the AudioCaps layout under ``out_dir`` (for loader tests).
+
+    Files (``<csv>`` is ``train``, ``val``, ``test`` for the splits ``train``, ``validation``, ``test``;
+    only the splits present are written):
+
+    - ``variant="official"``: ``<csv>.csv`` with header ``audiocap_id,youtube_id,start_time,caption``; train
+      has one row per clip (its first caption), val/test one row per caption (five per clip). Each clip
+      gets a fake 11-character YouTube id (``[A-Za-z0-9_-]``, derived from ``audio_id``), an integer
+      ``start_time`` in seconds, and ``audiocap_id`` is a unique integer per caption row (unique across
+      splits).
+    - ``variant="wavcaps"``: ``<csv>.csv`` with header ``file_name,caption`` (train, first caption) or
+      ``file_name,caption_1,...,caption_5`` (val/test); ``file_name`` is the audio file name.
+    - Audio: ``out_dir/audio/<csv>/`` (``audio/train``, ``audio/val``, ``audio/test``), named by
+      ``filename_pattern`` with the fields ``{youtube_id}`` and ``{start_time}`` (e.g. ``"Y{youtube_id}.wav"``,
+      ``"{youtube_id}_{start_time}.wav"``).
+    - Translations, when the split has a ``translations`` column: ``<csv>_<lang>.csv`` (e.g. ``val_fra.csv``)
+      in the same layout and order as ``<csv>.csv``, row by row: the same ``audiocap_id``/``youtube_id``/
+      ``start_time`` (official) or ``file_name`` (wavcaps), with caption ``k`` translated.
+
+    Returns:
+        ``Path(out_dir)``.
+    """
+    if variant not in ("official", "wavcaps"):
+        raise ValueError(f"variant must be 'official' or 'wavcaps', got {variant!r}.")
+    try:
+        filename_pattern.format(youtube_id="x", start_time=0)
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(
+            f"filename_pattern {filename_pattern!r} may only use the fields {{youtube_id}} and {{start_time}}."
+        ) from error
+    csv_names = {"train": "train", "validation": "val", "test": "test"}
+    _check_split_names(dataset_dict, csv_names)
+    out_dir = Path(out_dir)
+    next_audiocap_id = 1
+    for split, dataset in dataset_dict.items():
+        csv_name = csv_names[split]
+        audio_dir = out_dir / "audio" / csv_name
+        one_caption = split == "train"
+        languages = ["eng", *_translation_languages(dataset)]
+        tables: dict[str, list[list]] = {language: [] for language in languages}
+        for row in dataset:
+            youtube_id = _fake_youtube_id(row["audio_id"])
+            start_time = int.from_bytes(hashlib.sha256(row["audio_id"].encode()).digest()[:4], "big") % 300
+            file_name = filename_pattern.format(youtube_id=youtube_id, start_time=start_time)
+            _write_audio(row, audio_dir / file_name)
+            captions_by_language = {"eng": row["captions"], **(row.get("translations") or {})}
+            num_captions = 1 if one_caption else len(row["captions"])
+            if variant == "wavcaps" and not one_caption and num_captions != NUM_CAPTION_STYLES:
+                raise ValueError(
+                    f"The WavCaps-style layout needs {NUM_CAPTION_STYLES} captions per clip; "
+                    f"{row['audio_id']} has {num_captions}."
+                )
+            audiocap_ids = list(range(next_audiocap_id, next_audiocap_id + num_captions))
+            next_audiocap_id += num_captions
+            for language in languages:
+                captions = captions_by_language[language][:num_captions]
+                if variant == "wavcaps":
+                    tables[language].append([file_name, *captions])
+                else:
+                    tables[language].extend(
+                        [audiocap_id, youtube_id, start_time, caption]
+                        for audiocap_id, caption in zip(audiocap_ids, captions)
+                    )
+        if variant == "wavcaps":
+            header = ["file_name", "caption"] if one_caption else ["file_name"] + _caption_columns()
+        else:
+            header = ["audiocap_id", "youtube_id", "start_time", "caption"]
+        for language, table in tables.items():
+            suffix = "" if language == "eng" else f"_{language}"
+            _write_csv(out_dir / f"{csv_name}{suffix}.csv", header, table)
+    return out_dir
+
+
+def write_clotho_layout(dataset_dict: DatasetDict, out_dir: str | os.PathLike) -> Path:
+    """Write ``dataset_dict`` in the Clotho (v2) layout under ``out_dir`` (for loader tests).
+
+    ``clotho_captions_development.csv``, ``clotho_captions_validation.csv``,
+    ``clotho_captions_evaluation.csv`` (from ``train``, ``validation``, ``test``; only the splits present)
+    with header ``file_name,caption_1,...,caption_5``, and the audio in ``development/``, ``validation/``,
+    ``evaluation/``. Like real Clotho, file names contain spaces, commas, apostrophes and double quotes
+    (cycling with the row index), and captions with commas are quoted by the ``csv`` module.
+
+    Returns:
+        ``Path(out_dir)``.
+    """
+    clotho_names = {"train": "development", "validation": "validation", "test": "evaluation"}
+    _check_split_names(dataset_dict, clotho_names)
+    out_dir = Path(out_dir)
+    for split, dataset in dataset_dict.items():
+        clotho_split = clotho_names[split]
+        table = []
+        for index, row in enumerate(dataset):
+            if len(row["captions"]) != NUM_CAPTION_STYLES:
+                raise ValueError(
+                    f"The Clotho layout needs {NUM_CAPTION_STYLES} captions per clip; "
+                    f"{row['audio_id']} has {len(row['captions'])}."
+                )
+            file_name = _clotho_file_name(row, index)
+            _write_audio(row, out_dir / clotho_split / file_name)
+            table.append([file_name, *row["captions"]])
+        _write_csv(out_dir / f"clotho_captions_{clotho_split}.csv", ["file_name"] + _caption_columns(), table)
+    return out_dir
+
+
+def write_esc50_layout(
+    out_dir: str | os.PathLike,
+    *,
+    clips_per_class: int = 4,
+    sampling_rate: int = 44100,
+    duration: float = 5.0,
+    seed: int = 0,
+) -> Path:
+    """Write an ESC-50-style corpus of SynthCaps events under ``out_dir`` (for loader tests).
+
+    ``meta/esc50.csv`` with header ``filename,fold,target,category,esc10,src_file,take`` (rows sorted by
+    file name, like the real file) and mono WAV files ``audio/{fold}-{src_file}-{take}.wav``. One class per
+    :data:`SOUND_EVENTS` entry: ``category`` is the event name (``chirp_up``), ``target`` its index; clip
+    ``j`` of a class is in fold ``j % 5 + 1``; ``esc10`` is ``True`` for the first ten classes; ``take`` is
+    ``A``, ``B``, ... for the clips cut from one ``src_file``. Every clip is one loud event.
+
+    Returns:
+        ``Path(out_dir)``.
+    """
+    if not isinstance(clips_per_class, int) or clips_per_class < 1:
+        raise ValueError(f"clips_per_class must be a positive int, got {clips_per_class!r}.")
+    if sampling_rate < _MIN_SAMPLING_RATE:
+        raise ValueError(f"sampling_rate must be at least {_MIN_SAMPLING_RATE} Hz, got {sampling_rate}.")
+    if duration <= 0:
+        raise ValueError(f"duration must be positive, got {duration}.")
+    out_dir = Path(out_dir)
+    audio_dir = out_dir / "audio"
+    audio_dir.mkdir(parents=True, exist_ok=True)
+    num_samples = round(duration * sampling_rate)
+    rows = []
+    for target, category in enumerate(SOUND_EVENTS):
+        for clip in range(clips_per_class):
+            rng = np.random.default_rng([seed, target, clip])
+            fold = clip % 5 + 1
+            # Two takes per source recording, as ESC-50 often cuts several clips from one freesound file.
+            src_file = 100000 + 1000 * target + clip // 2
+            take = "AB"[clip % 2]
+            file_name = f"{fold}-{src_file}-{take}.wav"
+            waveform = render_event(category, num_samples, sampling_rate, rng, "loud")
+            (audio_dir / file_name).write_bytes(encode_wav(waveform, sampling_rate))
+            rows.append([file_name, fold, target, category, target < 10, src_file, take])
+    rows.sort(key=lambda row: row[0])
+    _write_csv(
+        out_dir / "meta" / "esc50.csv",
+        ["filename", "fold", "target", "category", "esc10", "src_file", "take"],
+        rows,
+    )
+    return out_dir
+
+
+def _sample_scene(rng: np.random.Generator, label: str) -> Scene:
+    if label == "silence":
+        return ((SoundOccurrence("silence", None),),)
+    layout = _LAYOUTS[rng.integers(len(_LAYOUTS))]
+    audible = [event for event in SOUND_EVENTS if event not in (label, "silence")]
+    others = iter(rng.permutation(audible).tolist())
+    silence_used = False
+    parts: list[Part] = []
+    for part_index, size in enumerate(layout):
+        events = []
+        for slot in range(size):
+            if part_index == 0 and slot == 0:
+                events.append(label)
+            elif (
+                size == 1 and part_index > 0 and not silence_used and rng.random() < _SILENT_PART_PROBABILITY
+            ):
+                events.append("silence")
+                silence_used = True
+            else:
+                events.append(next(others))
+        parts.append(
+            tuple(
+                SoundOccurrence(event, None if event == "silence" else LOUDNESS_LEVELS[rng.integers(2)])
+                for event in events
+            )
+        )
+    return tuple(parts)
+
+
+def _render_scene(scene: Scene, num_samples: int, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    """Parts one after the other (lengths jittered by +-25 %), the events of a part summed."""
+    weights = 1 + rng.uniform(-0.25, 0.25, size=len(scene))
+    boundaries = np.round(np.concatenate([[0], np.cumsum(weights) / weights.sum()]) * num_samples).astype(int)
+    waveform = np.zeros(num_samples, dtype=np.float32)
+    for part, start, stop in zip(scene, boundaries[:-1], boundaries[1:]):
+        for occurrence in part:
+            waveform[start:stop] += render_event(
+                occurrence.event, stop - start, sampling_rate, rng, occurrence.loudness
+            )
+    peak = np.abs(waveform).max()
+    if peak > 0.99:
+        # Two loud overlapping noises can exceed full scale; scale the clip rather than clip it.
+        waveform *= 0.99 / peak
+    return waveform
+
+
+def _fade(num_samples: int, sampling_rate: int) -> np.ndarray:
+    ramp_length = min(int(_FADE_SECONDS * sampling_rate), num_samples // 2)
+    envelope = np.ones(num_samples)
+    ramp = 0.5 - 0.5 * np.cos(np.pi * np.arange(ramp_length) / max(ramp_length, 1))
+    envelope[:ramp_length] = ramp
+    envelope[num_samples - ramp_length :] = ramp[::-1]
+    return envelope
+
+
+def _sine(frequency: float, time: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return np.sin(2 * np.pi * frequency * time + rng.uniform(0, 2 * np.pi))
+
+
+def _tone(low_hz: float, high_hz: float) -> Callable:
+    return lambda time, sampling_rate, rng: _sine(rng.uniform(low_hz, high_hz), time, rng)
+
+
+def _beeps(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    period = 1 / rng.uniform(5, 7)
+    on = (time % period) < period / 2
+    # Smooth the gate over ~2 ms so each beep starts without a broadband click.
+    kernel = np.hanning(max(int(0.002 * sampling_rate), 3))
+    gate = np.convolve(on.astype(float), kernel / kernel.sum(), mode="same")
+    return gate * _sine(rng.uniform(1900, 2100), time, rng)
+
+
+def _chirp(start_hz: tuple[float, float], end_hz: tuple[float, float]) -> Callable:
+    def generate(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+        span = max(time[-1], 1 / sampling_rate)
+        return chirp(time, rng.uniform(*start_hz), span, rng.uniform(*end_hz), method="logarithmic")
+
+    return generate
+
+
+def _colored_noise(exponent: float) -> Callable:
+    """Gaussian noise with power spectrum ~ 1/f**exponent (0 white, 1 pink, 2 brown) above 20 Hz."""
+
+    def generate(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+        white = rng.standard_normal(len(time))
+        if exponent == 0:
+            return white
+        spectrum = np.fft.rfft(white)
+        frequencies = np.fft.rfftfreq(len(time), 1 / sampling_rate)
+        spectrum *= np.maximum(frequencies, 20.0) ** (-exponent / 2)
+        spectrum[frequencies < 20] = 0
+        return np.fft.irfft(spectrum, n=len(time))
+
+    return generate
+
+
+def _clicks(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    period = max(int(sampling_rate / rng.uniform(8, 14)), 1)
+    signal = np.zeros(len(time))
+    signal[rng.integers(period) :: period] = 1.0
+    return signal
+
+
+def _buzz(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    return sawtooth(2 * np.pi * rng.uniform(100, 160) * time + rng.uniform(0, 2 * np.pi))
+
+
+def _siren(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    centre, deviation, rate = rng.uniform(950, 1050), rng.uniform(350, 450), rng.uniform(1.5, 3)
+    frequency = centre + deviation * np.sin(2 * np.pi * rate * time + rng.uniform(0, 2 * np.pi))
+    return np.sin(2 * np.pi * np.cumsum(frequency) / sampling_rate)
+
+
+_GENERATORS: dict[str, Callable] = {
+    "low_tone": _tone(220, 280),
+    "mid_tone": _tone(900, 1100),
+    "high_tone": _tone(3300, 3900),
+    "beeps": _beeps,
+    "chirp_up": _chirp((250, 350), (4500, 5500)),
+    "chirp_down": _chirp((4500, 5500), (250, 350)),
+    "white_noise": _colored_noise(0),
+    "pink_noise": _colored_noise(1),
+    "brown_noise": _colored_noise(2),
+    "clicks": _clicks,
+    "buzz": _buzz,
+    "siren": _siren,
+}
+
+
+def _check_split_names(dataset_dict: DatasetDict, known: dict[str, str]) -> None:
+    unknown = [split for split in dataset_dict if split not in known]
+    if unknown or not len(dataset_dict):
+        raise ValueError(f"Expected splits among {list(known)}, got {list(dataset_dict)}.")
+
+
+def _translation_languages(dataset: Dataset) -> list[str]:
+    if "translations" not in dataset.features:
+        return []
+    return list(dataset.features["translations"])
+
+
+def _caption_columns() -> list[str]:
+    return [f"caption_{index + 1}" for index in range(NUM_CAPTION_STYLES)]
+
+
+def _fake_youtube_id(audio_id: str) -> str:
+    """11 characters of the URL-safe base64 alphabet, like a YouTube video id."""
+    return base64.urlsafe_b64encode(hashlib.sha256(audio_id.encode()).digest()).decode()[:11]
+
+
+def _clotho_file_name(row: dict, index: int) -> str:
+    stem = row["audio_id"].replace("_", " ")
+    label = (row.get("label") or "sound").replace("_", " ").capitalize()
+    decorations = (
+        f"{label} {stem}.wav",
+        f"{label}, {stem}, take {index}.wav",
+        f'"{label}" recorded {stem}.wav',
+        f"{label}'s echo {stem}.wav",
+    )
+    return decorations[index % len(decorations)]
+
+
+def _write_audio(row: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    audio = row["audio"]
+    if audio.get("bytes") is not None:
+        path.write_bytes(audio["bytes"])
+    elif audio.get("path") and Path(audio["path"]).is_file():
+        path.write_bytes(Path(audio["path"]).read_bytes())
+    else:
+        raise ValueError(
+            f"Clip {row['audio_id']} has neither audio bytes nor an existing audio file ({audio.get('path')!r})."
+        )
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        writer.writerows(rows)
