@@ -16,7 +16,7 @@ from pathlib import Path
 from datasets import load_from_disk
 
 from hf_atr.data.corpus_utils import add_export_arguments, check_export_arguments, export_dataset_dict
-from hf_atr.data.multilingual import load_translations
+from hf_atr.data.multilingual import load_translations, normalize_language_code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,13 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_translation_arguments(
     parser: argparse.ArgumentParser, values: Sequence[str]
 ) -> dict[str, Path | dict[str, Path]]:
-    """``["fra=a.csv", "test:deu=b.csv"]`` -> ``{"fra": Path("a.csv"), "deu": {"test": Path("b.csv")}}``."""
+    """``["fra_Latn=a.csv", "test:deu=b.csv"]`` -> ``{"fra": Path("a.csv"), "deu": {"test": Path("b.csv")}}``."""
     translations: dict[str, Path | dict[str, Path]] = {}
     for value in values:
         target, separator, path = value.partition("=")
-        split, _, language = target.rpartition(":")
-        if not separator or not language or not path:
+        split, _, code = target.rpartition(":")
+        if not separator or not code or not path:
             parser.error(f"--translation {value!r}: expected [SPLIT:]LANG=PATH.")
+        try:
+            # fra and fra_Latn name one language: group their files before load_translations sees them.
+            language = normalize_language_code(code)
+        except ValueError as error:
+            parser.error(f"--translation {value!r}: {error}")
         if split:
             per_split = translations.setdefault(language, {})
             if not isinstance(per_split, dict):

@@ -177,12 +177,6 @@ def _translations_for_split(
     audio_ids = dataset["audio_id"]
     captions = dataset["captions"]
     if table.by_caption_id:
-        if CAPTION_IDS_COLUMN not in dataset.column_names:
-            raise CorpusFormatError(
-                f"{path} is aligned per caption through '{CAPTION_KEY_COLUMN}' but split '{split}' has no "
-                f"'{CAPTION_IDS_COLUMN}' column (load AudioCaps from its official CSV layout), or pass key= "
-                "naming a clip column."
-            )
         caption_ids = dataset[CAPTION_IDS_COLUMN]
         values = [[table.by_caption_id.get(caption_id) for caption_id in ids] for ids in caption_ids]
     else:
@@ -333,17 +327,24 @@ def _check_files_matched(
     tables: dict[str, dict[Path, _TranslationTable]],
     base: DatasetDict,
 ) -> None:
-    """Raise when a file matched no clip of the splits it was given for: a wrong key or layout, not
-    a few missing translations."""
+    """Raise when a file cannot be aligned with the splits it was given for: per-caption records but
+    no ``caption_ids`` column, or no record matching a clip (a wrong key or layout, not a few missing
+    translations)."""
     for language, files in files_per_language.items():
         for path in set(files.values()):
             splits = [split for split, split_path in files.items() if split_path == path]
             table = tables[language][path]
             if table.by_caption_id:
+                lacking = [split for split in splits if CAPTION_IDS_COLUMN not in base[split].column_names]
+                if lacking:
+                    raise CorpusFormatError(
+                        f"{path} is aligned per caption through '{CAPTION_KEY_COLUMN}' but split(s) {lacking} "
+                        f"have no '{CAPTION_IDS_COLUMN}' column (load AudioCaps from its official CSV layout), "
+                        "or pass key= naming a clip column."
+                    )
                 known = {
                     caption_id
                     for split in splits
-                    if CAPTION_IDS_COLUMN in base[split].column_names
                     for ids in base[split][CAPTION_IDS_COLUMN]
                     for caption_id in ids
                 }

@@ -1,0 +1,273 @@
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import runpy
+from pathlib import Path
+
+import pytest
+from datasets import load_from_disk
+
+from hf_atr.data.audiocaps import load_audiocaps
+from hf_atr.data.clotho import load_clotho
+from hf_atr.data.corpus_utils import CorpusFormatError
+from hf_atr.data.multilingual import load_translations, normalize_language_code
+from hf_atr.data.synthcaps import load_synthcaps, write_audiocaps_layout, write_clotho_layout
+
+SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_translations.py"
+SLOTS = [f"caption_{k}" for k in range(1, 6)]
+
+
+@pytest.fixture(scope="module")
+def synthcaps():
+    return load_synthcaps(2, 3, 2, duration=0.5, languages=("eng", "fra", "deu", "jpn"))
+
+
+@pytest.fixture
+def clotho(tmp_path, synthcaps):
+    """A Clotho-layout corpus and its base DatasetDict; per-language CSVs are written by the tests."""
+    corpus = write_clotho_layout(synthcaps.remove_columns("translations"), tmp_path / "clotho")
+    return corpus, load_clotho(corpus)
+
+
+def _read(csv_path: Path) -> list[list[str]]:
+    with csv_path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def _write(csv_path: Path, rows: list[list[str]]) -> Path:
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    return csv_path
+
+
+def _clotho_translation_csv(path: Path, base, synthcaps, split: str, language: str) -> Path:
+    rows = [["file_name", *SLOTS]]
+    for audio_id, original in zip(base[split]["audio_id"], synthcaps[split]):
+        rows.append([audio_id, *original["translations"][language]])
+    return _write(path, rows)
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"), [("fra", "fra"), ("fra_Latn", "fra"), ("zho_Hans", "zho"), ("jpn_Jpan", "jpn")]
+)
+def test_normalize_language_code(code, expected):
+    assert normalize_language_code(code) == expected
+
+
+@pytest.mark.parametrize("code", ["fr", "FRA", "fra-Latn", "fra_latn", ""])
+def test_normalize_language_code_rejects_other_forms(code):
+    with pytest.raises(ValueError, match="neither ISO 639-3"):
+        normalize_language_code(code)
+
+
+def test_audiocaps_per_language_csvs_align_through_audiocap_id(tmp_path, synthcaps):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path)
+    base = load_audiocaps(corpus)
+    # Shuffled rows: the alignment must come from audiocap_id, not from the row order.
+    shuffled = _read(corpus / "test_fra.csv")
+    _write(corpus / "test_fra.csv", [shuffled[0], *reversed(shuffled[1:])])
+    files = {
+        "fra_Latn": {
+            split: corpus / f"{name}_fra.csv" for split, name in [("train", "train"), ("test", "test")]
+        },
+        "deu": {"validation": corpus / "val_deu.csv"},
+    }
+    translated = load_translations(base, files)
+    assert list(translated["test"].features["translations"]) == ["fra", "deu"]
+    for split in ("train", "test"):
+        for row, original in zip(translated[split], synthcaps[split]):
+            expected = original["translations"]["fra"][: len(row["captions"])]
+            assert row["translations"]["fra"] == expected
+            assert row["translations"]["deu"] is None
+    for row, original in zip(translated["validation"], synthcaps["validation"]):
+        assert row["translations"] == {"fra": None, "deu": original["translations"]["deu"]}
+    assert translated["test"]["captions"] == base["test"]["captions"]
+
+
+def test_one_file_for_every_split_and_existing_translations_are_kept(tmp_path, synthcaps, caplog):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path)
+    base = load_audiocaps(corpus)
+    with caplog.at_level(logging.WARNING):
+        french = load_translations(base, {"fra": corpus / "val_fra.csv"})
+    assert french["train"]["translations"] == [{"fra": None}] * len(base["train"])
+    assert "fra: 2 of 2 clip(s) of split 'train' have no complete translation" in caplog.text
+    both = load_translations(french, {"jpn": {"validation": corpus / "val_jpn.csv"}})
+    for row, original in zip(both["validation"], synthcaps["validation"]):
+        assert row["translations"] == {
+            language: original["translations"][language] for language in ("fra", "jpn")
+        }
+    with pytest.raises(ValueError, match=r"already has translations for \['fra'\]"):
+        load_translations(french, {"fra_Latn": corpus / "val_fra.csv"})
+
+
+def test_missing_or_blank_translation_gives_none_and_is_reported(tmp_path, synthcaps, caplog):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path)
+    base = load_audiocaps(corpus, splits=["val"])
+    rows = _read(corpus / "val_fra.csv")
+    rows[2][3] = "  "  # a blank caption of clip 0
+    del rows[7]  # a caption row of clip 1 (rows 6-10)
+    _write(corpus / "val_fra.csv", rows)
+    with caplog.at_level(logging.WARNING):
+        translated = load_translations(base, {"fra": corpus / "val_fra.csv"})
+    column = translated["validation"]["translations"]
+    assert column[0] == {"fra": None} and column[1] == {"fra": None}
+    assert column[2]["fra"] == synthcaps["validation"][2]["translations"]["fra"]
+    ids = base["validation"]["audio_id"]
+    assert (
+        "2 of 3 clip(s) of split 'validation'" in caplog.text
+        and ids[0] in caplog.text
+        and ids[1] in caplog.text
+    )
+
+
+def test_wavcaps_style_translations_align_by_slot(tmp_path, synthcaps):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path, variant="wavcaps")
+    base = load_audiocaps(corpus)
+    files = {"deu": {"train": corpus / "train_deu.csv", "test": corpus / "test_deu.csv"}}
+    translated = load_translations(base, files)
+    for split in ("train", "test"):
+        for row, original in zip(translated[split], synthcaps[split]):
+            assert row["translations"]["deu"] == original["translations"]["deu"][: len(row["captions"])]
+
+
+def test_clotho_layout_csv_per_language(tmp_path, synthcaps, clotho):
+    corpus, base = clotho
+    files = {
+        language: {
+            split: _clotho_translation_csv(
+                tmp_path / f"{split}_{language}.csv", base, synthcaps, split, language
+            )
+            for split in base
+        }
+        for language in ("jpn", "fra")
+    }
+    translated = load_translations(base, files)
+    for split in base:
+        expected = [
+            {language: row[language] for language in ("jpn", "fra")}
+            for row in synthcaps[split]["translations"]
+        ]
+        assert translated[split]["translations"] == expected
+
+
+def test_one_csv_with_language_columns_beside_english(tmp_path, synthcaps, clotho):
+    _, base = clotho
+    header = ["file_name"]
+    for k in range(1, 6):
+        header += [f"caption_{k}", f"fra_{k}", f"deu_Latn_{k}"]
+    rows = [header]
+    for audio_id, original in zip(base["validation"]["audio_id"], synthcaps["validation"]):
+        row = [audio_id]
+        for k in range(5):
+            row += [
+                original["captions"][k],
+                original["translations"]["fra"][k],
+                original["translations"]["deu"][k],
+            ]
+        rows.append(row)
+    wide = _write(tmp_path / "validation_all.csv", rows)
+    translated = load_translations(base, {"fra": {"validation": wide}, "deu": {"validation": wide}})
+    expected = [{"fra": row["fra"], "deu": row["deu"]} for row in synthcaps["validation"]["translations"]]
+    assert translated["validation"]["translations"] == expected
+    assert translated["train"]["translations"] == [{"fra": None, "deu": None}] * len(base["train"])
+
+
+@pytest.mark.parametrize("container", ["list", "data", "jsonl"])
+def test_json_with_nllb_source_languages(tmp_path, synthcaps, clotho, container):
+    _, base = clotho
+    records = []
+    for audio_id, original in zip(base["test"]["audio_id"], synthcaps["test"]):
+        record = {"file_name": audio_id}
+        for k, caption in enumerate(original["translations"]["jpn"], start=1):
+            record[f"caption_{k}"] = caption
+            record[f"source_lang_{k}"] = "jpn_Jpan"
+        records.append(record)
+    path = tmp_path / ("test_jpn.jsonl" if container == "jsonl" else "test_jpn.json")
+    if container == "jsonl":
+        path.write_text(
+            "\n".join(json.dumps(record, ensure_ascii=False) for record in records), encoding="utf-8"
+        )
+    else:
+        path.write_text(json.dumps(records if container == "list" else {"data": records}), encoding="utf-8")
+    translated = load_translations(base, {"jpn_Jpan": {"test": path}})
+    assert translated["test"]["translations"] == [
+        {"jpn": row["jpn"]} for row in synthcaps["test"]["translations"]
+    ]
+    records[1]["source_lang_3"] = "zho_Hans"
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: caption_3 is in 'zho_Hans'"):
+        load_translations(base, {"jpn": {"test": path}})
+
+
+def test_malformed_translation_files(tmp_path, synthcaps, clotho):
+    corpus, base = clotho
+    names = base["validation"]["audio_id"]
+    path = _clotho_translation_csv(tmp_path / "fra.csv", base, synthcaps, "validation", "fra")
+    rows = _read(path)
+
+    _write(path, [*rows, [names[0], "a", "b"]])
+    with pytest.raises(CorpusFormatError, match=rf"fra\.csv, line {len(rows) + 1}: expected 6 fields"):
+        load_translations(base, {"fra": {"validation": path}})
+    _write(path, [*rows, rows[1]])
+    with pytest.raises(
+        CorpusFormatError,
+        match=rf"fra\.csv, line {len(rows) + 1}: file_name .* occurs twice \(first at .*line 2\)",
+    ):
+        load_translations(base, {"fra": {"validation": path}})
+    _write(path, [["file_name", *SLOTS[:3]], *[row[:4] for row in rows[1:]]])
+    with pytest.raises(CorpusFormatError, match="3 fra caption\\(s\\) for clip .* which has 5 English"):
+        load_translations(base, {"fra": {"validation": path}})
+    _write(path, [rows[0], ["unknown.wav", *rows[1][1:]]])
+    with pytest.raises(CorpusFormatError, match="none of its records matches a clip"):
+        load_translations(base, {"fra": {"validation": path}})
+    _write(path, [["name", "text"], ["x", "y"]])
+    with pytest.raises(CorpusFormatError, match="none of the key fields"):
+        load_translations(base, {"fra": path})
+    audiocaps_layout = _write(
+        tmp_path / "ac.csv", [["audiocap_id", "youtube_id", "start_time", "caption"], ["1", "x", "0", "a"]]
+    )
+    with pytest.raises(CorpusFormatError, match="have no 'caption_ids' column"):
+        load_translations(base, {"fra": audiocaps_layout})
+
+
+def test_bad_arguments(tmp_path, clotho):
+    _, base = clotho
+    path = tmp_path / "fra.csv"
+    with pytest.raises(ValueError, match="English is the base corpus's `captions`"):
+        load_translations(base, {"eng": path})
+    with pytest.raises(ValueError, match="Language fra is given twice"):
+        load_translations(base, {"fra": path, "fra_Latn": path})
+    with pytest.raises(ValueError, match=r"names split\(s\) \['dev'\] that base lacks"):
+        load_translations(base, {"fra": {"dev": path}})
+    with pytest.raises(FileNotFoundError, match="Translation file for fra not found"):
+        load_translations(base, {"fra": path})
+
+
+def test_build_script_adds_translations_to_a_saved_dataset(tmp_path, synthcaps, capsys):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path / "corpus")
+    load_audiocaps(corpus).save_to_disk(str(tmp_path / "base"))
+    main = runpy.run_path(str(SCRIPT))["main"]
+    argv = [
+        str(tmp_path / "base"),
+        "--translation",
+        f"validation:fra_Latn={corpus / 'val_fra.csv'}",
+        "--translation",
+        f"test:fra={corpus / 'test_fra.csv'}",
+        "--translation",
+        f"deu={corpus / 'val_deu.csv'}",
+        "--output-dir",
+        str(tmp_path / "out"),
+    ]
+    assert main(argv) == 0
+    saved = load_from_disk(str(tmp_path / "out"))
+    for row, original in zip(saved["test"], synthcaps["test"]):
+        assert row["translations"] == {"fra": original["translations"]["fra"], "deu": None}
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path / "base"), "--translation", "fra", "--output-dir", str(tmp_path / "x")])
+    assert exit_info.value.code == 2 and "expected [SPLIT:]LANG=PATH" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0 and "--translation" in capsys.readouterr().out
