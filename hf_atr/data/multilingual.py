@@ -74,7 +74,7 @@ class _TranslationTable:
     path: Path
     by_caption_id: dict[str, str | None] = field(default_factory=dict)
     by_clip: dict[str, list[str | None]] = field(default_factory=dict)
-    clip_lines: dict[str, str] = field(default_factory=dict)
+    clip_locations: dict[str, str] = field(default_factory=dict)
 
 
 def load_translations(
@@ -185,7 +185,7 @@ def _translations_for_split(
             translated = table.by_clip.get(audio_id)
             if translated is not None and len(translated) != len(english):
                 raise CorpusFormatError(
-                    f"{table.clip_lines[audio_id]}: {len(translated)} {language} caption(s) for clip "
+                    f"{table.clip_locations[audio_id]}: {len(translated)} {language} caption(s) for clip "
                     f"{audio_id!r}, which has {len(english)} English caption(s) in split '{split}'."
                 )
             values.append(translated)
@@ -303,11 +303,11 @@ def _add_record(
         return
     if record_key in table.by_clip and not grouped:
         raise CorpusFormatError(
-            f"{where}: {key} {record_key!r} occurs twice (first at {table.clip_lines[record_key]}); "
+            f"{where}: {key} {record_key!r} occurs twice (first at {table.clip_locations[record_key]}); "
             "give one file per split as {split: path} when splits share clip names."
         )
     table.by_clip.setdefault(record_key, []).extend(texts)
-    table.clip_lines.setdefault(record_key, where)
+    table.clip_locations.setdefault(record_key, where)
 
 
 def _key_value(key: str, raw: str) -> str:
