@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from datasets import Dataset, DatasetDict
+from scipy.fft import next_fast_len
 from scipy.signal import chirp, sawtooth
 
 from hf_atr.data.audio import encode_wav
@@ -447,14 +448,15 @@ def _colored_noise(exponent: float) -> Callable:
     """Gaussian noise with power spectrum ~ 1/f**exponent (0 white, 1 pink, 2 brown) above 20 Hz."""
 
     def generate(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
-        white = rng.standard_normal(len(time))
         if exponent == 0:
-            return white
-        spectrum = np.fft.rfft(white)
-        frequencies = np.fft.rfftfreq(len(time), 1 / sampling_rate)
+            return rng.standard_normal(len(time))
+        # Shape a slightly longer noise of a fast FFT length (segment lengths are arbitrary) and cut it.
+        fft_length = next_fast_len(len(time), real=True)
+        spectrum = np.fft.rfft(rng.standard_normal(fft_length))
+        frequencies = np.fft.rfftfreq(fft_length, 1 / sampling_rate)
         spectrum *= np.maximum(frequencies, 20.0) ** (-exponent / 2)
         spectrum[frequencies < 20] = 0
-        return np.fft.irfft(spectrum, n=len(time))
+        return np.fft.irfft(spectrum, n=fft_length)[: len(time)]
 
     return generate
 

@@ -278,8 +278,13 @@ def test_events_are_separable_from_log_band_energies():
 # ---------------------------------------------------------------- grammars
 
 
-def test_grammars_cover_the_schema_languages():
+def test_grammars_cover_the_schema_languages_and_every_event():
     assert tuple(GRAMMARS) == LANGUAGES
+    for language in LANGUAGES:
+        for event in SOUND_EVENTS:
+            loudness = None if event == "silence" else "quiet"
+            captions = caption_scene(((SoundOccurrence(event, loudness),),), language)
+            assert len(set(captions)) == NUM_CAPTION_STYLES, (language, event)
 
 
 def test_grammatical_details():
