@@ -20,8 +20,8 @@ Conventions (DESIGN.md, "Where the papers are ambiguous"):
 * MRV (ATRI Eq. 16): for each caption group (the translations of one caption), the population variance
   across languages of the 0-based T2A rank of the true clip, averaged over the groups.
 
-Ranks are computed chunk by chunk with comparisons against the relevant item's score: the score matrix
-is never materialised in full and never sorted.
+Ranks are computed in one pass over blocks of captions, by counting the items that score strictly higher
+than each relevant item: the score matrix is never materialised in full and never sorted.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ DEFAULT_MAP_CUTOFF = 10
 DEFAULT_CHUNK_SIZE = 1024
 # Stands in for the missing captions of clips with fewer than the most captions: beyond every cutoff.
 _PADDING_POSITION = 2**62
+# A2T counting gathers the entries above a clip's lowest relevant score while they are at most this
+# fraction (1 / _SPARSE_FRACTION) of a block, else compares the block once per relevant caption.
+_SPARSE_FRACTION = 8
 
 ScoreFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ArrayLike = Any
@@ -83,8 +86,8 @@ def retrieval_metrics(
             `languages` it adds ``MRV`` (ATRI Eq. 16).
         ks: cutoffs of the R@k metrics.
         map_cutoff: cutoff ``c`` of mAP@c.
-        chunk_size: captions ranked at once; bounds the temporary memory to about
-            ``chunk_size * n_audio`` entries.
+        chunk_size: captions scored at once; the temporary memory is about ``2 * chunk_size * n_audio``
+            entries.
 
     Returns:
         A flat dict of floats, recall and mAP as fractions in [0, 1]: ``t2a_R@k``, ``a2t_R@k``,
@@ -119,9 +122,9 @@ def retrieval_metrics_from_embeddings(
 ) -> dict[str, float]:
     """Retrieval metrics from embeddings, scoring in chunks without building the full score matrix.
 
-    The scores are computed twice, once in caption blocks (T2A) and once in clip blocks (A2T), so that
-    every rank compares values produced by the same call; memory stays bounded (about
-    ``chunk_size * n_audio`` score entries at a time) for 10k clips x 50k captions.
+    Each score is computed once, in blocks of `chunk_size` captions against all clips (plus a small pass
+    scoring each caption against its own block's clips, to know the A2T thresholds in advance). Memory
+    stays bounded by about ``2 * chunk_size * n_audio`` entries, e.g. for 10k clips x 50k captions.
 
     Args:
         audio_embeds: `(n_audio, dim)` torch tensor or NumPy array.
@@ -141,7 +144,8 @@ def retrieval_metrics_from_embeddings(
             f"audio_embeds and text_embeds must have the same dimension, got {audio.shape[1]} and {text.shape[1]}."
         )
     for name, embeds in (("audio_embeds", audio), ("text_embeds", text)):
-        if not torch.isfinite(embeds).all():
+        # The sum is a cheap screen (it is finite whenever every entry is, barring overflow); the mask confirms.
+        if not torch.isfinite(embeds.sum()) and not torch.isfinite(embeds).all():
             row = int((~torch.isfinite(embeds)).any(dim=1).nonzero()[0])
             raise ValueError(f"{name} contains NaN or infinite values, e.g. in row {row}.")
     audio = audio.to(device=text.device, dtype=torch.promote_types(audio.dtype, text.dtype))
@@ -166,60 +170,6 @@ def load_retrieval_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
     import evaluate  # ~5 s: pulls in transformers pipelines, so only when asked for
 
     return evaluate.load(str(RETRIEVAL_METRIC_DIR), **load_kwargs)
-
-
-class _MatrixScores:
-    """Blocks of an explicit `(n_text, n_audio)` score matrix."""
-
-    def __init__(self, scores: torch.Tensor):
-        self.scores = scores
-        self.n_text, self.n_audio = scores.shape
-        self.device = scores.device
-
-    def text_block(self, start: int, stop: int) -> torch.Tensor:
-        # The T2A pass visits every row once, so checking here covers the whole matrix without a full-size mask.
-        block = self.scores[start:stop]
-        if torch.isnan(block).any():
-            text_index, audio_index = torch.isnan(block).nonzero()[0].tolist()
-            raise ValueError(
-                f"scores contains NaN, e.g. at caption {start + text_index}, clip {audio_index}."
-            )
-        return block
-
-    def audio_block(self, text_index: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        return self.scores[:, start:stop].index_select(0, text_index)
-
-
-class _EmbeddingScores:
-    """Blocks of ``score_fn(text_embeds, audio_embeds)``, computed on demand and checked."""
-
-    def __init__(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, score_fn: ScoreFn):
-        self.audio_embeds = audio_embeds
-        self.text_embeds = text_embeds
-        self.score_fn = score_fn
-        self.n_text, self.n_audio = len(text_embeds), len(audio_embeds)
-        self.device = text_embeds.device
-
-    def text_block(self, start: int, stop: int) -> torch.Tensor:
-        return self._score(self.text_embeds[start:stop], self.audio_embeds, f"captions {start}..{stop - 1}")
-
-    def audio_block(self, text_index: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        return self._score(
-            self.text_embeds.index_select(0, text_index),
-            self.audio_embeds[start:stop],
-            f"clips {start}..{stop - 1}",
-        )
-
-    def _score(self, text: torch.Tensor, audio: torch.Tensor, where: str) -> torch.Tensor:
-        block = self.score_fn(text, audio)
-        if not isinstance(block, torch.Tensor) or tuple(block.shape) != (len(text), len(audio)):
-            shape = tuple(block.shape) if isinstance(block, torch.Tensor) else type(block).__name__
-            raise ValueError(
-                f"score_fn must return a ({len(text)}, {len(audio)}) tensor for {where}, got {shape}."
-            )
-        if torch.isnan(block).any():
-            raise ValueError(f"score_fn returned NaN scores for {where}.")
-        return block
 
 
 @torch.no_grad()
@@ -249,19 +199,20 @@ def _retrieval_metrics(
     if caption_groups is not None:
         group_of_text = _as_caption_groups(caption_groups, clip_of_text, language_of_text)
 
-    t2a_ranks = _text_to_audio_ranks(source, clip_of_text, chunk_size)
+    t2a_ranks, a2t = _rank_relevant_items(
+        source, clip_of_text, language_of_text, len(language_names), chunk_size
+    )
     per_language = {}
     for code, name in enumerate(language_names):
-        captions = np.flatnonzero(language_of_text == code)
+        captions = language_of_text == code
         t2a = _query_metrics(
-            torch.from_numpy(t2a_ranks[captions])[:, None], torch.ones(len(captions)), ks, map_cutoff
+            torch.from_numpy(t2a_ranks[captions])[:, None], torch.ones(int(captions.sum())), ks, map_cutoff
         )
         t2a.pop("recall_fraction")  # equals R@k with one relevant clip
-        a2t_positions, a2t_relevant = _audio_to_text_positions(
-            source, captions, clip_of_text[captions], chunk_size
-        )
-        a2t = _query_metrics(a2t_positions, a2t_relevant, ks, map_cutoff)
-        per_language[name] = {**_flatten("t2a", t2a), **_flatten("a2t", a2t)}
+        per_language[name] = {
+            **_flatten("t2a", t2a),
+            **_flatten("a2t", _query_metrics(*a2t[code], ks, map_cutoff)),
+        }
     if languages is None:
         return per_language[""]
 
@@ -280,74 +231,274 @@ def _retrieval_metrics(
     return metrics
 
 
-def _text_to_audio_ranks(
-    source: _MatrixScores | _EmbeddingScores, clip_of_text: np.ndarray, chunk_size: int
-) -> np.ndarray:
-    """0-based rank of each caption's clip: clips scoring strictly higher. Returns `(n_text,)` int64."""
-    clips = torch.from_numpy(clip_of_text).to(source.device)
-    ranks = np.empty(source.n_text, dtype=np.int64)
-    for start in range(0, source.n_text, chunk_size):
-        stop = min(start + chunk_size, source.n_text)
-        block = source.text_block(start, stop)
-        positive = block.gather(1, clips[start:stop, None])
-        ranks[start:stop] = (block > positive).sum(dim=1).cpu().numpy()
-    return ranks
+class _MatrixScores:
+    """Blocks of an explicit `(n_text, n_audio)` score matrix."""
+
+    def __init__(self, scores: torch.Tensor):
+        self.scores = scores
+        self.n_text, self.n_audio = scores.shape
+        self.device = scores.device
+
+    def text_block(self, text_index: torch.Tensor) -> torch.Tensor:
+        block = self.scores.index_select(0, text_index)
+        # The caption pass visits every row once, so this covers the whole matrix without a full-size mask;
+        # the sum is a cheap screen (NaN propagates), the mask only confirms.
+        if torch.isnan(block.sum()) and torch.isnan(block).any():
+            row, clip = torch.isnan(block).nonzero()[0].tolist()
+            raise ValueError(f"scores contains NaN, e.g. at caption {int(text_index[row])}, clip {clip}.")
+        return block
+
+    def positive_scores(self, text_index: torch.Tensor, clip_index: torch.Tensor) -> torch.Tensor:
+        return self.scores[text_index, clip_index]
+
+    def audio_block(self, text_index: torch.Tensor, audio_index: torch.Tensor) -> torch.Tensor:
+        return self.scores[text_index[:, None], audio_index[None, :]]
+
+
+class _EmbeddingScores:
+    """Blocks of ``score_fn(text_embeds, audio_embeds)``, computed on demand and checked."""
+
+    def __init__(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, score_fn: ScoreFn):
+        self.audio_embeds = audio_embeds
+        self.text_embeds = text_embeds
+        self.score_fn = score_fn
+        self.n_text, self.n_audio = len(text_embeds), len(audio_embeds)
+        self.device = text_embeds.device
+
+    def text_block(self, text_index: torch.Tensor) -> torch.Tensor:
+        return self._score(text_index, None)
+
+    def positive_scores(self, text_index: torch.Tensor, clip_index: torch.Tensor) -> torch.Tensor:
+        # Scoring against the block's own clips only is cheap; `_rank_relevant_items` checks the values
+        # bitwise against the full rows, because BLAS may round differently for other shapes.
+        clips, column = torch.unique(clip_index, return_inverse=True)
+        return self._score(text_index, clips).gather(1, column[:, None]).squeeze(1)
+
+    def audio_block(self, text_index: torch.Tensor, audio_index: torch.Tensor) -> torch.Tensor:
+        return self._score(text_index, audio_index)
+
+    def _score(self, text_index: torch.Tensor, audio_index: torch.Tensor | None) -> torch.Tensor:
+        text = self.text_embeds.index_select(0, text_index)
+        audio = self.audio_embeds if audio_index is None else self.audio_embeds.index_select(0, audio_index)
+        block = self.score_fn(text, audio)
+        where = f"a block of {len(text)} captions (the first is caption {int(text_index[0])})"
+        if not isinstance(block, torch.Tensor) or tuple(block.shape) != (len(text), len(audio)):
+            shape = tuple(block.shape) if isinstance(block, torch.Tensor) else type(block).__name__
+            raise ValueError(
+                f"score_fn must return a ({len(text)}, {len(audio)}) tensor for {where}, got {shape}."
+            )
+        if torch.isnan(block.sum()) and torch.isnan(block).any():
+            raise ValueError(f"score_fn returned NaN scores for {where}.")
+        return block
+
+
+class _GreaterCounter:
+    """Counts the entries of score blocks strictly greater than thresholds.
+
+    Summing a float mask written into one reused buffer is several times faster on CPU than summing a
+    fresh bool mask (which goes through int64 and page-faults a new allocation for every block). The
+    float sums are exact: float32 counts are exact up to 2**24, beyond which float64 is used.
+    """
+
+    def __init__(self, device: torch.device, max_count: int):
+        self.buffer = torch.empty(
+            0, dtype=torch.float32 if max_count <= 2**24 else torch.float64, device=device
+        )
+
+    def __call__(self, block: torch.Tensor, thresholds: torch.Tensor, dim: int) -> torch.Tensor:
+        """`(block.shape without dim,)` int64 counts of ``block > thresholds`` (broadcast) along `dim`."""
+        return self.mask(block, thresholds).sum(dim=dim).long()
+
+    def mask(self, block: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+        """``block > thresholds`` as 0/1 floats, in the buffer (valid until the next call)."""
+        if self.buffer.numel() < block.numel():
+            self.buffer = torch.empty(block.numel(), dtype=self.buffer.dtype, device=self.buffer.device)
+        return torch.gt(block, thresholds, out=self.buffer[: block.numel()].view(block.shape))
+
+
+class _AudioToTextGallery:
+    """A2T bookkeeping for the captions of one language (contiguous in the language-then-clip order).
+
+    `relevant[a, j]` is the position, in that order, of clip `a`'s j-th caption (-1 past its last one);
+    `higher[a, j]` accumulates the number of the language's captions scoring strictly above it.
+    """
+
+    def __init__(self, start: int, clip_of_caption: np.ndarray, n_audio: int, device: torch.device):
+        self.start, self.stop = start, start + len(clip_of_caption)
+        self.num_relevant = np.bincount(clip_of_caption, minlength=n_audio)
+        max_relevant = int(self.num_relevant.max())
+        first = np.cumsum(self.num_relevant) - self.num_relevant
+        slot = np.arange(len(clip_of_caption)) - np.repeat(first, self.num_relevant)
+        relevant = np.full((n_audio, max_relevant), -1, dtype=np.int64)
+        relevant[clip_of_caption, slot] = np.arange(self.start, self.stop)
+        self.relevant = torch.from_numpy(relevant).to(device)
+        self.is_relevant = self.relevant >= 0
+        # Clips that have a j-th caption, or None when all do (then no column selection is needed).
+        self.slot_clips = [None if has.all() else has.nonzero().squeeze(1) for has in self.is_relevant.T]
+        self.higher = torch.zeros((n_audio, max_relevant), dtype=torch.int64, device=device)
+        self.thresholds = torch.empty(0, device=device)
+        self.lowest_threshold = torch.empty(0, device=device)
+
+    def set_thresholds(self, positive_scores: torch.Tensor) -> None:
+        """`positive_scores`: `(n_text,)` in the language-then-clip order."""
+        relevant_scores = positive_scores[self.relevant.clamp(min=0)]
+        self.thresholds = torch.where(self.is_relevant, relevant_scores, torch.inf)
+        self.lowest_threshold = self.thresholds.amin(dim=1)
+
+    def count(self, block: torch.Tensor, count_greater: _GreaterCounter) -> None:
+        """Adds the counts of one `(n_block_captions, n_audio)` block of this language's captions."""
+        # For any useful model few captions score above a clip's lowest relevant caption: find those
+        # entries in one pass and compare only them with each relevant score, instead of one pass per
+        # relevant caption. Dense cases (e.g. an untrained model) take the per-caption passes.
+        above_lowest = count_greater.mask(block, self.lowest_threshold)
+        if int(above_lowest.sum()) <= block.numel() // _SPARSE_FRACTION:
+            rows, clips = above_lowest.nonzero(as_tuple=True)
+            above = block[rows, clips][:, None] > self.thresholds[clips]  # (n_entries, max_relevant)
+            self.higher.index_add_(0, clips, above.long())
+            return
+        for j, clips in enumerate(self.slot_clips):
+            if clips is None:
+                self.higher[:, j] += count_greater(block, self.thresholds[:, j], dim=0)
+            elif len(clips) > 0:
+                self.higher[clips, j] += count_greater(
+                    block.index_select(1, clips), self.thresholds[clips, j], dim=0
+                )
+
+
+@torch.no_grad()
+def _rank_relevant_items(
+    source: _MatrixScores | _EmbeddingScores,
+    clip_of_text: np.ndarray,
+    language_of_text: np.ndarray,
+    n_languages: int,
+    chunk_size: int,
+) -> tuple[np.ndarray, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One pass over blocks of captions: T2A ranks and per-language A2T positions.
+
+    The A2T counts need each relevant caption's score before its block is reached, so they are taken
+    from `source.positive_scores` and checked bitwise afterwards against the block values; the few clips
+    whose values differ are ranked again from column blocks (`_audio_to_text_positions`).
+
+    Returns:
+        `t2a_ranks`: `(n_text,)` int64 0-based ranks; per language, A2T `positions` `(n_queries,
+        max_relevant)` and `num_relevant` `(n_queries,)` (see `_audio_to_text_positions`).
+    """
+    n_text, n_audio, device = source.n_text, source.n_audio, source.device
+    # Language-then-clip order: a block holds one language, and a clip's captions sit together.
+    order = np.lexsort((clip_of_text, language_of_text))
+    language_starts = np.searchsorted(language_of_text[order], np.arange(n_languages + 1))
+    blocks = [
+        (code, start, min(start + chunk_size, language_starts[code + 1]))
+        for code in range(n_languages)
+        for start in range(language_starts[code], language_starts[code + 1], chunk_size)
+    ]
+    sorted_text = torch.from_numpy(order).to(device)
+    sorted_clip = torch.from_numpy(clip_of_text[order]).to(device)
+    galleries = [
+        _AudioToTextGallery(
+            int(language_starts[code]),
+            clip_of_text[order[language_starts[code] : language_starts[code + 1]]],
+            n_audio,
+            device,
+        )
+        for code in range(n_languages)
+    ]
+    expected_positive = torch.cat(
+        [
+            source.positive_scores(sorted_text[start:stop], sorted_clip[start:stop])
+            for _, start, stop in blocks
+        ]
+    )
+    for gallery in galleries:
+        gallery.set_thresholds(expected_positive)
+
+    count_greater = _GreaterCounter(device, max(n_text, n_audio))
+    positive = torch.empty_like(expected_positive)
+    t2a_ranks = torch.empty(n_text, dtype=torch.int64, device=device)
+    for code, start, stop in blocks:
+        block = source.text_block(sorted_text[start:stop])
+        positive[start:stop] = block.gather(1, sorted_clip[start:stop, None]).squeeze(1)
+        t2a_ranks[start:stop] = count_greater(block, positive[start:stop, None], dim=1)
+        galleries[code].count(block, count_greater)
+
+    a2t = []
+    for gallery in galleries:
+        expected_thresholds = gallery.thresholds
+        gallery.set_thresholds(positive)
+        consistent = ((gallery.thresholds == expected_thresholds) | ~gallery.is_relevant).all(dim=1)
+        positions = _positions_from_counts(gallery.higher, gallery.thresholds, gallery.is_relevant)
+        recount = (~consistent & torch.from_numpy(gallery.num_relevant > 0).to(device)).nonzero().squeeze(1)
+        if len(recount) > 0:
+            logger.info(
+                f"Ranking {len(recount)} clip(s) again from column blocks: their scores differ in rounding."
+            )
+            positions[recount] = _audio_to_text_positions(
+                source,
+                sorted_text[gallery.start : gallery.stop],
+                gallery.relevant[recount] - gallery.start,
+                recount,
+                chunk_size,
+            )
+        has_caption = torch.from_numpy(gallery.num_relevant > 0)
+        a2t.append(
+            (positions.cpu()[has_caption], torch.from_numpy(gallery.num_relevant[gallery.num_relevant > 0]))
+        )
+    ranks = np.empty(n_text, dtype=np.int64)
+    ranks[order] = t2a_ranks.cpu().numpy()
+    return ranks, a2t
+
+
+def _positions_from_counts(
+    higher: torch.Tensor, relevant_scores: torch.Tensor, is_relevant: torch.Tensor
+) -> torch.Tensor:
+    """Positions of each query's relevant items from counts of gallery items scoring strictly higher.
+
+    Args:
+        higher: `(n_queries, max_relevant)` gallery items (relevant or not) scoring strictly higher.
+        relevant_scores: `(n_queries, max_relevant)` scores of the relevant items.
+        is_relevant: `(n_queries, max_relevant)` False for padding.
+
+    Returns:
+        `(n_queries, max_relevant)` int64 0-based positions in increasing order, padding beyond every cutoff.
+    """
+    relevant_higher = (
+        (relevant_scores[:, None, :] > relevant_scores[:, :, None]) & is_relevant[:, None, :]
+    ).sum(dim=2)
+    irrelevant_higher = torch.where(is_relevant, higher - relevant_higher, _PADDING_POSITION)
+    # The i-th best relevant item sits after the irrelevant items above it and the i - 1 relevant ones.
+    return irrelevant_higher.sort(dim=1).values + torch.arange(higher.shape[1], device=higher.device)
 
 
 def _audio_to_text_positions(
     source: _MatrixScores | _EmbeddingScores,
-    captions: np.ndarray,
-    clip_of_caption: np.ndarray,
+    gallery: torch.Tensor,
+    relevant: torch.Tensor,
+    clips: torch.Tensor,
     chunk_size: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions of each clip's captions in the gallery `captions` (one language).
+) -> torch.Tensor:
+    """A2T positions of `clips` from column blocks, each rank using the values of one block.
 
     Args:
-        captions: `(n_gallery,)` caption indices forming the gallery.
-        clip_of_caption: `(n_gallery,)` clip of each of them.
+        gallery: `(n_gallery,)` caption indices forming the gallery.
+        relevant: `(n_clips, max_relevant)` each clip's captions as indices into `gallery`, -1 for padding.
+        clips: `(n_clips,)` clip indices.
 
     Returns:
-        `positions`: `(n_queries, max_relevant)` int64, 0-based positions of the relevant captions in
-        increasing order, padded with a value beyond every cutoff; `num_relevant`: `(n_queries,)`.
-        Only clips with at least one caption in the gallery are queries.
+        `(n_clips, max_relevant)` positions as `_positions_from_counts`.
     """
-    n_gallery, n_audio = len(captions), source.n_audio
-    num_relevant = np.bincount(clip_of_caption, minlength=n_audio)
-    max_relevant = int(num_relevant.max())
-    # relevant[a, j]: gallery index of the j-th caption of clip a, -1 where the clip has fewer captions.
-    by_clip = np.argsort(clip_of_caption, kind="stable")
-    slot = np.arange(n_gallery) - np.repeat(np.cumsum(num_relevant) - num_relevant, num_relevant)
-    relevant = np.full((n_audio, max_relevant), -1, dtype=np.int64)
-    relevant[clip_of_caption[by_clip], slot] = by_clip
-    relevant = torch.from_numpy(relevant).to(source.device)
-    gallery = torch.from_numpy(captions).to(source.device)
-
-    positions = torch.empty((n_audio, max_relevant), dtype=torch.int64)
-    clips_per_block = max(1, chunk_size * n_audio // n_gallery)
-    for start in range(0, n_audio, clips_per_block):
-        stop = min(start + clips_per_block, n_audio)
-        block = source.audio_block(gallery, start, stop)  # (n_gallery, n_clips)
-        block_relevant = relevant[start:stop]
-        is_relevant = block_relevant >= 0
-        relevant_scores = block.T.gather(1, block_relevant.clamp(min=0))  # (n_clips, max_relevant)
-        higher = torch.zeros_like(block_relevant)
-        for j in range(max_relevant):
-            has_slot = is_relevant[:, j]
-            if has_slot.all():
-                higher[:, j] = (block > relevant_scores[:, j]).sum(dim=0)
-            elif has_slot.any():
-                clip_index = has_slot.nonzero().squeeze(1)
-                threshold = relevant_scores[clip_index, j]
-                higher[clip_index, j] = (block.index_select(1, clip_index) > threshold).sum(dim=0)
-        relevant_higher = (
-            (relevant_scores[:, None, :] > relevant_scores[:, :, None]) & is_relevant[:, None, :]
-        ).sum(dim=2)
-        irrelevant_higher = torch.where(is_relevant, higher - relevant_higher, _PADDING_POSITION)
-        # The i-th best relevant caption sits after the irrelevant ones above it and the i - 1 relevant ones.
-        ordered = irrelevant_higher.sort(dim=1).values + torch.arange(max_relevant, device=source.device)
-        positions[start:stop] = ordered.cpu()
-    has_caption = torch.from_numpy(num_relevant > 0)
-    return positions[has_caption], torch.from_numpy(num_relevant[num_relevant > 0])
+    count_greater = _GreaterCounter(gallery.device, len(gallery))
+    is_relevant = relevant >= 0
+    positions = torch.empty_like(relevant)
+    clips_per_block = max(1, chunk_size * source.n_audio // len(gallery))
+    for start in range(0, len(clips), clips_per_block):
+        stop = min(start + clips_per_block, len(clips))
+        block = source.audio_block(gallery, clips[start:stop])  # (n_gallery, n_block_clips)
+        relevant_scores = block.T.gather(1, relevant[start:stop].clamp(min=0))
+        higher = torch.stack(
+            [count_greater(block, relevant_scores[:, j], dim=0) for j in range(relevant.shape[1])], dim=1
+        )
+        positions[start:stop] = _positions_from_counts(higher, relevant_scores, is_relevant[start:stop])
+    return positions
 
 
 def _query_metrics(
