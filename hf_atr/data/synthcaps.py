@@ -99,7 +99,7 @@ def render_event(
 
     Parameters (frequencies, rates) are drawn from narrow ranges with ``rng`` so that clips vary but the
     classes never overlap: low tone 220-280 Hz, mid tone 0.9-1.1 kHz, high tone 3.3-3.9 kHz, beeps 1.9-2.1 kHz
-    gated at 5-7 Hz, log chirps between ~300 Hz and ~5 kHz, white / pink (1/f) / brown (1/f^2) noise,
+    gated at 5-7 Hz, logarithmic chirps between 250-350 Hz and 4.5-5.5 kHz, white / pink (1/f) / brown (1/f^2) noise,
     clicks (impulses at 8-14 Hz), buzz (sawtooth at 100-160 Hz), siren (wailing between ~600 and ~1500 Hz at 1.5-3 Hz).
     Loud events have an RMS of 0.15, quiet ones 0.015 (clicks: peak 0.8 / 0.08); 10 ms fades at both ends.
     """
@@ -123,12 +123,14 @@ def generate_clip(
 ) -> SynthClip:
     """Generate clip ``index`` of ``split`` (independent of how many clips the split has).
 
-    The label (first event) cycles through :data:`SOUND_EVENTS` with ``index`` so that every class is
-    equally frequent; ``"silence"`` clips are silent throughout, and elsewhere silence is only a later part
-    of a sequence, so the label is always audible. Captions cover all eight languages.
+    The label, the event the scene is built around, cycles through :data:`SOUND_EVENTS` with ``index`` so
+    that every class is equally frequent; it is heard in the first part (alone or overlapping another
+    event). ``"silence"`` clips are silent throughout; elsewhere silence is only a later part of a
+    sequence, so the label is always audible. Captions cover all eight languages.
     """
     if split not in SYNTHCAPS_SPLITS:
         raise ValueError(f"Unknown SynthCaps split {split!r}; use one of {list(SYNTHCAPS_SPLITS)}.")
+    _check_clip_format(duration, sampling_rate)
     rng = np.random.default_rng([seed, SYNTHCAPS_SPLITS.index(split), index])
     label = SOUND_EVENTS[index % len(SOUND_EVENTS)]
     scene = _sample_scene(rng, label)
@@ -152,7 +154,7 @@ def load_synthcaps(
     Rows: ``audio`` (``Audio(decode=False)``: 16-bit WAV ``bytes`` and a file name such as
     ``synthcaps_train_000012.wav`` as ``path``), ``audio_id`` (the file stem), ``captions`` (five English
     captions), ``translations`` (``{language: five captions}`` for the non-English ``languages``; absent
-    when there are none), ``label`` (the first event, for zero-shot demos; see :func:`event_phrase`).
+    when there are none), ``label`` (the event heard first, for zero-shot demos; see :func:`event_phrase`).
 
     Deterministic: the same arguments give the same bytes and captions; clip ``i`` of a split does not
     depend on the number of clips requested.
@@ -169,12 +171,9 @@ def load_synthcaps(
     for split, count in counts.items():
         if not isinstance(count, int) or count < 0:
             raise ValueError(f"num_{split} must be a non-negative int, got {count!r}.")
-    if duration < _MIN_DURATION:
-        raise ValueError(
-            f"duration must be at least {_MIN_DURATION} s (three events in sequence), got {duration}."
-        )
-    if sampling_rate < _MIN_SAMPLING_RATE:
-        raise ValueError(f"sampling_rate must be at least {_MIN_SAMPLING_RATE} Hz, got {sampling_rate}.")
+    _check_clip_format(duration, sampling_rate)
+    if isinstance(languages, str):
+        languages = (languages,)
     unknown = [language for language in languages if language not in LANGUAGES]
     if unknown:
         raise ValueError(f"SynthCaps has no captions in {unknown}; available languages: {list(LANGUAGES)}.")
@@ -364,6 +363,15 @@ def write_esc50_layout(
     return out_dir
 
 
+def _check_clip_format(duration: float, sampling_rate: int) -> None:
+    if duration < _MIN_DURATION:
+        raise ValueError(
+            f"duration must be at least {_MIN_DURATION} s (three events in sequence), got {duration}."
+        )
+    if sampling_rate < _MIN_SAMPLING_RATE:
+        raise ValueError(f"sampling_rate must be at least {_MIN_SAMPLING_RATE} Hz, got {sampling_rate}.")
+
+
 def _sample_scene(rng: np.random.Generator, label: str) -> Scene:
     if label == "silence":
         return ((SoundOccurrence("silence", None),),)
@@ -384,12 +392,16 @@ def _sample_scene(rng: np.random.Generator, label: str) -> Scene:
                 silence_used = True
             else:
                 events.append(next(others))
-        parts.append(
-            tuple(
-                SoundOccurrence(event, None if event == "silence" else LOUDNESS_LEVELS[rng.integers(2)])
-                for event in events
-            )
+        occurrences = [
+            SoundOccurrence(event, None if event == "silence" else LOUDNESS_LEVELS[rng.integers(2)])
+            for event in events
+        ]
+        # Overlapping events sound the same in either order, so the captions name them in a canonical one:
+        # the louder first ("a loud siren over quiet noise"), then in SOUND_EVENTS order.
+        occurrences.sort(
+            key=lambda occurrence: (occurrence.loudness != "loud", SOUND_EVENTS.index(occurrence.event))
         )
+        parts.append(tuple(occurrences))
     return tuple(parts)
 
 
