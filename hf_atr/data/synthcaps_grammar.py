@@ -550,7 +550,7 @@ _CHINESE = _Grammar(
         "low_tone": _Words("{L}低频音", "-", "count"),
         "mid_tone": _Words("{L}中频音", "-", "count"),
         "high_tone": _Words("{L}高频音", "-", "count"),
-        "beeps": _Words("一连串{L}哔哔声", "-", "count"),
+        "beeps": _Words("{L}连续哔哔声", "-", "count"),
         "chirp_up": _Words("{L}上升扫频音", "-", "count"),
         "chirp_down": _Words("{L}下降扫频音", "-", "count"),
         "white_noise": _Words("{L}白噪声", "-", "count"),
