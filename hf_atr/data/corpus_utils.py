@@ -228,7 +228,8 @@ def check_clip_audio(audio_path: Path, row_location: str, problems: CorpusProble
 
 def audio_value(audio_path: Path) -> dict[str, bytes | str | None]:
     """The undecoded ``audio`` cell of the shared schema: no bytes, the absolute path."""
-    return {"bytes": None, "path": str(audio_path.resolve())}
+    # abspath, not resolve(): no per-clip system calls, and symlinked audio keeps the user's path.
+    return {"bytes": None, "path": os.path.abspath(audio_path)}
 
 
 def build_split(rows: list[dict], features: Features) -> Dataset:

@@ -6,7 +6,7 @@ import runpy
 from pathlib import Path
 
 import pytest
-from datasets import Audio, concatenate_datasets, load_from_disk
+from datasets import Audio, DatasetDict, concatenate_datasets, load_from_disk
 
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusFormatError
@@ -144,3 +144,16 @@ def test_build_script_round_trip(esc50_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0 and "--template" in capsys.readouterr().out
+
+
+def test_build_script_pushes_only_when_asked(esc50_dir, monkeypatch, capsys):
+    pushed = []
+    monkeypatch.setattr(
+        DatasetDict,
+        "push_to_hub",
+        lambda self, repo_id, **kwargs: pushed.append((list(self), repo_id, kwargs)),
+    )
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main([str(esc50_dir), "--folds", "2", "--push-to-hub", "someone/esc50", "--private"]) == 0
+    assert pushed == [(["fold2"], "someone/esc50", {"private": True})]
+    assert "hub:someone/esc50" in capsys.readouterr().out
