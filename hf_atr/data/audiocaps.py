@@ -104,7 +104,7 @@ def load_audiocaps(
     dataset = DatasetDict()
     for split in chosen:
         csv_path = data_dir / AUDIOCAPS_SPLIT_FILES[split]
-        split_dir = split_audio_dir(root, dict.fromkeys([split, Path(AUDIOCAPS_SPLIT_FILES[split]).stem]))
+        split_dir = split_audio_dir(root, [split, Path(AUDIOCAPS_SPLIT_FILES[split]).stem])
         problems = CorpusProblems(missing, "AudioCaps", split)
         header, records = read_csv_records(csv_path, ())
         if all(column in header for column in _OFFICIAL_COLUMNS):

@@ -1,6 +1,6 @@
 """Helpers shared by the corpus loaders: CSV records with line numbers, audio file resolution and checks,
-and the ``missing="error"|"skip"`` policy that either raises on the first bad clip or row or drops and
-reports them.
+the ``missing="error"|"skip"`` policy that either raises on the first bad clip or row or drops and
+reports them, and the output options of the ``datasets_scripts/build_*.py`` scripts.
 
 Every problem message names the file it was found in and, for CSV input, the line of the record
 (1-based, the header is line 1; a record whose quoted caption spans several lines is named by its

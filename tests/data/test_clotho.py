@@ -155,3 +155,19 @@ def test_build_script_round_trip(tmp_path, synthcaps, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0 and "clotho_captions" in capsys.readouterr().out
+
+
+def test_line_numbers_count_captions_that_span_lines(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path)
+    csv_path = tmp_path / "clotho_captions_validation.csv"
+    rows = _read(csv_path)
+    rows[1][2] = "a caption\nwritten on\nthree lines"
+    _write(csv_path, [*rows, ["only", "two"]])
+    assert (
+        load_clotho(tmp_path, splits="validation", missing="skip")["validation"][0]["captions"][1]
+        == rows[1][2]
+    )
+    with pytest.raises(
+        CorpusFormatError, match=r"clotho_captions_validation\.csv, line 6: expected 6 fields"
+    ):
+        load_clotho(tmp_path, splits="validation")
