@@ -1,6 +1,6 @@
 """Training: the trainer, its data collator and callbacks."""
 
-from .collator import AtrDataCollator
+from .collator import AtrDataCollator, CaptionPairDataset
 from .trainer import AtrTrainer, NonFiniteLossError
 
-__all__ = ["AtrDataCollator", "AtrTrainer", "NonFiniteLossError"]
+__all__ = ["AtrDataCollator", "CaptionPairDataset", "AtrTrainer", "NonFiniteLossError"]

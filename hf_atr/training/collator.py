@@ -21,9 +21,11 @@ class AtrDataCollator:
 
     Each row needs the audio features that :meth:`AtrProcessor.extract_audio_features` added (e.g.
     ``input_values``; rows that still hold raw ``audio`` are featurised on the fly, which is slow),
-    ``captions`` and ``audio_id``. One caption per clip is chosen: uniformly at random from
-    torch's generator while training (so ``Trainer`` seeding and checkpointed RNG make it
-    reproducible), or the first one with ``caption_selection="first"``.
+    ``captions`` and ``audio_id``. The caption used is ``captions[caption_index]`` when the row has a
+    ``caption_index`` (rows of a :class:`CaptionPairDataset`, what :class:`AtrTrainer` trains on);
+    otherwise the first one (``caption_selection="first"``) or one drawn from torch's global generator
+    (``"random"``; not exactly reproducible on resume, because the Trainer's dataloader collates one
+    batch ahead of the RNG state it checkpoints).
 
     Returns ``input_values``/``input_features`` ``(batch, ...)``, ``input_ids`` and ``attention_mask``
     ``(batch, seq)``, and metadata for the objective: ``audio_ids`` (list of ``batch`` str; equal ids are
@@ -48,7 +50,12 @@ class AtrDataCollator:
             clip_captions = row.get(self.caption_column)
             if not clip_captions:
                 raise ValueError(f"Clip {audio_id!r} has no captions in column {self.caption_column!r}.")
-            index = 0 if self.caption_selection == "first" else int(torch.randint(len(clip_captions), ()).item())
+            if "caption_index" in row:
+                index = int(row["caption_index"])
+            elif self.caption_selection == "first":
+                index = 0
+            else:
+                index = int(torch.randint(len(clip_captions), ()).item())
             caption = clip_captions[index]
             if not isinstance(caption, str) or not caption.strip():
                 raise ValueError(f"Clip {audio_id!r}: caption {index} is empty ({caption!r}).")
@@ -59,6 +66,36 @@ class AtrDataCollator:
         batch["audio_ids"] = audio_ids
         batch["caption_indices"] = torch.tensor(caption_indices)
         return batch
+
+
+class CaptionPairDataset(torch.utils.data.Dataset):
+    """A view of a clip dataset with one item per (clip, caption): every caption is seen once per epoch.
+
+    Items are the clip's row plus ``caption_index``; features are not copied. Deterministic, so a
+    resumed run draws exactly the batches an uninterrupted run would. Several captions of one clip
+    can land in one batch, which the objectives handle through ``audio_ids``.
+    """
+
+    def __init__(self, clips: Any, caption_column: str = "captions") -> None:
+        caption_counts = np.array([len(captions or []) for captions in clips[caption_column]])
+        empty = np.flatnonzero(caption_counts == 0)
+        if empty.size:
+            ids = clips["audio_id"] if "audio_id" in clips.column_names else list(range(len(clips)))
+            raise ValueError(
+                f"{empty.size} clip(s) have no captions in column {caption_column!r}, e.g. "
+                f"{[ids[int(index)] for index in empty[:5]]}."
+            )
+        self.clips = clips
+        self.pair_clip = np.repeat(np.arange(len(caption_counts)), caption_counts)
+        self.pair_slot = np.concatenate([np.arange(count) for count in caption_counts]) if len(clips) else self.pair_clip
+
+    def __len__(self) -> int:
+        return len(self.pair_clip)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        row = dict(self.clips[int(self.pair_clip[index])])
+        row["caption_index"] = int(self.pair_slot[index])
+        return row
 
 
 def audio_batch(processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
@@ -88,4 +125,6 @@ def stack_feature(values: Sequence[Any], name: str, audio_ids: Sequence[str]) ->
                 f"Feature {name!r} of clip {audio_id!r} has shape {array.shape}, others {arrays[0].shape}; "
                 "extract features with padding/truncation to a fixed length."
             )
-    return torch.from_numpy(np.stack(arrays))
+    stacked = np.stack(arrays)
+    # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
+    return torch.from_numpy(stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked)

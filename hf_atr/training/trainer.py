@@ -14,7 +14,7 @@ from transformers.utils import logging
 
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..objectives.registry import Objective, build_objective
-from .collator import METADATA_KEYS, AtrDataCollator
+from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
 
 logger = logging.get_logger(__name__)
 
@@ -47,8 +47,9 @@ class AtrTrainer(Trainer):
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
-    Datasets are shared-schema rows with precomputed audio features; the default collator is
-    :class:`AtrDataCollator`. ``remove_unused_columns`` is turned off (the collator needs
+    Datasets are shared-schema rows with precomputed audio features. A training set of clips is
+    trained on as a :class:`CaptionPairDataset` (one item per caption, so an epoch sees every
+    caption once and resuming is exact); the default collator is :class:`AtrDataCollator`. ``remove_unused_columns`` is turned off (the collator needs
     ``captions`` and ``audio_id``), and the loss is divided by gradient-accumulation steps as usual
     (``model_accepts_loss_kwargs = False``, see STACK-NOTES.md).
 
@@ -79,9 +80,13 @@ class AtrTrainer(Trainer):
         if data_collator is None:
             data_collator = AtrDataCollator(processing_class)
         callbacks = [*(callbacks or []), _ObjectiveStepCallback(self.objective)]
+        train_dataset = kwargs.pop("train_dataset", None)
+        if train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
+            train_dataset = CaptionPairDataset(train_dataset)
         super().__init__(
             model=model,
             args=args,
+            train_dataset=train_dataset,
             data_collator=data_collator,
             processing_class=processing_class,
             callbacks=callbacks,
@@ -164,7 +169,7 @@ class AtrTrainer(Trainer):
             save_file(state, os.path.join(checkpoint_dir, OBJECTIVE_STATE_NAME))
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        self._restore_weights(resume_from_checkpoint)
         state_file = os.path.join(resume_from_checkpoint, OBJECTIVE_STATE_NAME)
         if os.path.isfile(state_file):
             self.objective.load_state_dict(load_file(state_file, device=str(self.args.device)))
@@ -173,3 +178,17 @@ class AtrTrainer(Trainer):
                 f"Checkpoint {resume_from_checkpoint} has no {OBJECTIVE_STATE_NAME}, but objective "
                 f"{self.objective.name!r} has state {sorted(self.objective.state_dict())} to restore."
             )
+
+    def _load_best_model(self) -> None:
+        self._restore_weights(self.state.best_model_checkpoint)
+
+    def _restore_weights(self, checkpoint_dir: str) -> None:
+        """Load a checkpoint's weights through ``from_pretrained``.
+
+        transformers 5 saves some backbones (e.g. AST) under legacy key names and converts them back only
+        in ``from_pretrained``; the stock Trainer loads the raw keys with ``strict=False`` and so silently
+        skips every renamed backbone weight on resume.
+        """
+        model = self.accelerator.unwrap_model(self.model)
+        restored = type(model).from_pretrained(checkpoint_dir)
+        model.load_state_dict(restored.state_dict())

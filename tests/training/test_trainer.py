@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset
+from tiny_models import make_model, make_processor
+from transformers import TrainingArguments
+
+from hf_atr import AtrTrainer
+from hf_atr.objectives.contrastive import ContrastiveObjective
+from hf_atr.objectives.registry import Objective, ObjectiveOutput
+from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError
+
+WORD_CLASSES = ["dog", "siren", "beep", "birds", "car", "buzz", "chirp", "click"]
+
+
+def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
+    """Clips whose (already extracted) features carry their class as a frequency band, one caption per class."""
+    rng = np.random.default_rng(seed)
+    rows = {"audio_id": [], "captions": [], "input_values": []}
+    for index in range(num_clips):
+        label = index % len(WORD_CLASSES)
+        features = 0.1 * rng.standard_normal((100, 32)).astype(np.float32)
+        features[:, 4 * label : 4 * label + 4] += 2.0
+        rows["audio_id"].append(f"clip{index}")
+        rows["captions"].append([f"a {WORD_CLASSES[label]} sound", f"the {WORD_CLASSES[label]}"])
+        rows["input_values"].append(features)
+    return Dataset.from_dict(rows)
+
+
+def training_args(tmp_path, **overrides) -> TrainingArguments:
+    defaults = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        learning_rate=3e-3,
+        max_steps=12,
+        logging_steps=4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    defaults.update(overrides)
+    return TrainingArguments(**defaults)
+
+
+class CountingContrastive(ContrastiveObjective):
+    """Contrastive objective with state: a buffer counting training batches (stands in for EMA statistics)."""
+
+    def __init__(self) -> None:
+        super().__init__(temperature=0.1)
+        self.register_buffer("batches_seen", torch.zeros((), dtype=torch.long))
+
+    def forward(self, audio_embeds, text_embeds, *, batch=None, model=None):
+        if audio_embeds.requires_grad:
+            self.batches_seen += 1
+        return super().forward(audio_embeds, text_embeds, batch=batch, model=model)
+
+
+def test_training_lowers_the_loss_and_logs_objective_terms(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    trainer = AtrTrainer(
+        model=model, args=training_args(tmp_path, max_steps=24), train_dataset=feature_dataset(64),
+        processing_class=processor,
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses[-1] < losses[0]
+    logged = [entry for entry in trainer.state.log_history if "contrastive/loss_t2a" in entry]
+    assert logged and all(np.isfinite(entry["contrastive/loss_a2t"]) for entry in logged)
+
+
+def test_evaluate_reports_retrieval_metrics(tmp_path):
+    processor = make_processor()
+    trainer = AtrTrainer(
+        model=make_model(processor=processor), args=training_args(tmp_path), processing_class=processor,
+        eval_dataset=feature_dataset(16),
+    )
+    metrics = trainer.evaluate()
+    for key in ("eval_t2a_R@1", "eval_a2t_R@10", "eval_t2a_mAP@10", "eval_a2t_recall_fraction@5"):
+        assert 0.0 <= metrics[key] <= 1.0
+
+
+def test_resume_restores_parameters_and_objective_state(tmp_path):
+    processor = make_processor()
+    dataset = feature_dataset(48)
+
+    def run(output_dir, resume=None):
+        objective = CountingContrastive()
+        trainer = AtrTrainer(
+            model=make_model(processor=processor, seed=0),
+            args=training_args(output_dir, max_steps=8, save_strategy="steps", save_steps=4),
+            train_dataset=dataset,
+            processing_class=processor,
+            objective=objective,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer, objective
+
+    uninterrupted, uninterrupted_objective = run(tmp_path / "full")
+    checkpoint = tmp_path / "full" / "checkpoint-4"
+    assert (checkpoint / OBJECTIVE_STATE_NAME).is_file()
+    resumed, resumed_objective = run(tmp_path / "resumed", resume=str(checkpoint))
+    assert resumed_objective.batches_seen.item() == uninterrupted_objective.batches_seen.item() == 8
+    for (name, expected), actual in zip(
+        uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()
+    ):
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"parameter {name} differs after resume: {m}")
+
+
+def test_resuming_a_stateful_objective_without_its_state_fails(tmp_path):
+    processor = make_processor()
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=4, save_strategy="steps", save_steps=2),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=CountingContrastive(),
+    )
+    trainer.train()
+    (tmp_path / "checkpoint-2" / OBJECTIVE_STATE_NAME).unlink()
+    with pytest.raises(FileNotFoundError, match="has no objective.safetensors"):
+        trainer._load_from_checkpoint(str(tmp_path / "checkpoint-2"))
+
+
+class PairwiseSquaredError(Objective):
+    """Loss that decomposes over rows, so gradient accumulation must reproduce the large-batch update exactly."""
+
+    def forward(self, audio_embeds, text_embeds, *, batch=None, model=None):
+        return ObjectiveOutput(loss=((audio_embeds - text_embeds) ** 2).sum(-1).mean())
+
+
+def test_gradient_accumulation_matches_one_large_batch(tmp_path):
+    processor = make_processor()
+    dataset = feature_dataset(16)
+    results = []
+    for batch_size, accumulation in ((8, 1), (4, 2)):
+        model = make_model(processor=processor, seed=0)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        trainer = AtrTrainer(
+            model=model,
+            args=training_args(
+                tmp_path / f"{batch_size}",
+                per_device_train_batch_size=batch_size,
+                gradient_accumulation_steps=accumulation,
+                max_steps=2,
+                optim="sgd",
+                lr_scheduler_type="constant",
+                learning_rate=0.5,
+            ),
+            train_dataset=dataset,
+            processing_class=processor,
+            objective=PairwiseSquaredError(),
+        )
+        trainer.train()
+        results.append({name: tensor.clone() for name, tensor in trainer.model.state_dict().items()})
+    for name, tensor in results[0].items():
+        torch.testing.assert_close(results[1][name], tensor, atol=1e-5, rtol=1e-4, msg=f"{name} differs")
+
+
+class ExplodingObjective(Objective):
+    def forward(self, audio_embeds, text_embeds, *, batch=None, model=None):
+        return ObjectiveOutput(loss=(audio_embeds.sum() * float("nan")), logs={"term": float("nan")})
+
+
+def test_non_finite_loss_names_the_step_and_objective(tmp_path):
+    processor = make_processor()
+    objective = ExplodingObjective()
+    objective.name = "exploding"
+    trainer = AtrTrainer(
+        model=make_model(processor=processor), args=training_args(tmp_path), train_dataset=feature_dataset(16),
+        processing_class=processor, objective=objective,
+    )
+    with pytest.raises(NonFiniteLossError, match=r"Objective 'exploding' returned a non-finite loss \(nan\) at step 0"):
+        trainer.train()
+
+
+def test_trainer_requires_a_processor(tmp_path):
+    with pytest.raises(ValueError, match="needs `processing_class=AtrProcessor"):
+        AtrTrainer(model=make_model(), args=training_args(tmp_path))
+
+
+def test_trainer_state_is_json_logged(tmp_path):
+    processor = make_processor()
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=4, save_strategy="steps", save_steps=4),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+    )
+    trainer.train()
+    state = json.loads((tmp_path / "checkpoint-4" / "trainer_state.json").read_text())
+    assert any("contrastive/loss_t2a" in entry for entry in state["log_history"])
