@@ -267,7 +267,13 @@ def _read_json_table(path: Path, language: str, key: str | None) -> _Translation
             raise CorpusFormatError(f"{where}: no 'caption' or 'caption_1..N' field.")
         for column in slot_columns:
             source_language = record.get(column.replace("caption", "source_lang", 1))
-            if source_language is not None and normalize_language_code(source_language) != language:
+            if source_language is None:
+                continue
+            try:
+                source_iso = normalize_language_code(source_language)
+            except ValueError as error:
+                raise CorpusFormatError(f"{where}: {error}") from error
+            if source_iso != language:
                 raise CorpusFormatError(
                     f"{where}: {column} is in {source_language!r}, but the file is loaded as {language}."
                 )

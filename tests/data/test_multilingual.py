@@ -200,6 +200,10 @@ def test_json_with_nllb_source_languages(tmp_path, synthcaps, clotho, container)
     path.write_text(json.dumps(records), encoding="utf-8")
     with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: caption_3 is in 'zho_Hans'"):
         load_translations(base, {"jpn": {"test": path}})
+    records[1]["source_lang_3"] = "ja"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: Language code 'ja' is neither"):
+        load_translations(base, {"jpn": {"test": path}})
 
 
 def test_malformed_translation_files(tmp_path, synthcaps, clotho):
