@@ -1,0 +1,528 @@
+"""DART (Dual-level Alignment via Robust Transport, ICLR 2026): feature-level unbalanced OT regulariser.
+
+DART adds to an instance-level objective (by default m-LTM's inverse OT) a feature-level term: each
+embedding channel, seen across the batch, is a point, and the audio channels are transported onto the
+text channels by entropic unbalanced OT whose marginals favour reliable channels (UWD-R, DART Eq. 7–13).
+:class:`UnbalancedFeatureTransport` is that term as a module, :class:`DartObjective` (``"dart"``) the sum
+``L_base + λ·L_UWD-R`` (Eq. 14), with any registered instance-level objective as base (DART Tab. 11)::
+
+    build_objective({"name": "dart"})                                    # iot (ε = 0.03) + 0.5·UWD-R
+    build_objective({"name": "dart", "base": "contrastive"})             # contrastive + 0.5·UWD-R
+    build_objective({"name": "dart", "base": {"name": "triplet", "margin": 0.2}, "uwd_weight": 0.7})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .batch import check_pair_embeddings
+from .mltm import DEFAULT_MAX_ITER, DEFAULT_TOL, check_reg, check_solver_options
+from .ot import unbalanced_sinkhorn_plan
+from .registry import Objective, ObjectiveOutput, build_objective, register_objective
+
+# DART Tab. 6 (every setting): λ = 0.5, ε = 0.03, τ = 0.05; §3.3: EMA β = 0.9.
+DEFAULT_UWD_WEIGHT = 0.5
+DEFAULT_UWD_REG = 0.03
+DEFAULT_UWD_MARGINAL_REG = 0.05
+DEFAULT_EMA_DECAY = 0.9
+# DART's instance-level term: IOT with the ε of its Tab. 6 (m-LTM's own default is 0.05).
+DEFAULT_BASE_OBJECTIVE: Mapping[str, Any] = {"name": "iot", "reg": DEFAULT_UWD_REG}
+
+# "reliability" is RAM (DART §3.3); the others are the alternatives of DART App. I (Tab. 8).
+MARGINAL_MODES = ("reliability", "uniform", "norm", "variance")
+# A channel that is constant over the batch has no defined correlation or kurtosis. It carries no
+# information, so it gets correlation 0 and the kurtosis of a Gaussian (no evidence of heavy tails):
+# it ranks below every informative, well-behaved channel and above outlier-dominated ones.
+DEGENERATE_CHANNEL_KURTOSIS = 3.0
+# A channel whose standard deviation is below this fraction of its largest magnitude is constant up to
+# float32 round-off.
+DEGENERATE_RELATIVE_STD = 1e-6
+
+
+class ChannelStatistics(NamedTuple):
+    """Per-channel statistics of DART App. B, each ``(dim,)`` float64.
+
+    Attributes:
+        correlation: Pearson correlation of ``U[:, j]`` and ``V[:, j]`` (Eq. 18).
+        variance: ``Var(U[:, j]) + Var(V[:, j])`` (Eq. 19), population variances.
+        kurtosis: ``Kurt(U[:, j]) + Kurt(V[:, j])`` (Eq. 20), ``Kurt(z) = E[(z − μ)⁴] / σ⁴``.
+    """
+
+    correlation: torch.Tensor
+    variance: torch.Tensor
+    kurtosis: torch.Tensor
+
+
+def feature_cost(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
+    """``(d_u, d_v)`` feature cost ``C[i, j] = ‖U[:, i] − V[:, j]‖₂`` over the batch (DART Eq. 7).
+
+    Channels are the points: the cost is a cdist of the transposed embeddings, never a
+    ``d_u × d_v × batch`` tensor.
+
+    Args:
+        audio_embeds: ``(batch, d_u)`` audio embeddings ``U``.
+        text_embeds: ``(batch, d_v)`` text embeddings ``V``.
+    """
+    return torch.cdist(audio_embeds.T.contiguous(), text_embeds.T.contiguous())
+
+
+def _standardised_moments(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Centred values ``(batch, dim)``, population variance ``(dim,)`` and degenerate-channel mask ``(dim,)``."""
+    centred = values - values.mean(dim=0)
+    variance = centred.square().mean(dim=0)
+    scale = values.abs().amax(dim=0)
+    degenerate = variance <= (DEGENERATE_RELATIVE_STD * scale).square()
+    return centred, variance, degenerate
+
+
+def channel_statistics(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> ChannelStatistics:
+    """Correlation, variance and kurtosis of every channel over the batch (DART App. B, Eq. 18–20).
+
+    Computed in float64 outside the autograd graph (App. B: the statistics are not back-propagated).
+    Constant channels (:data:`DEGENERATE_CHANNEL_KURTOSIS`) give finite values, never NaN.
+
+    Args:
+        audio_embeds: ``(batch, dim)`` audio embeddings ``U``.
+        text_embeds: ``(batch, dim)`` text embeddings ``V``.
+    """
+    audio = audio_embeds.detach().to(torch.float64)
+    text = text_embeds.detach().to(torch.float64)
+    audio_centred, audio_variance, audio_degenerate = _standardised_moments(audio)
+    text_centred, text_variance, text_degenerate = _standardised_moments(text)
+
+    covariance = (audio_centred * text_centred).mean(dim=0)
+    defined = ~(audio_degenerate | text_degenerate)
+    correlation = torch.where(
+        defined, covariance / (audio_variance * text_variance).sqrt().where(defined, 1.0), 0.0
+    ).clamp(-1.0, 1.0)
+
+    def kurtosis(centred: torch.Tensor, variance: torch.Tensor, degenerate: torch.Tensor) -> torch.Tensor:
+        fourth_moment = centred.pow(4).mean(dim=0)
+        return torch.where(
+            degenerate, DEGENERATE_CHANNEL_KURTOSIS, fourth_moment / variance.where(~degenerate, 1.0).square()
+        )
+
+    return ChannelStatistics(
+        correlation=correlation,
+        variance=audio_variance + text_variance,
+        kurtosis=kurtosis(audio_centred, audio_variance, audio_degenerate)
+        + kurtosis(text_centred, text_variance, text_degenerate),
+    )
+
+
+def reliability_scores(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
+    """``(dim,)`` channel reliabilities ``r_j = σ(corr − var − kurt)`` of one batch (DART Eq. 10 / Eq. 21).
+
+    Args:
+        audio_embeds: ``(batch, dim)`` audio embeddings ``U``.
+        text_embeds: ``(batch, dim)`` text embeddings ``V``.
+
+    Returns:
+        ``(dim,)`` scores in ``[0, 1)``, detached, in the dtype of ``audio_embeds``.
+    """
+    statistics = channel_statistics(audio_embeds, text_embeds)
+    score = torch.sigmoid(statistics.correlation - statistics.variance - statistics.kurtosis)
+    return score.to(audio_embeds.dtype)
+
+
+def normalised_marginal(weights: torch.Tensor) -> torch.Tensor:
+    """``(dim,)`` probability vector ``w / Σ w`` (DART Eq. 11).
+
+    Weights are floored at the dtype's smallest normal number first, so that a channel whose reliability
+    underflowed (a sigmoid of a large negative statistic) keeps a finite log-mass in the solver.
+    """
+    weights = weights.clamp_min(torch.finfo(weights.dtype).tiny)
+    return weights / weights.sum()
+
+
+def marginal_entropy(marginal: torch.Tensor) -> float:
+    """Shannon entropy ``−Σ u log u`` (nats) of a ``(dim,)`` probability vector; ``log dim`` when uniform."""
+    positive = marginal[marginal > 0]
+    return float(-(positive * positive.log()).sum())
+
+
+def _average_across_ranks(values: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` over the processes of the default group (DART §3.3), or ``values`` when not distributed."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return values
+    world_size = dist.get_world_size()
+    if world_size == 1:
+        return values
+    summed = values.clone()
+    dist.all_reduce(summed, op=dist.ReduceOp.SUM)
+    return summed / world_size
+
+
+def _check_optional_int(value: Any, field: str, minimum: int) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise ValueError(f"dart: `{field}` must be None or an integer ≥ {minimum}, got {value!r}.")
+
+
+class UnbalancedFeatureTransport(nn.Module):
+    r"""DART's feature-level term UWD-R (Eq. 7–13), a module addable to any instance-level objective.
+
+    With ``U, V`` the ``(batch, dim)`` audio and text embeddings, the channels are the points: the cost is
+    ``C[i, j] = ‖U[:, i] − V[:, j]‖₂`` (Eq. 7), the plan solves entropic unbalanced OT
+
+    .. math::
+        P = \arg\min_{P \ge 0} ⟨C, P⟩ − ε H(P) + τ\,[KL(P1 ‖ u) + KL(P^\top 1 ‖ v)]   \quad \text{(Eq. 8, 12)}
+
+    and the loss is ``L_UWD = ⟨C, P⟩`` (Eq. 9) with ``P`` detached: the gradient flows through ``C`` only
+    (the envelope gradient, equal to the gradient of the full unbalanced objective).
+
+    Marginals (``marginals``):
+
+    - ``"reliability"`` (RAM, §3.3, App. B): ``u = v = r / Σ r`` with ``r_j = σ(corr − var − kurt)``
+      (:func:`reliability_scores`). In training mode (with autograd enabled) each batch's scores are
+      averaged across processes and folded into an EMA, ``r ← β r + (1 − β) r̂`` (Eq. 13), kept in the
+      buffer ``reliability_ema`` (it round-trips through ``state_dict`` / safetensors); the first batch
+      initialises it. Otherwise (eval mode, or under ``torch.no_grad``) the stored EMA is used as is
+      (the batch's own scores before any training update).
+    - ``"uniform"``, ``"norm"`` (``‖U[:, j]‖₂`` for u, ``‖V[:, j]‖₂`` for v), ``"variance"`` (the
+      batch variance of each channel): the alternatives of App. I, recomputed per batch.
+
+    Channel selection (App. B; ``"reliability"`` only): channels outside the selection are dropped from
+    the transport problem. Steps count reliability updates, i.e. training batches.
+
+    - ``warmup_steps``: every channel is active during the first ``warmup_steps`` updates.
+    - ``hysteresis_low`` / ``hysteresis_high``: thresholds on the *relative* reliability ``r_j / mean(r)``
+      (1 = an average channel; the absolute scores shift with the batch size, whose sample kurtosis
+      dominates them). An active channel is suppressed when it falls below ``hysteresis_low``, an
+      inactive one re-activated when it rises above ``hysteresis_high``. If every channel ends up
+      suppressed, the most reliable one is kept.
+    - ``top_k_channels``: keep only the K most reliable of the active channels.
+    - ``freeze_after_steps``: after this many updates the reliability state (EMA and selection) stops
+      changing. App. B freezes the selection of reliable channels; freezing the scores it derives from
+      does that and also fixes the marginals.
+
+    Args:
+        reg: entropic regularisation ε of the unbalanced solver (DART: 0.03).
+        marginal_reg: marginal relaxation τ (DART: 0.05).
+        marginals: one of ``"reliability"``, ``"uniform"``, ``"norm"``, ``"variance"``.
+        ema_decay: β in [0, 1) (DART: 0.9).
+        warmup_steps, hysteresis_low, hysteresis_high, top_k_channels, freeze_after_steps: see above.
+        max_iter, tol: unbalanced Sinkhorn iteration cap and tolerance.
+    """
+
+    def __init__(
+        self,
+        reg: float = DEFAULT_UWD_REG,
+        marginal_reg: float = DEFAULT_UWD_MARGINAL_REG,
+        marginals: str = "reliability",
+        ema_decay: float = DEFAULT_EMA_DECAY,
+        warmup_steps: int = 0,
+        hysteresis_low: float | None = None,
+        hysteresis_high: float | None = None,
+        freeze_after_steps: int | None = None,
+        top_k_channels: int | None = None,
+        max_iter: int = DEFAULT_MAX_ITER,
+        tol: float = DEFAULT_TOL,
+    ) -> None:
+        super().__init__()
+        self.reg = check_reg(reg, "dart", "uwd_reg")
+        self.marginal_reg = check_reg(marginal_reg, "dart", "uwd_marginal_reg", "marginal relaxation τ")
+        if marginals not in MARGINAL_MODES:
+            raise ValueError(f"dart: `marginals` must be one of {MARGINAL_MODES}, got {marginals!r}.")
+        if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not (0 <= ema_decay < 1):
+            raise ValueError(f"dart: `ema_decay` (β) must be in [0, 1), got {ema_decay!r}.")
+        _check_optional_int(warmup_steps, "warmup_steps", 0)
+        _check_optional_int(freeze_after_steps, "freeze_after_steps", 1)
+        _check_optional_int(top_k_channels, "top_k_channels", 1)
+        if (hysteresis_low is None) != (hysteresis_high is None):
+            raise ValueError("dart: set both `hysteresis_low` and `hysteresis_high`, or neither.")
+        if hysteresis_low is not None and not (0 < hysteresis_low <= hysteresis_high):
+            raise ValueError(
+                "dart: hysteresis thresholds must satisfy 0 < hysteresis_low ≤ hysteresis_high (relative "
+                f"reliabilities, 1 = average channel), got {hysteresis_low!r} and {hysteresis_high!r}."
+            )
+        selection_options = {
+            "warmup_steps": warmup_steps or None,
+            "hysteresis_low": hysteresis_low,
+            "freeze_after_steps": freeze_after_steps,
+            "top_k_channels": top_k_channels,
+        }
+        if marginals != "reliability" and any(value is not None for value in selection_options.values()):
+            configured = sorted(key for key, value in selection_options.items() if value is not None)
+            raise ValueError(
+                f"dart: {configured} select channels by reliability and need marginals='reliability', "
+                f"got marginals={marginals!r}."
+            )
+        check_solver_options(max_iter, tol, "dart")
+        self.marginals = marginals
+        self.ema_decay = float(ema_decay)
+        self.warmup_steps = warmup_steps
+        self.hysteresis_low = hysteresis_low
+        self.hysteresis_high = hysteresis_high
+        self.freeze_after_steps = freeze_after_steps
+        self.top_k_channels = top_k_channels
+        self.max_iter = max_iter
+        self.tol = float(tol)
+        # Sized on the first batch (the embedding dim is not known before); loading resizes them.
+        self.register_buffer("reliability_ema", torch.zeros(0))
+        self.register_buffer("channel_active", torch.zeros(0, dtype=torch.bool))
+        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        # The lazily sized buffers take the shape of the checkpoint's (a fresh module holds empty ones).
+        for name in ("reliability_ema", "channel_active"):
+            saved = state_dict.get(prefix + name)
+            current = getattr(self, name)
+            if saved is not None and saved.shape != current.shape and current.numel() == 0:
+                setattr(self, name, torch.zeros(saved.shape, dtype=current.dtype, device=current.device))
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the reliability state has stopped updating (``freeze_after_steps`` reached)."""
+        return self.freeze_after_steps is not None and int(self.num_updates) >= self.freeze_after_steps
+
+    def update_reliability(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> None:
+        """Fold this batch's reliabilities (averaged across processes) into the EMA (Eq. 13), then update
+        the hysteresis state. A no-op once frozen.
+
+        Args:
+            audio_embeds: ``(batch, dim)``.
+            text_embeds: ``(batch, dim)``.
+        """
+        if self.frozen:
+            return
+        batch_reliability = _average_across_ranks(reliability_scores(audio_embeds, text_embeds))
+        dim = batch_reliability.shape[0]
+        if self.reliability_ema.numel() == 0:
+            self.reliability_ema = batch_reliability.to(torch.float32).clone()
+            self.channel_active = torch.ones(dim, dtype=torch.bool, device=batch_reliability.device)
+        else:
+            self.reliability_ema.mul_(self.ema_decay).add_(
+                batch_reliability.to(self.reliability_ema), alpha=1 - self.ema_decay
+            )
+        self.num_updates += 1
+        if int(self.num_updates) <= self.warmup_steps or self.hysteresis_low is None:
+            self.channel_active.fill_(True)
+            return
+        relative = self.reliability_ema / self.reliability_ema.mean().clamp_min(
+            torch.finfo(torch.float32).tiny
+        )
+        self.channel_active = torch.where(
+            self.channel_active, relative >= self.hysteresis_low, relative > self.hysteresis_high
+        )
+        if not self.channel_active.any():
+            self.channel_active[self.reliability_ema.argmax()] = True
+
+    def selected_channels(self, reliability: torch.Tensor) -> torch.Tensor | None:
+        """Indices ``(n_selected,)`` of the channels taking part in the transport, or None for all.
+
+        Args:
+            reliability: ``(dim,)`` the reliabilities in use (the EMA, or the batch's before any update).
+        """
+        if int(self.num_updates) <= self.warmup_steps:
+            return None
+        active = (
+            self.channel_active
+            if self.channel_active.numel()
+            else torch.ones_like(reliability, dtype=torch.bool)
+        )
+        if self.top_k_channels is not None and self.top_k_channels < int(active.sum()):
+            ranked = reliability.masked_fill(~active, -math.inf)
+            top = ranked.topk(self.top_k_channels).indices
+            active = torch.zeros_like(active).index_fill_(0, top, True)
+        if bool(active.all()):
+            return None
+        return active.nonzero().squeeze(1)
+
+    def _transport_marginals(
+        self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Source and target marginals and the selected channel indices (None = all)."""
+        if self.marginals == "uniform":
+            return (
+                audio_embeds.new_full((audio_embeds.shape[1],), 1.0 / audio_embeds.shape[1]),
+                text_embeds.new_full((text_embeds.shape[1],), 1.0 / text_embeds.shape[1]),
+                None,
+            )
+        if self.marginals == "norm":
+            return (
+                normalised_marginal(audio_embeds.detach().norm(dim=0)),
+                normalised_marginal(text_embeds.detach().norm(dim=0)),
+                None,
+            )
+        if self.marginals == "variance":
+            return (
+                normalised_marginal(audio_embeds.detach().var(dim=0, unbiased=False)),
+                normalised_marginal(text_embeds.detach().var(dim=0, unbiased=False)),
+                None,
+            )
+        if audio_embeds.shape[1] != text_embeds.shape[1]:
+            raise ValueError(
+                "dart: reliability-aware marginals compare channel j of audio and text, so both embeddings "
+                f"need the same dim; got {audio_embeds.shape[1]} and {text_embeds.shape[1]}."
+            )
+        if self.reliability_ema.numel() not in (0, audio_embeds.shape[1]):
+            raise ValueError(
+                f"dart: the stored reliability EMA has {self.reliability_ema.numel()} channels but the "
+                f"embeddings have {audio_embeds.shape[1]}; was the checkpoint made with another projection_dim?"
+            )
+        # Evaluation loops run under no_grad: only real training steps move the EMA.
+        if self.training and torch.is_grad_enabled():
+            self.update_reliability(audio_embeds, text_embeds)
+        if self.reliability_ema.numel():
+            reliability = self.reliability_ema.to(audio_embeds.dtype)
+        else:
+            reliability = reliability_scores(audio_embeds, text_embeds)
+        selected = self.selected_channels(reliability)
+        if selected is not None:
+            reliability = reliability[selected]
+        marginal = normalised_marginal(reliability)
+        return marginal, marginal, selected
+
+    def forward(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> ObjectiveOutput:
+        """``L_UWD-R`` of a batch (DART Eq. 9 with the marginals of Eq. 11).
+
+        Args:
+            audio_embeds: ``(batch, d_u)`` audio embeddings ``U``.
+            text_embeds: ``(batch, d_v)`` text embeddings ``V`` (``d_v = d_u`` for reliability marginals).
+
+        Returns:
+            the unweighted loss and logs ``loss_uwd``, ``uwd_transported_mass`` (``Σ P``),
+            ``reliability_entropy`` (entropy of the audio-side marginal, nats) and ``uwd_channels``
+            (channels taking part).
+        """
+        check_pair_embeddings(audio_embeds, text_embeds, "dart")
+        audio_marginal, text_marginal, selected = self._transport_marginals(audio_embeds, text_embeds)
+        if selected is not None:
+            audio_embeds = audio_embeds.index_select(1, selected)
+            text_embeds = text_embeds.index_select(1, selected)
+        cost = feature_cost(audio_embeds, text_embeds)
+        plan = unbalanced_sinkhorn_plan(
+            cost.detach(),
+            self.reg,
+            self.marginal_reg,
+            audio_marginal.to(cost.dtype),
+            text_marginal.to(cost.dtype),
+            max_iter=self.max_iter,
+            tol=self.tol,
+            grad_mode="envelope",
+        ).detach()
+        loss = (cost * plan).sum()
+        logs = {
+            "loss_uwd": loss.item(),
+            "uwd_transported_mass": plan.sum().item(),
+            "reliability_entropy": marginal_entropy(audio_marginal),
+            "uwd_channels": float(cost.shape[0]),
+        }
+        return ObjectiveOutput(loss=loss, logs=logs)
+
+
+def _base_objective_config(base: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    if base is None:
+        return dict(DEFAULT_BASE_OBJECTIVE)
+    if isinstance(base, str):
+        config = {"name": base}
+    elif isinstance(base, Mapping) and "name" in base:
+        config = dict(base)
+    else:
+        raise ValueError(
+            "dart: `base` must be an objective name (e.g. 'contrastive') or a dict with a 'name' key "
+            f"(e.g. {{'name': 'triplet', 'margin': 0.2}}), got {base!r}."
+        )
+    if config["name"] == "dart":
+        raise ValueError(
+            "dart: `base` cannot be 'dart' itself; name an instance-level objective such as 'iot'."
+        )
+    return config
+
+
+@register_objective("dart")
+class DartObjective(Objective):
+    r"""DART: an instance-level objective plus λ times the feature-level UWD-R term (DART Eq. 14).
+
+    ``L = L_base + λ · L_UWD-R``, where ``L_base`` is any registered instance-level objective built through
+    the registry (DART Tab. 11 adds UWD to triplet, contrastive and IOT) and ``L_UWD-R`` is
+    :class:`UnbalancedFeatureTransport`. The default base is m-LTM's inverse OT with DART's ε = 0.03
+    (Tab. 6); ``base="iot"`` uses ``iot``'s own defaults (ε = 0.05).
+
+    Args:
+        base: the instance-level objective: a registered name, or a config dict with ``name`` and its
+            hyperparameters; None for ``{"name": "iot", "reg": 0.03}``.
+        uwd_weight: λ (DART: 0.5).
+        uwd_reg: ε of the unbalanced solver (DART: 0.03).
+        uwd_marginal_reg: τ, the marginal relaxation (DART: 0.05).
+        marginals, ema_decay, warmup_steps, hysteresis_low, hysteresis_high, freeze_after_steps,
+        top_k_channels, max_iter, tol: see :class:`UnbalancedFeatureTransport`.
+
+    Example::
+
+        objective = build_objective({"name": "dart", "base": "contrastive", "top_k_channels": 256})
+        output = objective(audio_embeds, text_embeds, batch=batch, model=model)
+        output.logs  # {"loss_t2a": ..., "loss_a2t": ..., "loss_uwd": ..., "reliability_entropy": ...}
+    """
+
+    def __init__(
+        self,
+        base: str | Mapping[str, Any] | None = None,
+        uwd_weight: float = DEFAULT_UWD_WEIGHT,
+        uwd_reg: float = DEFAULT_UWD_REG,
+        uwd_marginal_reg: float = DEFAULT_UWD_MARGINAL_REG,
+        marginals: str = "reliability",
+        ema_decay: float = DEFAULT_EMA_DECAY,
+        warmup_steps: int = 0,
+        hysteresis_low: float | None = None,
+        hysteresis_high: float | None = None,
+        freeze_after_steps: int | None = None,
+        top_k_channels: int | None = None,
+        max_iter: int = DEFAULT_MAX_ITER,
+        tol: float = DEFAULT_TOL,
+    ) -> None:
+        super().__init__()
+        if (
+            isinstance(uwd_weight, bool)
+            or not isinstance(uwd_weight, (int, float))
+            or not (0 <= uwd_weight < math.inf)
+        ):
+            raise ValueError(f"dart: `uwd_weight` (λ) must be a number ≥ 0, got {uwd_weight!r}.")
+        base_config = _base_objective_config(base)
+        try:
+            self.base = build_objective(base_config)
+        except ValueError as error:
+            raise ValueError(f"dart: invalid base objective {base_config!r}: {error}") from error
+        self.uwd_weight = float(uwd_weight)
+        self.feature_transport = UnbalancedFeatureTransport(
+            reg=uwd_reg,
+            marginal_reg=uwd_marginal_reg,
+            marginals=marginals,
+            ema_decay=ema_decay,
+            warmup_steps=warmup_steps,
+            hysteresis_low=hysteresis_low,
+            hysteresis_high=hysteresis_high,
+            freeze_after_steps=freeze_after_steps,
+            top_k_channels=top_k_channels,
+            max_iter=max_iter,
+            tol=tol,
+        )
+
+    def forward(
+        self,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        *,
+        batch: Mapping[str, Any] | None = None,
+        model: nn.Module | None = None,
+    ) -> ObjectiveOutput:
+        """``audio_embeds``, ``text_embeds``: ``(batch, dim)``; logs are the base's plus the UWD term's."""
+        base_output = self.base(audio_embeds, text_embeds, batch=batch, model=model)
+        uwd_output = self.feature_transport(audio_embeds, text_embeds)
+        loss = base_output.loss + self.uwd_weight * uwd_output.loss
+        return ObjectiveOutput(loss=loss, logs={**base_output.logs, **uwd_output.logs})
+
+    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
+        """Forward the hook to the base objective (e.g. the Mahalanobis PSD projection of ``iot``)."""
+        self.base.on_optimizer_step(model)
