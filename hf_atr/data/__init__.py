@@ -1,0 +1,42 @@
+"""Datasets in the shared schema (see :mod:`hf_atr.data.schema`): corpus loaders and the embedded synthcaps."""
+
+from .audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav, resample
+from .audiocaps import load_audiocaps
+from .clotho import load_clotho
+from .corpus_utils import CorpusFormatError
+from .esc50 import class_prompts, load_esc50
+from .multilingual import load_translations, normalize_language_code
+from .schema import LANGUAGES, atr_features
+from .synthcaps import (
+    SOUND_EVENTS,
+    event_phrase,
+    generate_clip,
+    load_synthcaps,
+    write_audiocaps_layout,
+    write_clotho_layout,
+    write_esc50_layout,
+)
+
+__all__ = [
+    "LANGUAGES",
+    "SOUND_EVENTS",
+    "AudioDecodeError",
+    "CorpusFormatError",
+    "atr_features",
+    "check_audio_file",
+    "class_prompts",
+    "decode_audio",
+    "encode_wav",
+    "event_phrase",
+    "generate_clip",
+    "load_audiocaps",
+    "load_clotho",
+    "load_esc50",
+    "load_synthcaps",
+    "load_translations",
+    "normalize_language_code",
+    "resample",
+    "write_audiocaps_layout",
+    "write_clotho_layout",
+    "write_esc50_layout",
+]

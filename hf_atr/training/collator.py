@@ -119,12 +119,15 @@ def audio_batch(processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_i
 def stack_feature(values: Sequence[Any], name: str, audio_ids: Sequence[str]) -> torch.Tensor:
     """Stack per-clip features (lists, arrays or tensors) into one tensor, naming the clip that does not fit."""
     arrays = [np.asarray(value) for value in values]
+    clips_by_shape: dict[tuple[int, ...], list[str]] = {}
     for audio_id, array in zip(audio_ids, arrays):
-        if array.shape != arrays[0].shape:
-            raise ValueError(
-                f"Feature {name!r} of clip {audio_id!r} has shape {array.shape}, others {arrays[0].shape}; "
-                "extract features with padding/truncation to a fixed length."
-            )
+        clips_by_shape.setdefault(array.shape, []).append(audio_id)
+    if len(clips_by_shape) > 1:
+        shapes = "; ".join(f"{shape} for {ids[:5]}" for shape, ids in clips_by_shape.items())
+        raise ValueError(
+            f"Feature {name!r} has different shapes across clips: {shapes}. Extract features with "
+            "padding/truncation to a fixed length."
+        )
     stacked = np.stack(arrays)
     # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
     return torch.from_numpy(stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked)

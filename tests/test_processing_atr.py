@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile
+from datasets import Dataset
+from tiny_models import SAMPLING_RATE, make_processor, random_waveforms
+from transformers import AutoProcessor
+
+import hf_atr  # noqa: F401  (registers AutoProcessor)
+from hf_atr import AtrConfig, AtrProcessor
+from hf_atr.data.audio import AudioDecodeError, encode_wav
+
+
+def test_audio_and_text_in_one_call():
+    processor = make_processor()
+    batch = processor(audio=random_waveforms(2), text=["a dog barks", "a siren wails loudly"])
+    assert batch["input_values"].shape == (2, 100, 32)
+    assert batch["input_ids"].shape[0] == 2
+
+
+def test_whisper_extractor_gives_input_features():
+    processor = make_processor("whisper")
+    assert processor.audio_input_name == "input_features"
+    assert processor(audio=random_waveforms(1))["input_features"].shape == (1, 32, 100)
+
+
+def test_audio_at_another_rate_is_resampled_to_the_extractor_rate():
+    processor = make_processor()
+    t = np.arange(8000) / 8000
+    tone_8k = np.sin(2 * np.pi * 440 * t).astype(np.float32)
+    tone_16k = np.sin(2 * np.pi * 440 * np.arange(16000) / 16000).astype(np.float32)
+    resampled = processor(audio=[tone_8k], sampling_rate=8000)["input_values"]
+    native = processor(audio=[tone_16k])["input_values"]
+    # Same spectral peak in every frame: the 8 kHz tone was resampled, not read as a 880 Hz tone.
+    assert resampled.shape == native.shape
+    assert np.array_equal(resampled[0, :90].argmax(-1).numpy(), native[0, :90].argmax(-1).numpy())
+
+
+def test_schema_values_paths_and_bytes_decode_alike(tmp_path):
+    processor = make_processor()
+    waveform = random_waveforms(1)[0]
+    path = tmp_path / "clip.wav"
+    soundfile.write(path, waveform, SAMPLING_RATE, subtype="FLOAT")
+    from_path = processor(audio=[str(path)])["input_values"]
+    from_bytes = processor(audio=[{"bytes": encode_wav(waveform, SAMPLING_RATE, subtype="FLOAT"), "path": None}])
+    np.testing.assert_allclose(from_bytes["input_values"].numpy(), from_path.numpy(), atol=1e-5)
+
+
+def test_missing_audio_file_is_named(tmp_path):
+    with pytest.raises(AudioDecodeError, match="nowhere.wav"):
+        make_processor()(audio=[str(tmp_path / "nowhere.wav")])
+
+
+@pytest.mark.parametrize("caption", ["", "   ", None])
+def test_empty_caption_is_rejected(caption):
+    with pytest.raises(ValueError, match="Caption 1 is empty or not a string"):
+        make_processor()(text=["fine", caption])
+
+
+def test_nothing_to_process_is_an_error():
+    with pytest.raises(ValueError, match="needs `audio`, `text`, or both"):
+        make_processor()()
+
+
+def test_tokenizer_knows_real_words():
+    tokenizer = make_processor().tokenizer
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer("a siren wails loudly")["input_ids"])
+    assert "[UNK]" not in tokens and "siren" in tokens
+
+
+def test_extract_audio_features_runs_once_with_dataset_map():
+    processor = make_processor()
+    dataset = Dataset.from_dict(
+        {"audio_id": ["a", "b", "c"], "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(3)]}
+    )
+    features = processor.extract_audio_features(dataset, batch_size=2)
+    assert "audio" not in features.column_names
+    assert np.asarray(features[0]["input_values"]).shape == (100, 32)
+    direct = processor(audio=random_waveforms(3))["input_values"][2].numpy()
+    np.testing.assert_allclose(np.asarray(features[2]["input_values"]), direct, atol=1e-5)
+
+
+def test_save_and_load_through_autoprocessor(tmp_path):
+    processor = make_processor()
+    processor.save_pretrained(tmp_path)
+    AtrConfig(text_config={"model_type": "bert", "vocab_size": len(processor.tokenizer)}).save_pretrained(tmp_path)
+    loaded = AutoProcessor.from_pretrained(tmp_path)
+    assert isinstance(loaded, AtrProcessor)
+    caption = "a dog barks then a beep"
+    assert loaded(text=[caption])["input_ids"].tolist() == processor(text=[caption])["input_ids"].tolist()
+    waveforms = random_waveforms(1)
+    np.testing.assert_allclose(loaded(audio=waveforms)["input_values"], processor(audio=waveforms)["input_values"])
