@@ -72,13 +72,21 @@ def feature_cost(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch
     return torch.cdist(audio_embeds.T.contiguous(), text_embeds.T.contiguous())
 
 
-def _standardised_moments(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _centred_moments(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Centred values ``(batch, dim)``, population variance ``(dim,)`` and degenerate-channel mask ``(dim,)``."""
     centred = values - values.mean(dim=0)
     variance = centred.square().mean(dim=0)
     scale = values.abs().amax(dim=0)
     degenerate = variance <= (DEGENERATE_RELATIVE_STD * scale).square()
     return centred, variance, degenerate
+
+
+def _kurtosis(centred: torch.Tensor, variance: torch.Tensor, degenerate: torch.Tensor) -> torch.Tensor:
+    """``(dim,)`` ``E[(z − μ)⁴] / σ⁴``, or :data:`DEGENERATE_CHANNEL_KURTOSIS` where σ is 0."""
+    fourth_moment = centred.pow(4).mean(dim=0)
+    return torch.where(
+        degenerate, DEGENERATE_CHANNEL_KURTOSIS, fourth_moment / variance.where(~degenerate, 1.0).square()
+    )
 
 
 def channel_statistics(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> ChannelStatistics:
@@ -93,8 +101,8 @@ def channel_statistics(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) ->
     """
     audio = audio_embeds.detach().to(torch.float64)
     text = text_embeds.detach().to(torch.float64)
-    audio_centred, audio_variance, audio_degenerate = _standardised_moments(audio)
-    text_centred, text_variance, text_degenerate = _standardised_moments(text)
+    audio_centred, audio_variance, audio_degenerate = _centred_moments(audio)
+    text_centred, text_variance, text_degenerate = _centred_moments(text)
 
     covariance = (audio_centred * text_centred).mean(dim=0)
     defined = ~(audio_degenerate | text_degenerate)
@@ -102,17 +110,11 @@ def channel_statistics(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) ->
         defined, covariance / (audio_variance * text_variance).sqrt().where(defined, 1.0), 0.0
     ).clamp(-1.0, 1.0)
 
-    def kurtosis(centred: torch.Tensor, variance: torch.Tensor, degenerate: torch.Tensor) -> torch.Tensor:
-        fourth_moment = centred.pow(4).mean(dim=0)
-        return torch.where(
-            degenerate, DEGENERATE_CHANNEL_KURTOSIS, fourth_moment / variance.where(~degenerate, 1.0).square()
-        )
-
     return ChannelStatistics(
         correlation=correlation,
         variance=audio_variance + text_variance,
-        kurtosis=kurtosis(audio_centred, audio_variance, audio_degenerate)
-        + kurtosis(text_centred, text_variance, text_degenerate),
+        kurtosis=_kurtosis(audio_centred, audio_variance, audio_degenerate)
+        + _kurtosis(text_centred, text_variance, text_degenerate),
     )
 
 
@@ -397,6 +399,9 @@ class UnbalancedFeatureTransport(nn.Module):
             (channels taking part).
         """
         check_pair_embeddings(audio_embeds, text_embeds, "dart")
+        # Half-precision embeddings (autocast) are transported in float32.
+        compute_dtype = torch.promote_types(audio_embeds.dtype, torch.float32)
+        audio_embeds, text_embeds = audio_embeds.to(compute_dtype), text_embeds.to(compute_dtype)
         audio_marginal, text_marginal, selected = self._transport_marginals(audio_embeds, text_embeds)
         if selected is not None:
             audio_embeds = audio_embeds.index_select(1, selected)

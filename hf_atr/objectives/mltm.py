@@ -172,7 +172,9 @@ class InverseOTObjective(Objective):
         perfect matching) and ``iot_transported_mass`` (``Σ_ij Π_ij``: 1, or the partial mass).
         """
         check_pair_embeddings(audio_embeds, text_embeds, self.name)
-        cost = ground_cost(audio_embeds, text_embeds, model)
+        # Half-precision embeddings (autocast) are matched in float32.
+        compute_dtype = torch.promote_types(audio_embeds.dtype, torch.float32)
+        cost = ground_cost(audio_embeds.to(compute_dtype), text_embeds.to(compute_dtype), model)
         log_plan = self.transport_log_plan(cost)
         same_clip = same_clip_mask(batch_audio_ids(batch), cost.shape[0], cost.device)
         loss = inverse_ot_loss(log_plan, matching_target(same_clip, log_plan.dtype))

@@ -456,3 +456,14 @@ def test_bad_inputs_raise_clear_errors():
         transport(torch.randn(8, 4, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64))
     with pytest.raises(ValueError, match="rows"):
         transport(audio, text[:4])
+
+
+def test_half_precision_embeddings_are_transported_in_float32():
+    audio, text = batch_embeddings(seed=16, dtype=torch.float32)
+    reference = DartObjective()(audio, text).loss.item()
+    audio_half = audio.bfloat16().requires_grad_()
+    output = DartObjective()(audio_half, text.bfloat16())
+    assert output.loss.dtype == torch.float32
+    assert output.loss.item() == pytest.approx(reference, rel=0.05)
+    output.loss.backward()
+    assert audio_half.grad.dtype == torch.bfloat16 and torch.isfinite(audio_half.grad).all()
