@@ -45,9 +45,6 @@ DEFAULT_MAP_CUTOFF = 10
 DEFAULT_CHUNK_SIZE = 1024
 # Stands in for the missing captions of clips with fewer than the most captions: beyond every cutoff.
 _PADDING_POSITION = 2**62
-# A2T counting gathers the entries above a clip's lowest relevant score while they are at most this
-# fraction (1 / _SPARSE_FRACTION) of a block, else compares the block once per relevant caption.
-_SPARSE_FRACTION = 8
 
 ScoreFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ArrayLike = Any
@@ -307,13 +304,10 @@ class _GreaterCounter:
 
     def __call__(self, block: torch.Tensor, thresholds: torch.Tensor, dim: int) -> torch.Tensor:
         """`(block.shape without dim,)` int64 counts of ``block > thresholds`` (broadcast) along `dim`."""
-        return self.mask(block, thresholds).sum(dim=dim).long()
-
-    def mask(self, block: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
-        """``block > thresholds`` as 0/1 floats, in the buffer (valid until the next call)."""
         if self.buffer.numel() < block.numel():
             self.buffer = torch.empty(block.numel(), dtype=self.buffer.dtype, device=self.buffer.device)
-        return torch.gt(block, thresholds, out=self.buffer[: block.numel()].view(block.shape))
+        mask = torch.gt(block, thresholds, out=self.buffer[: block.numel()].view(block.shape))
+        return mask.sum(dim=dim).long()
 
 
 class _AudioToTextGallery:
@@ -337,25 +331,14 @@ class _AudioToTextGallery:
         self.slot_clips = [None if has.all() else has.nonzero().squeeze(1) for has in self.is_relevant.T]
         self.higher = torch.zeros((n_audio, max_relevant), dtype=torch.int64, device=device)
         self.thresholds = torch.empty(0, device=device)
-        self.lowest_threshold = torch.empty(0, device=device)
 
     def set_thresholds(self, positive_scores: torch.Tensor) -> None:
         """`positive_scores`: `(n_text,)` in the language-then-clip order."""
         relevant_scores = positive_scores[self.relevant.clamp(min=0)]
         self.thresholds = torch.where(self.is_relevant, relevant_scores, torch.inf)
-        self.lowest_threshold = self.thresholds.amin(dim=1)
 
     def count(self, block: torch.Tensor, count_greater: _GreaterCounter) -> None:
         """Adds the counts of one `(n_block_captions, n_audio)` block of this language's captions."""
-        # For any useful model few captions score above a clip's lowest relevant caption: find those
-        # entries in one pass and compare only them with each relevant score, instead of one pass per
-        # relevant caption. Dense cases (e.g. an untrained model) take the per-caption passes.
-        above_lowest = count_greater.mask(block, self.lowest_threshold)
-        if int(above_lowest.sum()) <= block.numel() // _SPARSE_FRACTION:
-            rows, clips = above_lowest.nonzero(as_tuple=True)
-            above = block[rows, clips][:, None] > self.thresholds[clips]  # (n_entries, max_relevant)
-            self.higher.index_add_(0, clips, above.long())
-            return
         for j, clips in enumerate(self.slot_clips):
             if clips is None:
                 self.higher[:, j] += count_greater(block, self.thresholds[:, j], dim=0)

@@ -1,0 +1,231 @@
+"""Retrieval metrics: hf_atr's chunked counting vs the seed papers' per-query argsort loop.
+
+Side by side in one run, on the same synthetic L2-normalised embeddings (5 captions per clip, d = 512):
+
+* ours: `hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (scores computed in blocks,
+  ranks counted against each relevant item's score, no sort);
+* baseline: the loop of the seed papers' evaluation code (XinhaoMei's `t2a` / `a2t`, reused by m-LTM,
+  DART, ASK): for every query, `np.argsort` of its full score row, then `np.where` to find the relevant
+  items' positions. To be generous to it, its score rows come from one batched matmul (the papers'
+  code scores each query separately), and that matmul is included in its time.
+
+What is measured, per method, one after the other in this process:
+* time: wall-clock seconds of the metric call (`time.perf_counter`), score computation included;
+* peak memory: the rise of the process's peak resident set size (Linux VmHWM, reset through
+  /proc/self/clear_refs after `malloc_trim`, just before the call) over its resident size at that
+  moment. Unlike tracemalloc, this covers torch's allocations as well as NumPy's.
+
+The time of the bare score matrix product is printed as well: it is the floor for any exact method,
+and the baseline's time is that product plus its sorting, so the speed-up is bounded by the ratio of the
+two (it grows with the number of threads, which speed up the product but not NumPy's argsort).
+
+Problems: Clotho-size (1,045 clips x 5,225 captions) with the full baseline, and 10k clips x 50k
+captions where the baseline is timed on a random subset of queries and extrapolated linearly (it says
+so when it does; `--full-baseline` runs it all). Values are compared exactly: every key at Clotho size,
+the T2A keys of the timed subset at 10k x 50k.
+
+    python benchmarks/metrics.py            # both problems (a few minutes)
+    python benchmarks/metrics.py --quick    # a small problem, seconds
+
+Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hf_atr.evaluation.retrieval import retrieval_metrics_from_embeddings
+
+CAPTIONS_PER_CLIP = 5
+EMBED_DIM = 512
+KS = (1, 5, 10)
+MAP_CUTOFF = 10
+TARGET_SPEEDUP = 10.0
+
+
+def make_problem(n_audio: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Audio `(n_audio, 512)`, captions `(5 * n_audio, 512)` near their clip, and each caption's clip."""
+    generator = torch.Generator().manual_seed(seed)
+    audio = torch.nn.functional.normalize(torch.randn(n_audio, EMBED_DIM, generator=generator), dim=1)
+    text_to_audio = np.repeat(np.arange(n_audio), CAPTIONS_PER_CLIP)
+    noise = torch.randn(len(text_to_audio), EMBED_DIM, generator=generator) * (6 / EMBED_DIM**0.5)
+    text = torch.nn.functional.normalize(audio[torch.from_numpy(text_to_audio)] + noise, dim=1)
+    return audio, text, text_to_audio
+
+
+def argsort_loop_t2a(scores: np.ndarray, clips: np.ndarray) -> list[int]:
+    """0-based rank of each caption's clip, as in the papers: argsort the row, find the clip."""
+    ranks = []
+    for row, clip in zip(scores, clips):
+        order = np.argsort(row)[::-1]
+        ranks.append(int(np.where(order == clip)[0][0]))
+    return ranks
+
+
+def argsort_loop_a2t(scores_per_clip: np.ndarray, relevant: list[np.ndarray]) -> list[list[int]]:
+    """Sorted 0-based positions of each clip's captions: argsort the clip's row, find each caption."""
+    positions = []
+    for row, captions in zip(scores_per_clip, relevant):
+        order = np.argsort(row)[::-1]
+        positions.append(sorted(int(np.where(order == caption)[0][0]) for caption in captions))
+    return positions
+
+
+def summarise(direction: str, positions: list[list[int]]) -> dict[str, float]:
+    """The metric definitions, written out independently of the library."""
+    best = np.array([p[0] for p in positions])
+    metrics = {f"{direction}_R@{k}": float(np.mean(best < k)) for k in KS}
+    if direction == "a2t":
+        for k in KS:
+            metrics[f"a2t_recall_fraction@{k}"] = float(
+                np.mean([np.mean(np.array(p) < k) for p in positions])
+            )
+    average_precision = [
+        sum((i + 1) / (p + 1) for i, p in enumerate(ps) if p < MAP_CUTOFF) / min(MAP_CUTOFF, len(ps))
+        for ps in positions
+    ]
+    metrics[f"{direction}_mAP@{MAP_CUTOFF}"] = float(np.mean(average_precision))
+    metrics[f"{direction}_median_rank"] = float(np.median(best + 1))
+    metrics[f"{direction}_mean_rank"] = float(np.mean(best + 1))
+    return metrics
+
+
+def run_baseline(audio: torch.Tensor, text: torch.Tensor, text_to_audio: np.ndarray, fraction: float) -> dict:
+    """The argsort loop on all queries, or on a random `fraction` of them with linear extrapolation."""
+    rng = np.random.default_rng(1)
+    n_text, n_audio = len(text), len(audio)
+    t2a_queries = np.sort(rng.choice(n_text, size=max(1, round(fraction * n_text)), replace=False))
+    a2t_queries = np.sort(rng.choice(n_audio, size=max(1, round(fraction * n_audio)), replace=False))
+    captions_of_clip = [np.flatnonzero(text_to_audio == clip) for clip in a2t_queries]
+
+    start = time.perf_counter()
+    t2a_scores = (text[t2a_queries] @ audio.T).numpy()
+    t2a_ranks = argsort_loop_t2a(t2a_scores, text_to_audio[t2a_queries])
+    t2a_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    a2t_scores = (audio[a2t_queries] @ text.T).numpy()
+    a2t_positions = argsort_loop_a2t(a2t_scores, captions_of_clip)
+    a2t_seconds = time.perf_counter() - start
+
+    return {
+        "seconds": t2a_seconds * n_text / len(t2a_queries) + a2t_seconds * n_audio / len(a2t_queries),
+        "t2a_queries": t2a_queries,
+        "metrics": {**summarise("t2a", [[r] for r in t2a_ranks]), **summarise("a2t", a2t_positions)},
+    }
+
+
+def resident_bytes() -> tuple[int, int]:
+    """(current, peak) resident set size of this process, from /proc/self/status."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+
+
+def measure(function, *args) -> tuple[float, int, object]:
+    """Wall-clock seconds, rise of the peak resident set size, and the result of ``function(*args)``."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # return freed memory, so that reusing it shows up as a rise
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current resident size
+    rss_before, _ = resident_bytes()
+    start = time.perf_counter()
+    result = function(*args)
+    seconds = time.perf_counter() - start
+    return seconds, resident_bytes()[1] - rss_before, result
+
+
+def matrix_product_alone(audio: torch.Tensor, text: torch.Tensor, block_rows: int = 1024) -> None:
+    """Every score computed once, in blocks, and thrown away: the floor for any exact method."""
+    for start in range(0, len(text), block_rows):
+        text[start : start + block_rows] @ audio.T
+
+
+def ours(audio: torch.Tensor, text: torch.Tensor, text_to_audio: np.ndarray) -> dict[str, float]:
+    return retrieval_metrics_from_embeddings(audio, text, text_to_audio, ks=KS, map_cutoff=MAP_CUTOFF)
+
+
+def compare(name: str, n_audio: int, fraction: float) -> float:
+    audio, text, text_to_audio = make_problem(n_audio)
+    n_text = len(text)
+    print(f"\n== {name}: {n_audio:,} clips x {n_text:,} captions, d = {EMBED_DIM}")
+    ours_seconds, ours_bytes, ours_metrics = measure(ours, audio, text, text_to_audio)
+    _, baseline_bytes, baseline = measure(run_baseline, audio, text, text_to_audio, fraction)
+    product_seconds, _, _ = measure(matrix_product_alone, audio, text)
+    speedup = baseline["seconds"] / ours_seconds
+    if fraction < 1:
+        print(
+            f"baseline timed on a random {fraction:.0%} of the queries ({len(baseline['t2a_queries']):,} captions, "
+            f"{round(fraction * n_audio):,} clips) and extrapolated linearly to all of them"
+        )
+        baseline_memory = "n/a (subset)"
+    else:
+        baseline_memory = f"{baseline_bytes / 2**20:.1f} MiB"
+    print(f"{'method':<44}{'time (s)':>10}{'peak RSS rise':>16}")
+    print(
+        f"{'hf_atr retrieval_metrics_from_embeddings':<44}{ours_seconds:>10.2f}{ours_bytes / 2**20:>12.1f} MiB"
+    )
+    print(f"{'per-query argsort loop (seed papers)':<44}{baseline['seconds']:>10.2f}{baseline_memory:>16}")
+    print(f"{'(the score matrix product alone)':<44}{product_seconds:>10.2f}")
+    print(
+        f"speed-up: {speedup:.1f}x (target >= {TARGET_SPEEDUP:.0f}x); ours takes {ours_seconds / product_seconds:.2f}x "
+        f"the bare matrix product, the baseline {baseline['seconds'] / product_seconds:.2f}x"
+    )
+
+    if fraction < 1:
+        # Our T2A metrics on the same query subset (the gallery is still every clip).
+        subset = baseline["t2a_queries"]
+        checked = {
+            k: v for k, v in ours(audio, text[subset], text_to_audio[subset]).items() if k.startswith("t2a_")
+        }
+        label = "T2A metrics of the timed query subset"
+    else:
+        checked, label = ours_metrics, "all metrics"
+    # Any differing rank moves a metric by >= 1 / n_queries; 1e-12 only absorbs the order of the averaging.
+    mismatches = {
+        k: (v, baseline["metrics"][k])
+        for k, v in checked.items()
+        if not math.isclose(v, baseline["metrics"][k], rel_tol=1e-12)
+    }
+    print(
+        f"values identical ({label}, {len(checked)} keys, up to 1e-12 averaging rounding): {not mismatches}"
+    )
+    for key in ("t2a_R@1", "t2a_mAP@10", "t2a_mean_rank", "a2t_R@1", "a2t_mAP@10", "a2t_recall_fraction@5"):
+        if key in checked:
+            print(f"  {key:<22} ours {checked[key]:.6f}   baseline {baseline['metrics'][key]:.6f}")
+    assert not mismatches, f"values differ: {mismatches}"
+    return speedup
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="one small problem (200 clips x 1,000 captions)")
+    parser.add_argument(
+        "--full-baseline", action="store_true", help="run the baseline on every query at 10k x 50k"
+    )
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
+    args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s); NumPy's argsort is single-threaded"
+    )
+    if args.quick:
+        compare("quick", 200, 1.0)
+        return
+    speedups = [
+        compare("Clotho-size", 1_045, 1.0),
+        compare("10k x 50k", 10_000, 1.0 if args.full_baseline else 0.04),
+    ]
+    print(f"\nspeed-ups: {', '.join(f'{s:.1f}x' for s in speedups)}; target >= {TARGET_SPEEDUP:.0f}x")
+
+
+if __name__ == "__main__":
+    main()
