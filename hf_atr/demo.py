@@ -93,7 +93,7 @@ def run_demo(
     *,
     objective: str = "contrastive",
     max_steps: int = -1,
-    epochs: float = 12.0,
+    epochs: float = 3.0,
     num_train: int = 600,
     num_test: int = 100,
     batch_size: int = 32,

@@ -198,3 +198,19 @@ def test_trainer_state_is_json_logged(tmp_path):
     trainer.train()
     state = json.loads((tmp_path / "checkpoint-4" / "trainer_state.json").read_text())
     assert any("contrastive/loss_t2a" in entry for entry in state["log_history"])
+
+
+def test_a_few_dozen_steps_beat_chance_on_retrieval(tmp_path):
+    processor = make_processor()
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=40, learning_rate=3e-3),
+        train_dataset=feature_dataset(64),
+        eval_dataset=feature_dataset(16, seed=1),
+        processing_class=processor,
+    )
+    before = trainer.evaluate()["eval_t2a_R@5"]
+    trainer.train()
+    after = trainer.evaluate()["eval_t2a_R@5"]
+    chance = 5 / 16
+    assert after > max(before, 2 * chance)
