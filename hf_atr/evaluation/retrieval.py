@@ -42,7 +42,12 @@ logger = logging.get_logger(__name__)
 RETRIEVAL_METRIC_DIR = Path(__file__).resolve().parent / "retrieval_metric"
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
 DEFAULT_MAP_CUTOFF = 10
-DEFAULT_CHUNK_SIZE = 1024
+# Default block: as many captions as fit in 2**24 scores (64 MiB in float32). Large blocks matter on CPU,
+# where every tensor operation has a fixed cost.
+DEFAULT_BLOCK_ENTRIES = 2**24
+# Captions per block when scoring each caption against its own clips ahead of the main pass: small enough
+# to keep that pass cheap, large enough for BLAS to round as it does in the main blocks.
+_POSITIVE_BLOCK_ROWS = 1024
 # Stands in for the missing captions of clips with fewer than the most captions: beyond every cutoff.
 _PADDING_POSITION = 2**62
 
@@ -70,7 +75,7 @@ def retrieval_metrics(
     caption_groups: ArrayLike | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     map_cutoff: int = DEFAULT_MAP_CUTOFF,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
 ) -> dict[str, float]:
     """Text-to-audio and audio-to-text retrieval metrics from a score matrix.
 
@@ -84,7 +89,7 @@ def retrieval_metrics(
         ks: cutoffs of the R@k metrics.
         map_cutoff: cutoff ``c`` of mAP@c.
         chunk_size: captions scored at once; the temporary memory is about ``2 * chunk_size * n_audio``
-            entries.
+            entries. Default: ``DEFAULT_BLOCK_ENTRIES // n_audio`` (at least 1).
 
     Returns:
         A flat dict of floats, recall and mAP as fractions in [0, 1]: ``t2a_R@k``, ``a2t_R@k``,
@@ -114,7 +119,7 @@ def retrieval_metrics_from_embeddings(
     caption_groups: ArrayLike | None = None,
     ks: Sequence[int] = DEFAULT_KS,
     map_cutoff: int = DEFAULT_MAP_CUTOFF,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     score_fn: ScoreFn | None = None,
 ) -> dict[str, float]:
     """Retrieval metrics from embeddings, scoring in chunks without building the full score matrix.
@@ -185,6 +190,8 @@ def _retrieval_metrics(
         raise ValueError(
             f"Need at least one caption and one clip, got {n_text} captions and {n_audio} clips."
         )
+    if chunk_size is None:
+        chunk_size = max(1, DEFAULT_BLOCK_ENTRIES // n_audio)
     ks = _check_cutoffs(ks, map_cutoff, chunk_size)
     clip_of_text = _as_clip_indices(text_to_audio, n_text, n_audio)
     if languages is None:
@@ -389,7 +396,9 @@ def _rank_relevant_items(
     expected_positive = torch.cat(
         [
             source.positive_scores(sorted_text[start:stop], sorted_clip[start:stop])
-            for _, start, stop in blocks
+            for _, block_start, block_stop in blocks
+            for start in range(block_start, block_stop, _POSITIVE_BLOCK_ROWS)
+            for stop in (min(start + _POSITIVE_BLOCK_ROWS, block_stop),)
         ]
     )
     for gallery in galleries:
