@@ -279,3 +279,286 @@ def sinkhorn_log_plan(
     # One differentiable iteration from the converged row potential (rows exact, as POT's output).
     alpha, beta = _balanced_log_step(log_kernel, log_a, log_b, alpha)
     return log_kernel + alpha[:, None] + beta[None, :]
+
+
+# --------------------------------------------------------------------------------------------------
+# Unbalanced entropic OT
+# --------------------------------------------------------------------------------------------------
+
+
+def _unbalanced_log_step(
+    log_kernel_ab: torch.Tensor,
+    log_a: torch.Tensor,
+    log_b: torch.Tensor,
+    exponent: float,
+    beta: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One log-domain iteration of unbalanced Sinkhorn (Chizat et al. 2018; POT's row-then-column order).
+
+    ``log_kernel_ab = -cost / reg + log a_i + log b_j``; the plan is ``exp(log_kernel_ab + alpha_i + beta_j)``
+    and each KL-relaxed projection is the balanced one damped by ``exponent = tau / (tau + reg)``.
+    """
+    alpha = exponent * (log_a - torch.logsumexp(log_kernel_ab + beta[None, :], dim=1))
+    beta = exponent * (log_b - torch.logsumexp(log_kernel_ab + alpha[:, None], dim=0))
+    return alpha, beta
+
+
+@torch.no_grad()
+def _unbalanced_potentials(
+    log_kernel_ab: torch.Tensor,
+    log_a: torch.Tensor,
+    log_b: torch.Tensor,
+    exponent: float,
+    max_iter: int,
+    tol: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Converged log potentials of the unbalanced problem, without autograd.
+
+    The stopping error is the largest change of a log potential over one iteration (the log of POT's
+    relative scaling change).
+    """
+    alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, torch.zeros_like(log_b))
+    kernel = _stabilised_kernel(log_kernel_ab, alpha, beta)
+    log_u, log_v = torch.zeros_like(log_a), torch.zeros_like(log_b)
+    iterations = 1
+    while True:
+        # With kernel = exp(log_kernel_ab + alpha_i + beta_j), the damped projection of the total row
+        # potential alpha + log_u is exponent * (log a + alpha - log(kernel @ v)); same for columns.
+        new_log_u = (log_a + alpha - (kernel @ log_v.exp()).log_()).mul_(exponent).sub_(alpha)
+        new_log_v = (log_b + beta - (kernel.T @ new_log_u.exp()).log_()).mul_(exponent).sub_(beta)
+        error = float(torch.maximum((new_log_u - log_u).abs().amax(), (new_log_v - log_v).abs().amax()))
+        log_u, log_v = new_log_u, new_log_v
+        iterations += 1
+        if error < tol:
+            break
+        if iterations >= max_iter:
+            _warn_not_converged("unbalanced_sinkhorn_plan", max_iter, tol, error)
+            break
+        spread = float(torch.maximum(log_u.abs().amax(), log_v.abs().amax()))
+        if not spread <= _ABSORB_LOG_SCALING:
+            alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta + log_v)
+            kernel = _stabilised_kernel(log_kernel_ab, alpha, beta)
+            log_u, log_v = torch.zeros_like(log_u), torch.zeros_like(log_v)
+    return alpha + log_u, beta + log_v
+
+
+def unbalanced_sinkhorn_plan(
+    cost: torch.Tensor,
+    reg: float,
+    reg_marginal: float,
+    a: torch.Tensor | None = None,
+    b: torch.Tensor | None = None,
+    *,
+    max_iter: int = 1000,
+    tol: float = 1e-6,
+    grad_mode: str = "envelope",
+) -> torch.Tensor:
+    """Plan of entropic OT with KL-relaxed marginals (DART Eq. 8-9), by log-domain unbalanced Sinkhorn.
+
+    Solves ``min_P <P, cost> + reg * KL(P | a b^T) + reg_marginal * (KL(P 1 | a) + KL(P^T 1 | b))`` with
+    the generalised KL ``KL(x | y) = sum x log(x / y) - x + y`` -- POT's
+    ``ot.unbalanced.sinkhorn_unbalanced(a, b, cost, reg, reg_marginal, reg_type="kl")`` (its default since
+    POT 0.9.5), whatever its ``method``: "sinkhorn" and "sinkhorn_translation_invariant" reach the same plan.
+
+    Args:
+        cost: (n, m) ground cost, finite.
+        reg: entropic regularisation ε > 0.
+        reg_marginal: marginal relaxation τ > 0 (τ → ∞ recovers balanced OT).
+        a: (n,) positive source measure (any total); uniform ``1/n`` when None.
+        b: (m,) positive target measure (any total); uniform ``1/m`` when None.
+        max_iter: maximum number of iterations.
+        tol: stop when no log potential changes by more than ``tol`` over one iteration.
+        grad_mode: ``"envelope"`` (plan detached: back-propagate ``<plan, cost>`` through ``cost`` only, which
+            equals the gradient of the full objective above; memory independent of the iterations) or
+            ``"autograd"`` (unrolled log-domain iterations). ``a`` and ``b`` receive gradients only in
+            ``"autograd"`` mode.
+
+    Returns:
+        (n, m) transport plan ``P`` (entries below float range underflow to 0).
+    """
+    solver = "unbalanced_sinkhorn_plan"
+    _check_cost(solver, cost)
+    reg = _check_positive_float(solver, "reg", reg)
+    reg_marginal = _check_positive_float(solver, "reg_marginal", reg_marginal)
+    _check_iterations(solver, max_iter, tol)
+    _check_grad_mode(solver, grad_mode, _UNBALANCED_GRAD_MODES)
+    a = _marginal(solver, "a", a, cost.shape[0], cost)
+    b = _marginal(solver, "b", b, cost.shape[1], cost)
+    exponent = reg_marginal / (reg_marginal + reg)
+    log_a, log_b = a.log(), b.log()
+    log_kernel_ab = -cost / reg + log_a[:, None] + log_b[None, :]
+    if grad_mode == "envelope":
+        log_kernel_ab, log_a, log_b = log_kernel_ab.detach(), log_a.detach(), log_b.detach()
+        alpha, beta = _unbalanced_potentials(log_kernel_ab, log_a, log_b, exponent, max_iter, tol)
+        return (log_kernel_ab + alpha[:, None] + beta[None, :]).exp_()
+    alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, torch.zeros_like(log_b))
+    for iteration in range(2, max_iter + 1):
+        new_alpha, new_beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta)
+        with torch.no_grad():
+            error = float(torch.maximum((new_alpha - alpha).abs().amax(), (new_beta - beta).abs().amax()))
+        alpha, beta = new_alpha, new_beta
+        if error < tol:
+            break
+        if iteration == max_iter:
+            _warn_not_converged(solver, max_iter, tol, error)
+    return (log_kernel_ab + alpha[:, None] + beta[None, :]).exp()
+
+
+# --------------------------------------------------------------------------------------------------
+# Partial entropic OT
+# --------------------------------------------------------------------------------------------------
+
+
+def _partial_log_step(
+    log_kernel: torch.Tensor,
+    log_a: torch.Tensor,
+    log_b: torch.Tensor,
+    log_mass: torch.Tensor,
+    beta: torch.Tensor,
+    eta: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One round of the three KL (Bregman) projections of Benamou et al. (2015), in dual form.
+
+    The plan is ``exp(log_kernel + alpha_i + beta_j + eta)``: projecting onto ``{P 1 <= a}`` clips the row
+    potential at 0, onto ``{P^T 1 <= b}`` the column potential, and onto ``{sum P = mass}`` sets ``eta``.
+    Exact coordinate ascent on the dual is Dykstra's algorithm that POT runs on the plan (same order).
+    """
+    alpha = (log_a - eta - torch.logsumexp(log_kernel + beta[None, :], dim=1)).clamp(max=0)
+    column_lse = torch.logsumexp(log_kernel + alpha[:, None], dim=0)
+    beta = (log_b - eta - column_lse).clamp(max=0)
+    eta = log_mass - torch.logsumexp(beta + column_lse, dim=0)
+    return alpha, beta, eta
+
+
+def _partial_row_error(
+    log_kernel: torch.Tensor,
+    log_a: torch.Tensor,
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    eta: torch.Tensor,
+) -> torch.Tensor:
+    """L2 norm of the change the row projection would make to the row sums (0 at the solution)."""
+    row_lse = torch.logsumexp(log_kernel + beta[None, :], dim=1) + eta
+    projected_alpha = (log_a - row_lse).clamp(max=0)
+    return torch.linalg.vector_norm((row_lse + alpha).exp() - (row_lse + projected_alpha).exp())
+
+
+@torch.no_grad()
+def _partial_potentials(
+    log_kernel: torch.Tensor,
+    log_a: torch.Tensor,
+    log_b: torch.Tensor,
+    log_mass: torch.Tensor,
+    max_iter: int,
+    tol: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Converged potentials (alpha (n,), beta (m,), eta ()) of the partial problem, without autograd."""
+    a, b, mass = log_a.exp(), log_b.exp(), log_mass.exp()
+    # POT's initial plan: the Gibbs kernel scaled to total mass `mass`.
+    eta = log_mass - torch.logsumexp(log_kernel.flatten(), dim=0)
+    alpha, beta, eta = _partial_log_step(log_kernel, log_a, log_b, log_mass, torch.zeros_like(log_b), eta)
+    # kernel = exp(log_kernel + alpha_i + beta_j + eta) is the current plan; scalings u, v, s multiply it.
+    kernel = _stabilised_kernel(log_kernel, alpha + eta, beta)
+    row_cap, column_cap = (-alpha).exp(), (-beta).exp()  # keep alpha + log u <= 0, beta + log v <= 0
+    u, v, s = torch.ones_like(a), torch.ones_like(b), torch.ones_like(mass)
+    iterations = 1
+    while True:
+        kernel_v = kernel @ v
+        projected_u = torch.minimum(a / (s * kernel_v), row_cap)
+        error = float(torch.linalg.vector_norm(s * kernel_v * (u - projected_u)))
+        if error < tol:
+            break
+        if iterations >= max_iter:
+            _warn_not_converged("partial_sinkhorn_log_plan", max_iter, tol, error)
+            break
+        previous = (u, v, s)
+        u = projected_u
+        kernel_t_u = kernel.T @ u
+        v = torch.minimum(b / (s * kernel_t_u), column_cap)
+        s = mass / (v @ kernel_t_u)
+        iterations += 1
+        spread = float(_scaling_spread(u, v, s.reshape(1)))
+        if not spread <= _ABSORB_LOG_SCALING:
+            if not math.isfinite(spread):
+                u, v, s = previous
+            alpha, beta, eta = _partial_log_step(
+                log_kernel, log_a, log_b, log_mass, beta + v.log(), eta + s.log()
+            )
+            kernel = _stabilised_kernel(log_kernel, alpha + eta, beta)
+            row_cap, column_cap = (-alpha).exp(), (-beta).exp()
+            u, v, s = torch.ones_like(a), torch.ones_like(b), torch.ones_like(mass)
+    return alpha + u.log(), beta + v.log(), eta + s.log()
+
+
+def partial_sinkhorn_log_plan(
+    cost: torch.Tensor,
+    reg: float,
+    mass: float,
+    a: torch.Tensor | None = None,
+    b: torch.Tensor | None = None,
+    *,
+    max_iter: int = 1000,
+    tol: float = 1e-6,
+    grad_mode: str = "one_step",
+) -> torch.Tensor:
+    """Log of the entropic partial OT plan of total mass ``mass`` (m-LTM Eq. 12-13).
+
+    Solves ``min_P <P, cost> + reg * sum P (log P - 1)`` subject to ``P 1 <= a``, ``P^T 1 <= b``,
+    ``sum P = mass`` by Bregman projections (Benamou et al. 2015) in the log domain -- the problem of POT's
+    ``ot.partial.entropic_partial_wasserstein(a, b, cost, reg, m=mass)``, which returns ``exp`` of this
+    function's output once both have converged (POT's default ``stopThr=1e-100`` runs all 1000 iterations).
+
+    Args:
+        cost: (n, m) ground cost, finite.
+        reg: entropic regularisation ε > 0.
+        mass: total transported mass s, in ``(0, min(sum a, sum b)]`` (m-LTM uses s = 0.95 for noisy pairs).
+        a: (n,) positive source marginal (an upper bound on the row sums); uniform ``1/n`` when None.
+        b: (m,) positive target marginal (an upper bound on the column sums); uniform ``1/m`` when None.
+        max_iter: maximum number of rounds of the three projections.
+        tol: stop when the row projection would change the row sums by less than ``tol`` (L2 norm).
+        grad_mode: ``"one_step"`` (solve without autograd, then one differentiable round of projections:
+            memory independent of the iteration count), ``"autograd"`` (unrolled) or ``"none"`` (detached).
+
+    Returns:
+        (n, m) log plan ``log P``; finite wherever ``cost`` is.
+    """
+    solver = "partial_sinkhorn_log_plan"
+    _check_cost(solver, cost)
+    reg = _check_positive_float(solver, "reg", reg)
+    _check_iterations(solver, max_iter, tol)
+    _check_grad_mode(solver, grad_mode, _PARTIAL_GRAD_MODES)
+    a = _marginal(solver, "a", a, cost.shape[0], cost)
+    b = _marginal(solver, "b", b, cost.shape[1], cost)
+    mass = float(mass)
+    largest_mass = min(float(a.sum()), float(b.sum()))
+    if not (math.isfinite(mass) and 0 < mass <= largest_mass * (1 + 1e-5)):
+        raise ValueError(
+            f"{solver}: `mass` must lie in (0, min(sum(a), sum(b))] = (0, {largest_mass:.6g}]; got {mass}."
+        )
+    mass = min(mass, largest_mass)
+    log_kernel = -cost / reg
+    log_a, log_b = a.log(), b.log()
+    log_mass = torch.tensor(math.log(mass), dtype=cost.dtype, device=cost.device)
+    if grad_mode == "autograd":
+        eta = log_mass - torch.logsumexp(log_kernel.flatten(), dim=0)
+        alpha, beta, eta = _partial_log_step(log_kernel, log_a, log_b, log_mass, torch.zeros_like(log_b), eta)
+        for iteration in range(2, max_iter + 1):
+            with torch.no_grad():
+                error = float(_partial_row_error(log_kernel, log_a, alpha, beta, eta))
+            if error < tol:
+                break
+            alpha, beta, eta = _partial_log_step(log_kernel, log_a, log_b, log_mass, beta, eta)
+            if iteration == max_iter:
+                with torch.no_grad():
+                    error = float(_partial_row_error(log_kernel, log_a, alpha, beta, eta))
+                if error >= tol:
+                    _warn_not_converged(solver, max_iter, tol, error)
+        return log_kernel + alpha[:, None] + beta[None, :] + eta
+    alpha, beta, eta = _partial_potentials(
+        log_kernel.detach(), log_a.detach(), log_b.detach(), log_mass, max_iter, tol
+    )
+    if grad_mode == "none":
+        return (log_kernel.detach() + alpha[:, None] + beta[None, :] + eta).detach()
+    # One differentiable round of projections from the converged column and mass potentials.
+    alpha, beta, eta = _partial_log_step(log_kernel, log_a, log_b, log_mass, beta, eta)
+    return log_kernel + alpha[:, None] + beta[None, :] + eta
