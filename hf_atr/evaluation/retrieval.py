@@ -183,7 +183,7 @@ def _retrieval_metrics(
     caption_groups: ArrayLike | None,
     ks: Sequence[int],
     map_cutoff: int,
-    chunk_size: int,
+    chunk_size: int | None,
 ) -> dict[str, float]:
     n_text, n_audio = source.n_text, source.n_audio
     if n_text == 0 or n_audio == 0:
@@ -285,15 +285,19 @@ class _EmbeddingScores:
         text = self.text_embeds.index_select(0, text_index)
         audio = self.audio_embeds if audio_index is None else self.audio_embeds.index_select(0, audio_index)
         block = self.score_fn(text, audio)
-        where = f"a block of {len(text)} captions (the first is caption {int(text_index[0])})"
         if not isinstance(block, torch.Tensor) or tuple(block.shape) != (len(text), len(audio)):
             shape = tuple(block.shape) if isinstance(block, torch.Tensor) else type(block).__name__
             raise ValueError(
-                f"score_fn must return a ({len(text)}, {len(audio)}) tensor for {where}, got {shape}."
+                f"score_fn must return a ({len(text)}, {len(audio)}) tensor for "
+                f"{_describe_block(text_index)}, got {shape}."
             )
         if torch.isnan(block.sum()) and torch.isnan(block).any():
-            raise ValueError(f"score_fn returned NaN scores for {where}.")
+            raise ValueError(f"score_fn returned NaN scores for {_describe_block(text_index)}.")
         return block
+
+
+def _describe_block(text_index: torch.Tensor) -> str:
+    return f"a block of {len(text_index)} captions (the first is caption {int(text_index[0])})"
 
 
 class _GreaterCounter:
