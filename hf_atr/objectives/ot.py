@@ -70,7 +70,7 @@ def _check_cost(solver: str, cost: torch.Tensor) -> None:
         )
     if cost.shape[0] == 0 or cost.shape[1] == 0:
         raise ValueError(f"{solver}: `cost` must be non-empty; got shape {tuple(cost.shape)}.")
-    if not bool(torch.isfinite(cost).all()):
+    if not bool(torch.isfinite(cost.detach()).all()):
         raise ValueError(
             f"{solver}: `cost` contains NaN or infinite entries; check the embeddings that produced it."
         )
@@ -108,7 +108,7 @@ def _marginal(
             f"{tuple(cost.shape)}; got {tuple(weights.shape)}."
         )
     weights = weights.to(dtype=cost.dtype, device=cost.device)
-    if not bool((torch.isfinite(weights) & (weights > 0)).all()):
+    if not bool((torch.isfinite(weights.detach()) & (weights.detach() > 0)).all()):
         raise ValueError(
             f"{solver}: marginal `{name}` must be finite and strictly positive; drop zero-mass points "
             "from the problem instead."
@@ -262,7 +262,7 @@ def sinkhorn_log_plan(
     _check_grad_mode(solver, grad_mode, _BALANCED_GRAD_MODES)
     a = _marginal(solver, "a", a, cost.shape[0], cost)
     b = _marginal(solver, "b", b, cost.shape[1], cost)
-    total_a, total_b = float(a.sum()), float(b.sum())
+    total_a, total_b = float(a.detach().sum()), float(b.detach().sum())
     if not _same_total(total_a, total_b):
         raise ValueError(
             f"{solver}: marginals must have the same total mass for balanced OT; got sum(a)={total_a:.6g}, "
@@ -385,12 +385,14 @@ def unbalanced_sinkhorn_plan(
     a = _marginal(solver, "a", a, cost.shape[0], cost)
     b = _marginal(solver, "b", b, cost.shape[1], cost)
     exponent = reg_marginal / (reg_marginal + reg)
+    if grad_mode == "envelope":
+        with torch.no_grad():
+            log_a, log_b = a.log(), b.log()
+            log_kernel_ab = -cost / reg + log_a[:, None] + log_b[None, :]
+            alpha, beta = _unbalanced_potentials(log_kernel_ab, log_a, log_b, exponent, max_iter, tol)
+            return (log_kernel_ab + alpha[:, None] + beta[None, :]).exp_()
     log_a, log_b = a.log(), b.log()
     log_kernel_ab = -cost / reg + log_a[:, None] + log_b[None, :]
-    if grad_mode == "envelope":
-        log_kernel_ab, log_a, log_b = log_kernel_ab.detach(), log_a.detach(), log_b.detach()
-        alpha, beta = _unbalanced_potentials(log_kernel_ab, log_a, log_b, exponent, max_iter, tol)
-        return (log_kernel_ab + alpha[:, None] + beta[None, :]).exp_()
     alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, torch.zeros_like(log_b))
     for iteration in range(2, max_iter + 1):
         new_alpha, new_beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta)
@@ -530,7 +532,7 @@ def partial_sinkhorn_log_plan(
     a = _marginal(solver, "a", a, cost.shape[0], cost)
     b = _marginal(solver, "b", b, cost.shape[1], cost)
     mass = float(mass)
-    largest_mass = min(float(a.sum()), float(b.sum()))
+    largest_mass = min(float(a.detach().sum()), float(b.detach().sum()))
     if not (math.isfinite(mass) and 0 < mass <= largest_mass * (1 + 1e-5)):
         raise ValueError(
             f"{solver}: `mass` must lie in (0, min(sum(a), sum(b))] = (0, {largest_mass:.6g}]; got {mass}."
