@@ -8,12 +8,29 @@ from .configuration_atr import AtrConfig
 from .modeling_atr import AtrDualEncoderModel, AtrOutput, AtrScoringHead, register_auto_classes
 from .objectives import available_objectives, build_objective, register_objective
 from .processing_atr import AtrProcessor, register_auto_processor
-from .training import AtrDataCollator, AtrTrainer
 
 register_auto_classes()
 register_auto_processor()
 
 __version__ = "0.1.0"
+
+_LAZY_ATTRIBUTES = {
+    "AtrTrainer": ".training",
+    "AtrDataCollator": ".training",
+    "retrieval_metrics": ".evaluation",
+    "retrieval_metrics_from_embeddings": ".evaluation",
+    "load_retrieval_metric": ".evaluation",
+}
+
+
+def __getattr__(name: str):
+    # The trainer pulls in accelerate and transformers.Trainer (seconds of import time); load it on first use.
+    if name in _LAZY_ATTRIBUTES:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY_ATTRIBUTES[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AtrConfig",
@@ -25,5 +42,8 @@ __all__ = [
     "AtrTrainer",
     "available_objectives",
     "build_objective",
+    "load_retrieval_metric",
     "register_objective",
+    "retrieval_metrics",
+    "retrieval_metrics_from_embeddings",
 ]

@@ -144,7 +144,11 @@ def run_demo(
         disable_tqdm=not show_progress,
     )
     trainer = AtrTrainer(
-        model=model, args=args, train_dataset=features["train"], processing_class=processor
+        model=model,
+        args=args,
+        train_dataset=features["train"],
+        processing_class=processor,
+        train_languages=list(LANGUAGES),
     )
     train_started = time.perf_counter()
     trainer.train()

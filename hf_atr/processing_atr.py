@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 from transformers import AutoProcessor, BatchFeature
 from transformers.processing_utils import ProcessorMixin
 
@@ -146,6 +147,41 @@ class AtrProcessor(ProcessorMixin):
             remove_columns=remove_columns,
             desc="Extracting audio features",
         )
+
+
+def audio_batch(processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
+    """Audio model inputs for ``rows``: their precomputed features stacked, or raw ``audio`` featurised now."""
+    feature_name = next((name for name in AUDIO_INPUT_NAMES if name in rows[0]), None)
+    if feature_name is None:
+        if "audio" not in rows[0]:
+            raise ValueError(
+                f"Rows have neither precomputed audio features {AUDIO_INPUT_NAMES} nor an 'audio' column "
+                f"(columns: {sorted(rows[0])})."
+            )
+        arrays = processor.decode([row["audio"] for row in rows], audio_ids)
+        return dict(processor(audio=arrays, return_tensors="pt"))
+    inputs = {feature_name: stack_feature([row[feature_name] for row in rows], feature_name, audio_ids)}
+    for name in ("audio_attention_mask", "is_longer"):
+        if name in rows[0]:
+            inputs[name] = stack_feature([row[name] for row in rows], name, audio_ids)
+    return inputs
+
+
+def stack_feature(values: Sequence[Any], name: str, audio_ids: Sequence[str]) -> torch.Tensor:
+    """Stack per-clip features (lists, arrays or tensors) into one tensor, naming the clip that does not fit."""
+    arrays = [np.asarray(value) for value in values]
+    clips_by_shape: dict[tuple[int, ...], list[str]] = {}
+    for audio_id, array in zip(audio_ids, arrays):
+        clips_by_shape.setdefault(array.shape, []).append(audio_id)
+    if len(clips_by_shape) > 1:
+        shapes = "; ".join(f"{shape} for {ids[:5]}" for shape, ids in clips_by_shape.items())
+        raise ValueError(
+            f"Feature {name!r} has different shapes across clips: {shapes}. Extract features with "
+            "padding/truncation to a fixed length."
+        )
+    stacked = np.stack(arrays)
+    # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
+    return torch.from_numpy(stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked)
 
 
 def register_auto_processor() -> None:

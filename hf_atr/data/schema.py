@@ -18,6 +18,9 @@ from collections.abc import Iterable
 
 from datasets import Audio, Dataset, Features, List, Value
 
+ENGLISH = "eng"
+"""The language of the ``captions`` column."""
+
 LANGUAGES: tuple[str, ...] = ("eng", "fra", "deu", "spa", "nld", "cat", "jpn", "zho")
 """ISO 639-3 codes of the languages hf-atr ships grammars and metrics for; ``eng`` first."""
 

@@ -1,0 +1,19 @@
+"""Retrieval evaluation: chunked metrics, the `evaluate` module, and encoding a dataset once."""
+
+from .retrieval import (
+    DEFAULT_KS,
+    DEFAULT_MAP_CUTOFF,
+    inner_product_scores,
+    load_retrieval_metric,
+    retrieval_metrics,
+    retrieval_metrics_from_embeddings,
+)
+
+__all__ = [
+    "DEFAULT_KS",
+    "DEFAULT_MAP_CUTOFF",
+    "inner_product_scores",
+    "load_retrieval_metric",
+    "retrieval_metrics",
+    "retrieval_metrics_from_embeddings",
+]

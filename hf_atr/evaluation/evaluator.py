@@ -9,11 +9,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..processing_atr import AtrProcessor
-from ..training.collator import audio_batch
+from ..data.schema import ENGLISH
+from ..processing_atr import AtrProcessor, audio_batch
 from .retrieval import retrieval_metrics_from_embeddings
-
-ENGLISH = "eng"
 
 
 @dataclass

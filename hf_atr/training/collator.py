@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..processing_atr import AUDIO_INPUT_NAMES, AtrProcessor
+from ..data.schema import ENGLISH
+from ..processing_atr import AtrProcessor, audio_batch
 
-METADATA_KEYS = ("audio_ids", "caption_indices")
+METADATA_KEYS = ("audio_ids", "caption_indices", "languages")
 """Batch entries for the objective, never passed to the model's forward."""
 
 
@@ -21,15 +22,17 @@ class AtrDataCollator:
 
     Each row needs the audio features that :meth:`AtrProcessor.extract_audio_features` added (e.g.
     ``input_values``; rows that still hold raw ``audio`` are featurised on the fly, which is slow),
-    ``captions`` and ``audio_id``. The caption used is ``captions[caption_index]`` when the row has a
-    ``caption_index`` (rows of a :class:`CaptionPairDataset`, what :class:`AtrTrainer` trains on);
+    ``captions`` and ``audio_id``. The caption used is ``captions[caption_index]`` (or
+    ``translations[caption_language][caption_index]``) when the row has a ``caption_index`` (rows of a
+    :class:`CaptionPairDataset`, what :class:`AtrTrainer` trains on);
     otherwise the first one (``caption_selection="first"``) or one drawn from torch's global generator
     (``"random"``; not exactly reproducible on resume, because the Trainer's dataloader collates one
     batch ahead of the RNG state it checkpoints).
 
     Returns ``input_values``/``input_features`` ``(batch, ...)``, ``input_ids`` and ``attention_mask``
     ``(batch, seq)``, and metadata for the objective: ``audio_ids`` (list of ``batch`` str; equal ids are
-    the same clip and are never negatives of each other) and ``caption_indices`` ``(batch,)``.
+    the same clip and are never negatives of each other), ``caption_indices`` ``(batch,)`` and
+    ``languages`` (list of ``batch`` ISO 639-3 codes).
     """
 
     processor: AtrProcessor
@@ -45,11 +48,15 @@ class AtrDataCollator:
         if not rows:
             raise ValueError("AtrDataCollator got an empty batch.")
         audio_ids = [str(row.get("audio_id", index)) for index, row in enumerate(rows)]
-        captions, caption_indices = [], []
+        captions, caption_indices, languages = [], [], []
         for audio_id, row in zip(audio_ids, rows):
-            clip_captions = row.get(self.caption_column)
+            language = row.get("caption_language", ENGLISH)
+            clip_captions = (
+                row.get(self.caption_column) if language == ENGLISH else (row.get("translations") or {}).get(language)
+            )
             if not clip_captions:
-                raise ValueError(f"Clip {audio_id!r} has no captions in column {self.caption_column!r}.")
+                source = self.caption_column if language == ENGLISH else f"translations[{language!r}]"
+                raise ValueError(f"Clip {audio_id!r} has no captions in {source}.")
             if "caption_index" in row:
                 index = int(row["caption_index"])
             elif self.caption_selection == "first":
@@ -58,76 +65,57 @@ class AtrDataCollator:
                 index = int(torch.randint(len(clip_captions), ()).item())
             caption = clip_captions[index]
             if not isinstance(caption, str) or not caption.strip():
-                raise ValueError(f"Clip {audio_id!r}: caption {index} is empty ({caption!r}).")
+                raise ValueError(f"Clip {audio_id!r}: {language} caption {index} is empty ({caption!r}).")
             captions.append(caption)
             caption_indices.append(index)
+            languages.append(language)
         batch = audio_batch(self.processor, rows, audio_ids)
         batch.update(self.processor(text=captions, max_length=self.max_length, return_tensors="pt"))
         batch["audio_ids"] = audio_ids
         batch["caption_indices"] = torch.tensor(caption_indices)
+        batch["languages"] = languages
         return batch
 
 
 class CaptionPairDataset(torch.utils.data.Dataset):
-    """A view of a clip dataset with one item per (clip, caption): every caption is seen once per epoch.
+    """A view of a clip dataset with one item per (clip, language, caption): each is seen once per epoch.
 
-    Items are the clip's row plus ``caption_index``; features are not copied. Deterministic, so a
-    resumed run draws exactly the batches an uninterrupted run would. Several captions of one clip
-    can land in one batch, which the objectives handle through ``audio_ids``.
+    Items are the clip's row plus ``caption_language`` and ``caption_index``; features are not copied.
+    Deterministic, so a resumed run draws exactly the batches an uninterrupted run would. Several
+    captions of one clip can land in one batch, which the objectives handle through ``audio_ids``.
+
+    Args:
+        clips: a shared-schema ``datasets.Dataset``.
+        languages: ISO 639-3 codes whose captions to enumerate (``"eng"`` = ``captions``, others from
+            ``translations``); default English only. A clip without a translation in a language simply
+            contributes no pair for it.
     """
 
-    def __init__(self, clips: Any, caption_column: str = "captions") -> None:
-        caption_counts = np.array([len(captions or []) for captions in clips[caption_column]])
-        empty = np.flatnonzero(caption_counts == 0)
-        if empty.size:
-            ids = clips["audio_id"] if "audio_id" in clips.column_names else list(range(len(clips)))
-            raise ValueError(
-                f"{empty.size} clip(s) have no captions in column {caption_column!r}, e.g. "
-                f"{[ids[int(index)] for index in empty[:5]]}."
-            )
+    def __init__(self, clips: Any, languages: Sequence[str] | None = None) -> None:
         self.clips = clips
-        self.pair_clip = np.repeat(np.arange(len(caption_counts)), caption_counts)
-        self.pair_slot = np.concatenate([np.arange(count) for count in caption_counts]) if len(clips) else self.pair_clip
+        self.languages = list(languages) if languages else [ENGLISH]
+        ids = clips["audio_id"] if "audio_id" in clips.column_names else list(range(len(clips)))
+        english = clips["captions"]
+        empty = [ids[index] for index, captions in enumerate(english) if not captions]
+        if empty:
+            raise ValueError(f"{len(empty)} clip(s) have no captions in column 'captions', e.g. {empty[:5]}.")
+        foreign = [language for language in self.languages if language != ENGLISH]
+        if foreign and "translations" not in clips.column_names:
+            raise ValueError(f"Languages {foreign} were requested but the dataset has no 'translations' column.")
+        translations = clips["translations"] if foreign else [None] * len(clips)
+        pairs = []
+        for clip_index, (captions, clip_translations) in enumerate(zip(english, translations)):
+            for language_index, language in enumerate(self.languages):
+                language_captions = captions if language == ENGLISH else (clip_translations or {}).get(language)
+                pairs.extend((clip_index, language_index, slot) for slot in range(len(language_captions or [])))
+        self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)
 
     def __len__(self) -> int:
-        return len(self.pair_clip)
+        return len(self.pairs)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        row = dict(self.clips[int(self.pair_clip[index])])
-        row["caption_index"] = int(self.pair_slot[index])
+        clip_index, language_index, slot = (int(value) for value in self.pairs[index])
+        row = dict(self.clips[clip_index])
+        row["caption_language"] = self.languages[language_index]
+        row["caption_index"] = slot
         return row
-
-
-def audio_batch(processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
-    """Audio model inputs for ``rows``: their precomputed features stacked, or raw ``audio`` featurised now."""
-    feature_name = next((name for name in AUDIO_INPUT_NAMES if name in rows[0]), None)
-    if feature_name is None:
-        if "audio" not in rows[0]:
-            raise ValueError(
-                f"Rows have neither precomputed audio features {AUDIO_INPUT_NAMES} nor an 'audio' column "
-                f"(columns: {sorted(rows[0])})."
-            )
-        arrays = processor.decode([row["audio"] for row in rows], audio_ids)
-        return dict(processor(audio=arrays, return_tensors="pt"))
-    inputs = {feature_name: stack_feature([row[feature_name] for row in rows], feature_name, audio_ids)}
-    for name in ("audio_attention_mask", "is_longer"):
-        if name in rows[0]:
-            inputs[name] = stack_feature([row[name] for row in rows], name, audio_ids)
-    return inputs
-
-
-def stack_feature(values: Sequence[Any], name: str, audio_ids: Sequence[str]) -> torch.Tensor:
-    """Stack per-clip features (lists, arrays or tensors) into one tensor, naming the clip that does not fit."""
-    arrays = [np.asarray(value) for value in values]
-    clips_by_shape: dict[tuple[int, ...], list[str]] = {}
-    for audio_id, array in zip(audio_ids, arrays):
-        clips_by_shape.setdefault(array.shape, []).append(audio_id)
-    if len(clips_by_shape) > 1:
-        shapes = "; ".join(f"{shape} for {ids[:5]}" for shape, ids in clips_by_shape.items())
-        raise ValueError(
-            f"Feature {name!r} has different shapes across clips: {shapes}. Extract features with "
-            "padding/truncation to a fixed length."
-        )
-    stacked = np.stack(arrays)
-    # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
-    return torch.from_numpy(stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked)

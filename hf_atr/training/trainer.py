@@ -55,6 +55,8 @@ class AtrTrainer(Trainer):
 
     Args:
         objective: an :class:`~hf_atr.objectives.Objective`; default ``build_objective(model.config)``.
+        train_languages: caption languages trained on, each caption of each language once per epoch
+            (default English only); see :class:`CaptionPairDataset`.
         eval_languages: caption languages for ``evaluate()`` (default English only).
         Other arguments are those of ``transformers.Trainer``; ``processing_class`` must be the
         :class:`~hf_atr.AtrProcessor`.
@@ -66,6 +68,7 @@ class AtrTrainer(Trainer):
         args: TrainingArguments | None = None,
         *,
         objective: Objective | None = None,
+        train_languages: list[str] | None = None,
         eval_languages: list[str] | None = None,
         data_collator: Any = None,
         processing_class: Any = None,
@@ -82,7 +85,7 @@ class AtrTrainer(Trainer):
         callbacks = [*(callbacks or []), _ObjectiveStepCallback(self.objective)]
         train_dataset = kwargs.pop("train_dataset", None)
         if train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
-            train_dataset = CaptionPairDataset(train_dataset)
+            train_dataset = CaptionPairDataset(train_dataset, languages=train_languages)
         super().__init__(
             model=model,
             args=args,

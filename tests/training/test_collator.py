@@ -7,7 +7,8 @@ from datasets import Dataset
 from tiny_models import make_processor, random_waveforms
 
 from hf_atr import AtrDataCollator
-from hf_atr.training.collator import CaptionPairDataset, stack_feature
+from hf_atr.processing_atr import stack_feature
+from hf_atr.training.collator import CaptionPairDataset
 
 
 def _rows(n=4, captions_per_clip=3):
@@ -60,8 +61,8 @@ def test_raw_audio_rows_are_featurised_on_the_fly():
 @pytest.mark.parametrize(
     ("row_update", "message"),
     [
-        ({"captions": []}, "Clip 'clip0' has no captions in column 'captions'"),
-        ({"captions": ["  "]}, "Clip 'clip0': caption 0 is empty"),
+        ({"captions": []}, "Clip 'clip0' has no captions in captions"),
+        ({"captions": ["  "]}, "Clip 'clip0': eng caption 0 is empty"),
         ({"input_values": np.zeros((50, 32))}, "(50, 32) for ['clip0']"),
     ],
 )
@@ -101,3 +102,28 @@ def test_caption_pair_dataset_names_clips_without_captions():
 def test_stack_feature_keeps_integer_dtypes():
     stacked = stack_feature([[1, 0], [1, 1]], "audio_attention_mask", ["a", "b"])
     assert stacked.dtype == torch.int64
+
+
+def test_caption_pair_dataset_enumerates_translations_and_skips_missing_ones():
+    clips = Dataset.from_dict(
+        {
+            "audio_id": ["a", "b"],
+            "captions": [["a1"], ["b1"]],
+            "translations": [{"fra": ["a1-fr"], "deu": None}, {"fra": None, "deu": ["b1-de"]}],
+        }
+    )
+    pairs = CaptionPairDataset(clips, languages=["eng", "fra", "deu"])
+    assert [(pairs[i]["audio_id"], pairs[i]["caption_language"]) for i in range(len(pairs))] == [
+        ("a", "eng"), ("a", "fra"), ("b", "eng"), ("b", "deu"),
+    ]
+    processor = make_processor()
+    batch = AtrDataCollator(processor)([dict(pairs[i], input_values=np.zeros((100, 32))) for i in range(4)])
+    assert batch["languages"] == ["eng", "fra", "eng", "deu"]
+    expected = processor(text=["a1", "a1-fr", "b1", "b1-de"], return_tensors="pt")["input_ids"]
+    assert torch.equal(batch["input_ids"], expected)
+
+
+def test_caption_pair_dataset_needs_translations_for_other_languages():
+    clips = Dataset.from_dict({"audio_id": ["a"], "captions": [["a1"]]})
+    with pytest.raises(ValueError, match=r"Languages \['fra'\] were requested but the dataset has no 'translations'"):
+        CaptionPairDataset(clips, languages=["eng", "fra"])

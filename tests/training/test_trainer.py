@@ -110,7 +110,7 @@ def test_resume_restores_parameters_and_objective_state(tmp_path):
     for (name, expected), actual in zip(
         uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()
     ):
-        torch.testing.assert_close(actual, expected, msg=lambda m: f"parameter {name} differs after resume: {m}")
+        torch.testing.assert_close(actual, expected, msg=lambda m, name=name: f"parameter {name} differs after resume: {m}")
 
 
 def test_resuming_a_stateful_objective_without_its_state_fails(tmp_path):
