@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from datasets import Dataset
 from transformers import (
     ASTConfig,
     ASTFeatureExtractor,
     BertConfig,
+    TrainingArguments,
     WhisperConfig,
     WhisperFeatureExtractor,
     XLMRobertaConfig,
@@ -19,10 +21,7 @@ from hf_atr.tokenization import train_caption_tokenizer
 
 SAMPLING_RATE = 16000
 CLIP_SECONDS = 1.0
-WORDS = (
-    "a dog barks loudly while birds sing then a car passes quietly siren wails beep tone high low "
-    "noise click buzz chirp rising falling followed by together with silence"
-).split()
+WORDS = ["a", "dog", "barks", "loudly", "while", "birds", "sing", "then", "a", "car", "passes", "quietly", "siren", "wails", "beep", "tone", "high", "low", "noise", "click", "buzz", "chirp", "rising", "falling", "followed", "by", "together", "with", "silence"]
 
 
 def tiny_tokenizer():
@@ -83,3 +82,37 @@ def make_model(
 def random_waveforms(count: int, seed: int = 0, seconds: float = CLIP_SECONDS) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [(0.1 * rng.standard_normal(int(SAMPLING_RATE * seconds))).astype(np.float32) for _ in range(count)]
+
+
+WORD_CLASSES = ["dog", "siren", "beep", "birds", "car", "buzz", "chirp", "click"]
+
+
+def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
+    """Clips whose (already extracted) features carry their class as a frequency band, one caption per class."""
+    rng = np.random.default_rng(seed)
+    rows = {"audio_id": [], "captions": [], "input_values": []}
+    for index in range(num_clips):
+        label = index % len(WORD_CLASSES)
+        features = 0.1 * rng.standard_normal((100, 32)).astype(np.float32)
+        features[:, 4 * label : 4 * label + 4] += 2.0
+        rows["audio_id"].append(f"clip{index}")
+        rows["captions"].append([f"a {WORD_CLASSES[label]} sound", f"the {WORD_CLASSES[label]}"])
+        rows["input_values"].append(features)
+    return Dataset.from_dict(rows)
+
+
+def training_args(tmp_path, **overrides) -> TrainingArguments:
+    defaults = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        learning_rate=3e-3,
+        max_steps=12,
+        logging_steps=4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    defaults.update(overrides)
+    return TrainingArguments(**defaults)

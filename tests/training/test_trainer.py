@@ -5,47 +5,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from datasets import Dataset
-from tiny_models import make_model, make_processor
-from transformers import TrainingArguments
+from tiny_models import feature_dataset, make_model, make_processor, training_args
 
 from hf_atr import AtrTrainer
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.objectives.registry import Objective, ObjectiveOutput
 from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError
-
-WORD_CLASSES = ["dog", "siren", "beep", "birds", "car", "buzz", "chirp", "click"]
-
-
-def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
-    """Clips whose (already extracted) features carry their class as a frequency band, one caption per class."""
-    rng = np.random.default_rng(seed)
-    rows = {"audio_id": [], "captions": [], "input_values": []}
-    for index in range(num_clips):
-        label = index % len(WORD_CLASSES)
-        features = 0.1 * rng.standard_normal((100, 32)).astype(np.float32)
-        features[:, 4 * label : 4 * label + 4] += 2.0
-        rows["audio_id"].append(f"clip{index}")
-        rows["captions"].append([f"a {WORD_CLASSES[label]} sound", f"the {WORD_CLASSES[label]}"])
-        rows["input_values"].append(features)
-    return Dataset.from_dict(rows)
-
-
-def training_args(tmp_path, **overrides) -> TrainingArguments:
-    defaults = dict(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=8,
-        learning_rate=3e-3,
-        max_steps=12,
-        logging_steps=4,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        seed=0,
-        disable_tqdm=True,
-    )
-    defaults.update(overrides)
-    return TrainingArguments(**defaults)
 
 
 class CountingContrastive(ContrastiveObjective):
