@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", default="outputs/demo", help="where metrics.json and model/ are written")
     demo.add_argument("--objective", default="contrastive", help="registered objective name (default: contrastive)")
     demo.add_argument("--max-steps", type=int, default=-1, help="optimizer steps; overrides --epochs when > 0")
-    demo.add_argument("--epochs", type=float, default=3.0, help="epochs; one epoch sees every caption once (default: 3)")
+    demo.add_argument("--epochs", type=float, default=1.0, help="epochs; one epoch sees every caption of every language once (default: 1)")
     demo.add_argument("--num-train", type=int, default=600, help="training clips (default: 600)")
     demo.add_argument("--num-test", type=int, default=100, help="test clips (default: 100)")
     demo.add_argument("--batch-size", type=int, default=32, help="clips per step (default: 32)")

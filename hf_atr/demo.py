@@ -28,7 +28,7 @@ from .training.trainer import AtrTrainer
 
 logger = logging.get_logger(__name__)
 
-EXAMPLE_QUERIES = ("a siren wails", "a high beep followed by a low tone")
+EXAMPLE_QUERIES = ("a loud siren", "a high-pitched tone followed by a low tone")
 
 
 def tiny_feature_extractor(sampling_rate: int = 16000, duration: float = 2.0) -> ASTFeatureExtractor:
@@ -93,7 +93,7 @@ def run_demo(
     *,
     objective: str = "contrastive",
     max_steps: int = -1,
-    epochs: float = 3.0,
+    epochs: float = 1.0,
     num_train: int = 600,
     num_test: int = 100,
     batch_size: int = 32,
