@@ -1,0 +1,391 @@
+"""The ASK knowledge base: fine-grained (audio, text) pairs and coarse-grained prototype pairs (ASK §4.1).
+
+The fine base ``K_f`` (ASK Eq. 6) is every (audio, caption) pair of a source dataset encoded by the
+current model, L2-normalised, searched by inner product in faiss ``IndexFlatIP`` indexes (one per
+modality). The coarse base ``K_c`` (Eq. 7) comes from one faiss k-means partition of the paired
+embeddings (each pair clustered as the concatenation ``[u; v]``, so audio and text prototypes share
+their cluster); each cluster is max-pooled per modality and re-normalised (DESIGN.md), giving
+``N_c`` (audio, text) prototype pairs.
+
+The base is plain tensors; the faiss indexes are rebuilt from them when loading, so a saved base is
+one safetensors file (never a faiss-serialised or pickled blob).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import faiss
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from transformers.utils import logging
+
+from ..evaluation.evaluator import caption_table, encode_audio, encode_text
+
+logger = logging.get_logger(__name__)
+
+DEFAULT_NUM_PROTOTYPES = 512
+"""``N_c``, the number of coarse-grained prototypes (ASK §5.1)."""
+
+KMEANS_ITERATIONS = 20
+MODALITIES = ("audio", "text")
+GRANULARITIES = ("fine", "coarse")
+CAPTION_MODES = ("all", "first")
+_TENSOR_KEYS = ("fine_audio", "fine_text", "coarse_audio", "coarse_text")
+_FORMAT = "hf_atr.knowledge_base"
+
+
+def _check_pair_tensors(audio: torch.Tensor, text: torch.Tensor, what: str) -> None:
+    if not (isinstance(audio, torch.Tensor) and isinstance(text, torch.Tensor)):
+        raise TypeError(
+            f"{what}: audio and text embeddings must be torch tensors, got {type(audio)} and {type(text)}."
+        )
+    if audio.dim() != 2 or audio.shape != text.shape:
+        raise ValueError(
+            f"{what}: audio and text embeddings must both be (pairs, dim) with the same shape, got "
+            f"{tuple(audio.shape)} and {tuple(text.shape)}."
+        )
+    if audio.shape[0] == 0:
+        raise ValueError(f"{what}: the knowledge base needs at least one (audio, text) pair.")
+    if not (torch.isfinite(audio).all() and torch.isfinite(text).all()):
+        raise ValueError(f"{what}: embeddings contain NaN or infinite values.")
+
+
+def _flat_ip_index(embeds: torch.Tensor) -> faiss.IndexFlatIP:
+    index = faiss.IndexFlatIP(embeds.shape[1])
+    index.add(np.ascontiguousarray(embeds.numpy(), dtype=np.float32))
+    return index
+
+
+def prototype_pairs(
+    audio_embeds: torch.Tensor,
+    text_embeds: torch.Tensor,
+    num_prototypes: int = DEFAULT_NUM_PROTOTYPES,
+    *,
+    seed: int = 0,
+    iterations: int = KMEANS_ITERATIONS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Coarse-grained prototype pairs ``K_c`` (ASK Eq. 7, DESIGN.md).
+
+    One faiss k-means partition of the pairs ``[u_j; v_j]`` into ``min(num_prototypes, pairs)``
+    clusters; each cluster's prototype is the element-wise max of its members, per modality,
+    re-normalised. Clusters left empty by the final assignment are dropped.
+
+    Args:
+        audio_embeds: ``(pairs, dim)`` L2-normalised audio embeddings ``u_j``.
+        text_embeds: ``(pairs, dim)`` L2-normalised caption embeddings ``v_j`` (row j pairs with ``u_j``).
+        num_prototypes: ``N_c``; clamped to the number of pairs.
+
+    Returns:
+        ``(audio_prototypes, text_prototypes)``, each ``(clusters, dim)``, L2-normalised, float32.
+    """
+    _check_pair_tensors(audio_embeds, text_embeds, "prototype_pairs")
+    if not (isinstance(num_prototypes, int) and num_prototypes >= 1):
+        raise ValueError(f"prototype_pairs: `num_prototypes` must be a positive int, got {num_prototypes!r}.")
+    audio_embeds, text_embeds = audio_embeds.detach().float().cpu(), text_embeds.detach().float().cpu()
+    num_pairs, dim = audio_embeds.shape
+    clusters = min(num_prototypes, num_pairs)
+    joint = np.ascontiguousarray(torch.cat([audio_embeds, text_embeds], dim=1).numpy())
+    kmeans = faiss.Kmeans(
+        2 * dim, clusters, niter=iterations, seed=seed, min_points_per_centroid=1, verbose=False
+    )
+    kmeans.train(joint)
+    _, assignment = kmeans.index.search(joint, 1)
+    assignment = torch.from_numpy(assignment[:, 0].astype(np.int64))
+    prototypes = []
+    for embeds in (audio_embeds, text_embeds):
+        pooled = torch.full((clusters, dim), float("-inf")).scatter_reduce(
+            0, assignment[:, None].expand(-1, dim), embeds, reduce="amax"
+        )
+        prototypes.append(pooled)
+    occupied = torch.bincount(assignment, minlength=clusters) > 0
+    return tuple(F.normalize(pooled[occupied], dim=-1) for pooled in prototypes)
+
+
+@torch.no_grad()
+def encode_pairs(
+    model: Any,
+    processor: Any,
+    dataset: Any,
+    *,
+    captions: str = "all",
+    languages: Sequence[str] | None = None,
+    batch_size: int = 64,
+    show_progress: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encode a shared-schema dataset into paired ``(audio, text)`` embeddings (ASK Eq. 6).
+
+    Args:
+        model: the :class:`~hf_atr.AtrDualEncoderModel`; its train/eval mode is restored afterwards.
+        processor: its :class:`~hf_atr.AtrProcessor`.
+        dataset: rows with ``audio_id``, ``captions`` and precomputed audio features (or raw ``audio``).
+        captions: ``"all"`` pairs every caption with its clip (the paper's "all audio-text pairs"; a clip
+            with 5 captions gives 5 pairs sharing one audio embedding), ``"first"`` one pair per clip.
+        languages: caption languages (ISO 639-3) for ``"all"``; default English.
+
+    Returns:
+        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair.
+    """
+    if captions not in CAPTION_MODES:
+        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
+    if len(dataset) == 0:
+        raise ValueError("encode_pairs: the knowledge-base source dataset is empty.")
+    was_training = model.training
+    try:
+        audio_embeds = encode_audio(
+            model, processor, dataset, batch_size=batch_size, show_progress=show_progress
+        )
+        if captions == "all":
+            table = caption_table(dataset, languages)
+            caption_texts, text_to_audio = table.captions, table.text_to_audio
+        else:
+            if "captions" not in dataset.column_names:
+                raise ValueError(
+                    f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names})."
+                )
+            caption_texts = []
+            for clip_index, clip_captions in enumerate(dataset["captions"]):
+                if not clip_captions or not isinstance(clip_captions[0], str) or not clip_captions[0].strip():
+                    raise ValueError(
+                        f"encode_pairs: clip {clip_index} has no first caption ({clip_captions!r})."
+                    )
+                caption_texts.append(clip_captions[0])
+            text_to_audio = torch.arange(len(caption_texts))
+        text_embeds = encode_text(
+            model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
+        )
+    finally:
+        model.train(was_training)
+    return audio_embeds[text_to_audio], text_embeds
+
+
+class KnowledgeBase:
+    """Fine-grained pairs ``K_f`` and coarse-grained prototype pairs ``K_c`` with top-K search (ASK §4.1-4.2).
+
+    Build it with :meth:`from_dataset` (encode a dataset with the current model),
+    :meth:`from_embeddings` (precomputed pairs) or :meth:`load`.
+
+    Args:
+        fine_audio, fine_text: ``(pairs, dim)`` L2-normalised paired embeddings ``(u_j, v_j)``.
+        coarse_audio, coarse_text: ``(prototypes, dim)`` L2-normalised prototype pairs ``(c_m^u, c_m^v)``.
+
+    Example::
+
+        base = KnowledgeBase.from_dataset(model, processor, features["train"], num_prototypes=512)
+        scores, indices = base.search(audio_embeds, modality="audio", granularity="fine", k=10)
+        neighbour_audio, neighbour_text = base.pairs(indices, granularity="fine")
+        base.save("kb.safetensors")
+    """
+
+    def __init__(
+        self,
+        fine_audio: torch.Tensor,
+        fine_text: torch.Tensor,
+        coarse_audio: torch.Tensor,
+        coarse_text: torch.Tensor,
+    ) -> None:
+        _check_pair_tensors(fine_audio, fine_text, "KnowledgeBase fine pairs")
+        _check_pair_tensors(coarse_audio, coarse_text, "KnowledgeBase coarse prototypes")
+        if coarse_audio.shape[1] != fine_audio.shape[1]:
+            raise ValueError(
+                f"KnowledgeBase: prototypes have dim {coarse_audio.shape[1]} but pairs have dim {fine_audio.shape[1]}."
+            )
+        self.tensors = {
+            name: tensor.detach().float().cpu().contiguous()
+            for name, tensor in zip(_TENSOR_KEYS, (fine_audio, fine_text, coarse_audio, coarse_text))
+        }
+        self._indexes = {
+            (granularity, modality): _flat_ip_index(self.tensors[f"{granularity}_{modality}"])
+            for granularity in GRANULARITIES
+            for modality in MODALITIES
+        }
+
+    @classmethod
+    def from_embeddings(
+        cls,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        *,
+        num_prototypes: int = DEFAULT_NUM_PROTOTYPES,
+        seed: int = 0,
+    ) -> KnowledgeBase:
+        """A base from ``(pairs, dim)`` paired embeddings (L2-normalised here), prototypes by :func:`prototype_pairs`."""
+        _check_pair_tensors(audio_embeds, text_embeds, "KnowledgeBase.from_embeddings")
+        audio_embeds = F.normalize(audio_embeds.detach().float().cpu(), dim=-1)
+        text_embeds = F.normalize(text_embeds.detach().float().cpu(), dim=-1)
+        coarse_audio, coarse_text = prototype_pairs(audio_embeds, text_embeds, num_prototypes, seed=seed)
+        return cls(audio_embeds, text_embeds, coarse_audio, coarse_text)
+
+    @classmethod
+    def from_dataset(
+        cls,
+        model: Any,
+        processor: Any,
+        dataset: Any,
+        *,
+        num_prototypes: int = DEFAULT_NUM_PROTOTYPES,
+        captions: str = "all",
+        languages: Sequence[str] | None = None,
+        batch_size: int = 64,
+        show_progress: bool = True,
+        seed: int = 0,
+    ) -> KnowledgeBase:
+        """Encode ``dataset`` with ``model`` (batched, with a progress bar) and build the base; see :func:`encode_pairs`."""
+        audio_embeds, text_embeds = encode_pairs(
+            model,
+            processor,
+            dataset,
+            captions=captions,
+            languages=languages,
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
+        return cls.from_embeddings(audio_embeds, text_embeds, num_prototypes=num_prototypes, seed=seed)
+
+    @property
+    def num_pairs(self) -> int:
+        """Number of fine-grained pairs ``N_k``."""
+        return self.tensors["fine_audio"].shape[0]
+
+    @property
+    def num_prototypes(self) -> int:
+        """Number of coarse-grained prototype pairs (``N_c`` unless clamped or clusters were empty)."""
+        return self.tensors["coarse_audio"].shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.tensors["fine_audio"].shape[1]
+
+    def size(self, granularity: str) -> int:
+        """Number of entries searched at ``granularity`` (``"fine"`` or ``"coarse"``)."""
+        self._check_names(granularity=granularity)
+        return self.num_pairs if granularity == "fine" else self.num_prototypes
+
+    def _check_names(self, *, granularity: str, modality: str = "audio") -> None:
+        if granularity not in GRANULARITIES:
+            raise ValueError(
+                f"KnowledgeBase: `granularity` must be one of {list(GRANULARITIES)}, got {granularity!r}."
+            )
+        if modality not in MODALITIES:
+            raise ValueError(
+                f"KnowledgeBase: `modality` must be one of {list(MODALITIES)}, got {modality!r}."
+            )
+
+    @torch.no_grad()
+    def search(
+        self, queries: torch.Tensor, *, modality: str, granularity: str = "fine", k: int = 10
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-``k`` entries of one modality by inner product (ASK §4.2, ``N_f(u_i)``).
+
+        Args:
+            queries: ``(n, dim)`` embeddings, any device and float dtype (searched in float32 on the CPU).
+            modality: ``"audio"`` searches the audio side, ``"text"`` the text side.
+            granularity: ``"fine"`` (pairs) or ``"coarse"`` (prototypes).
+            k: neighbours per query; clamped to the size of the searched set.
+
+        Returns:
+            ``(scores, indices)``, each ``(n, k)`` on ``queries.device``: inner products (float32) in
+            descending order and the row indices of the entries (int64).
+        """
+        self._check_names(granularity=granularity, modality=modality)
+        if queries.dim() != 2 or queries.shape[1] != self.dim:
+            raise ValueError(
+                f"KnowledgeBase.search: queries must be (n, {self.dim}), got {tuple(queries.shape)}."
+            )
+        if not (isinstance(k, int) and k >= 1):
+            raise ValueError(f"KnowledgeBase.search: `k` must be a positive int, got {k!r}.")
+        k = min(k, self.size(granularity))
+        query_array = np.ascontiguousarray(queries.detach().float().cpu().numpy())
+        scores, indices = self._indexes[(granularity, modality)].search(query_array, k)
+        return torch.from_numpy(scores).to(queries.device), torch.from_numpy(indices).to(queries.device)
+
+    def pairs(
+        self, indices: torch.Tensor, *, granularity: str = "fine", device: Any = None, dtype: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(audio, text)`` entries at ``indices``: each ``(*indices.shape, dim)``, on ``device`` (default ``indices.device``)."""
+        self._check_names(granularity=granularity)
+        flat = indices.reshape(-1).cpu()
+        device = indices.device if device is None else device
+        return tuple(
+            self.tensors[f"{granularity}_{modality}"]
+            .index_select(0, flat)
+            .reshape(*indices.shape, self.dim)
+            .to(device=device, dtype=dtype)
+            for modality in MODALITIES
+        )
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the four tensors to one safetensors file (indexes are rebuilt on :meth:`load`)."""
+        save_file(self.tensors, os.fspath(path), metadata={"format": _FORMAT})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> KnowledgeBase:
+        """Read a base written by :meth:`save` and rebuild its faiss indexes."""
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"KnowledgeBase.load: no file at {path}.")
+        tensors = load_file(path)
+        missing = [key for key in _TENSOR_KEYS if key not in tensors]
+        if missing:
+            raise ValueError(
+                f"KnowledgeBase.load: {path} lacks tensor(s) {missing} (has {sorted(tensors)}); it was not written "
+                "by KnowledgeBase.save."
+            )
+        return cls(*(tensors[key] for key in _TENSOR_KEYS))
+
+
+@torch.no_grad()
+def representation_drift(
+    old: KnowledgeBase,
+    new: KnowledgeBase,
+    *,
+    modality: str = "audio",
+    temperature: float = 1.0,
+    max_queries: int | None = 1024,
+    seed: int = 0,
+    chunk_size: int = 256,
+) -> float:
+    r"""Representation-drift mismatch between a stale and a fresh encoding of the same pairs (ASK Eq. 3-4).
+
+    With ``z_i`` the fresh embeddings (``new``) and ``z°_j`` the stale ones (``old``),
+    ``P_ideal(j|i) = softmax_j(z_iᵀz_j / T)``, ``P_actual(j|i) = softmax_j(z_iᵀz°_j / T)`` over all
+    ``N`` pairs, and ``RDM = E_i KL(P_ideal(·|i) ‖ P_actual(·|i))``.
+
+    Args:
+        old, new: bases over the same pairs in the same order (``N`` and ``dim`` must match).
+        modality: ``"audio"`` (the paper's Eq. 3) or ``"text"``.
+        temperature: ``T`` (the paper's softmax has none: 1.0).
+        max_queries: the expectation is estimated on this many queries drawn without replacement
+            (``None``: all ``N``), each against all ``N`` keys; cost ``O(max_queries · N · dim)``.
+
+    Returns:
+        The mean KL divergence in nats (0 when the bases are identical).
+    """
+    if modality not in MODALITIES:
+        raise ValueError(
+            f"representation_drift: `modality` must be one of {list(MODALITIES)}, got {modality!r}."
+        )
+    if not temperature > 0:
+        raise ValueError(f"representation_drift: `temperature` must be positive, got {temperature!r}.")
+    fresh, stale = new.tensors[f"fine_{modality}"], old.tensors[f"fine_{modality}"]
+    if fresh.shape != stale.shape:
+        raise ValueError(
+            f"representation_drift: the bases must hold the same pairs, got {tuple(stale.shape)} (old) and "
+            f"{tuple(fresh.shape)} (new)."
+        )
+    num_pairs = fresh.shape[0]
+    if max_queries is None or max_queries >= num_pairs:
+        query_rows = torch.arange(num_pairs)
+    else:
+        query_rows = torch.randperm(num_pairs, generator=torch.Generator().manual_seed(seed))[:max_queries]
+    total = 0.0
+    for start in range(0, len(query_rows), chunk_size):
+        queries = fresh[query_rows[start : start + chunk_size]]
+        log_ideal = torch.log_softmax(queries @ fresh.T / temperature, dim=-1)
+        log_actual = torch.log_softmax(queries @ stale.T / temperature, dim=-1)
+        total += (log_ideal.exp() * (log_ideal - log_actual)).sum().item()
+    return total / len(query_rows)

@@ -1,0 +1,205 @@
+"""ASK knowledge base: search against brute force, prototypes against a direct computation, I/O, drift."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from tiny_models import feature_dataset, make_model, make_processor
+
+from hf_atr.evaluation.evaluator import encode_audio, encode_text
+from hf_atr.knowledge.knowledge_base import (
+    KnowledgeBase,
+    encode_pairs,
+    prototype_pairs,
+    representation_drift,
+)
+
+
+def random_pairs(count: int, dim: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    audio = F.normalize(torch.randn(count, dim, generator=generator), dim=-1)
+    text = F.normalize(audio + 0.5 * torch.randn(count, dim, generator=generator), dim=-1)
+    return audio, text
+
+
+@pytest.mark.parametrize("granularity", ["fine", "coarse"])
+@pytest.mark.parametrize("modality", ["audio", "text"])
+def test_search_matches_brute_force_top_k(modality, granularity):
+    audio, text = random_pairs(300)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
+    queries = F.normalize(torch.randn(7, 16, generator=torch.Generator().manual_seed(1)), dim=-1)
+    scores, indices = base.search(queries, modality=modality, granularity=granularity, k=10)
+    keys = base.tensors[f"{granularity}_{modality}"]
+    expected_scores, expected_indices = (queries @ keys.T).topk(10, dim=1)
+    torch.testing.assert_close(scores, expected_scores, rtol=1e-5, atol=1e-5)
+    assert torch.equal(indices, expected_indices)
+    neighbour_audio, neighbour_text = base.pairs(indices, granularity=granularity)
+    assert neighbour_audio.shape == (7, 10, 16)
+    torch.testing.assert_close(neighbour_audio, base.tensors[f"{granularity}_audio"][indices])
+    torch.testing.assert_close(neighbour_text, base.tensors[f"{granularity}_text"][indices])
+
+
+def test_search_clamps_k_and_keeps_query_dtype_device():
+    audio, text = random_pairs(6)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=3)
+    scores, indices = base.search(audio[:2].double(), modality="audio", granularity="coarse", k=10)
+    assert indices.shape == (2, base.num_prototypes) and indices.dtype == torch.int64
+    assert scores.dtype == torch.float32
+
+
+def test_prototypes_are_max_pooled_clusters():
+    # Four well-separated groups in the joint [audio; text] space: k-means with N_c = 4 must find them.
+    generator = torch.Generator().manual_seed(0)
+    centres_audio = torch.eye(8)[:4] * 5
+    centres_text = torch.eye(8)[4:] * 5
+    groups = torch.arange(40) % 4
+    audio = F.normalize(centres_audio[groups] + 0.3 * torch.randn(40, 8, generator=generator), dim=-1)
+    text = F.normalize(centres_text[groups] + 0.3 * torch.randn(40, 8, generator=generator), dim=-1)
+    prototype_audio, prototype_text = prototype_pairs(audio, text, num_prototypes=4)
+    expected = {
+        int(group): (
+            F.normalize(audio[groups == group].max(dim=0).values, dim=0),
+            F.normalize(text[groups == group].max(dim=0).values, dim=0),
+        )
+        for group in range(4)
+    }
+    assert prototype_audio.shape == prototype_text.shape == (4, 8)
+    for row in range(4):
+        group = int(prototype_audio[row, :4].argmax())  # which centre this prototype belongs to
+        torch.testing.assert_close(prototype_audio[row], expected[group][0])
+        torch.testing.assert_close(prototype_text[row], expected[group][1])
+
+
+def test_prototype_count_is_clamped_to_the_number_of_pairs():
+    audio, text = random_pairs(5)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=512)
+    assert base.num_prototypes == 5
+    # One pair per cluster: each prototype is that pair itself.
+    order_audio = base.tensors["coarse_audio"] @ audio.T
+    matched = order_audio.argmax(dim=1)
+    assert sorted(matched.tolist()) == list(range(5))
+    torch.testing.assert_close(base.tensors["coarse_audio"], audio[matched])
+    torch.testing.assert_close(base.tensors["coarse_text"], text[matched])
+
+
+def test_from_embeddings_normalises():
+    audio, text = random_pairs(20)
+    base = KnowledgeBase.from_embeddings(3 * audio, 0.5 * text, num_prototypes=4)
+    torch.testing.assert_close(base.tensors["fine_audio"], audio)
+    torch.testing.assert_close(base.tensors["fine_text"], text)
+    torch.testing.assert_close(base.tensors["coarse_audio"].norm(dim=1), torch.ones(base.num_prototypes))
+
+
+def test_save_load_round_trip(tmp_path):
+    audio, text = random_pairs(50)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=8)
+    path = tmp_path / "kb.safetensors"
+    base.save(path)
+    loaded = KnowledgeBase.load(path)
+    for key, tensor in base.tensors.items():
+        assert torch.equal(loaded.tensors[key], tensor), key
+    queries = audio[:5]
+    for granularity in ("fine", "coarse"):
+        assert torch.equal(
+            loaded.search(queries, modality="text", granularity=granularity, k=3)[1],
+            base.search(queries, modality="text", granularity=granularity, k=3)[1],
+        )
+
+
+def test_load_rejects_foreign_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no file at"):
+        KnowledgeBase.load(tmp_path / "missing.safetensors")
+    path = tmp_path / "other.safetensors"
+    save_file({"weights": torch.zeros(2, 2)}, str(path))
+    with pytest.raises(ValueError, match=r"lacks tensor\(s\) \['fine_audio'"):
+        KnowledgeBase.load(path)
+
+
+def test_bad_inputs_raise_clear_errors():
+    audio, text = random_pairs(10)
+    with pytest.raises(ValueError, match="same shape"):
+        KnowledgeBase.from_embeddings(audio, text[:5])
+    with pytest.raises(ValueError, match="at least one"):
+        KnowledgeBase.from_embeddings(audio[:0], text[:0])
+    with pytest.raises(ValueError, match="NaN"):
+        KnowledgeBase.from_embeddings(audio * float("nan"), text)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=2)
+    with pytest.raises(ValueError, match=r"queries must be \(n, 16\)"):
+        base.search(torch.zeros(2, 8), modality="audio")
+    with pytest.raises(ValueError, match="`modality` must be one of"):
+        base.search(audio, modality="image")
+    with pytest.raises(ValueError, match="`granularity` must be one of"):
+        base.search(audio, modality="audio", granularity="medium")
+    with pytest.raises(ValueError, match="`k` must be a positive int"):
+        base.search(audio, modality="audio", k=0)
+    with pytest.raises(ValueError, match="num_prototypes"):
+        prototype_pairs(audio, text, num_prototypes=0)
+
+
+def dense_drift(old: torch.Tensor, new: torch.Tensor, temperature: float) -> float:
+    ideal = torch.softmax(new.double() @ new.double().T / temperature, dim=1).numpy()
+    actual = torch.softmax(new.double() @ old.double().T / temperature, dim=1).numpy()
+    return float(np.mean(np.sum(ideal * np.log(ideal / actual), axis=1)))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.1])
+def test_representation_drift_matches_dense_kl(temperature):
+    audio, text = random_pairs(60)
+    moved_audio = F.normalize(
+        audio + 0.3 * torch.randn(60, 16, generator=torch.Generator().manual_seed(2)), dim=-1
+    )
+    old = KnowledgeBase.from_embeddings(audio, text, num_prototypes=4)
+    new = KnowledgeBase.from_embeddings(moved_audio, text, num_prototypes=4)
+    drift = representation_drift(old, new, temperature=temperature, max_queries=None, chunk_size=16)
+    assert drift == pytest.approx(dense_drift(audio, moved_audio, temperature), rel=1e-4)
+    assert representation_drift(old, old, temperature=temperature) == pytest.approx(0.0, abs=1e-7)
+    assert representation_drift(old, new, modality="text") == pytest.approx(0.0, abs=1e-7)
+    sampled = representation_drift(old, new, temperature=temperature, max_queries=30)
+    assert 0.0 < sampled < 10 * drift
+
+
+def test_representation_drift_needs_the_same_pairs():
+    audio, text = random_pairs(20)
+    with pytest.raises(ValueError, match="same pairs"):
+        representation_drift(
+            KnowledgeBase.from_embeddings(audio, text, num_prototypes=2),
+            KnowledgeBase.from_embeddings(audio[:10], text[:10], num_prototypes=2),
+        )
+
+
+@pytest.fixture(scope="module")
+def tiny_setup():
+    processor = make_processor()
+    return make_model(processor=processor), processor, feature_dataset(6)
+
+
+def test_from_dataset_encodes_every_caption_pair(tiny_setup):
+    model, processor, dataset = tiny_setup
+    model.train()
+    base = KnowledgeBase.from_dataset(
+        model, processor, dataset, num_prototypes=4, show_progress=False, batch_size=4
+    )
+    assert model.training, "encoding must restore the model's training mode"
+    assert base.num_pairs == 12 and base.num_prototypes == 4
+    audio = encode_audio(model, processor, dataset)
+    captions = [caption for row in dataset["captions"] for caption in row]
+    text = encode_text(model, processor, captions)
+    torch.testing.assert_close(
+        base.tensors["fine_audio"], audio.repeat_interleave(2, dim=0), rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(base.tensors["fine_text"], text, rtol=1e-5, atol=1e-5)
+
+
+def test_encode_pairs_first_caption(tiny_setup):
+    model, processor, dataset = tiny_setup
+    audio, text = encode_pairs(model, processor, dataset, captions="first", show_progress=False)
+    assert audio.shape == text.shape == (6, 16)
+    expected = encode_text(model, processor, [row[0] for row in dataset["captions"]])
+    torch.testing.assert_close(text, expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="`captions` must be one of"):
+        encode_pairs(model, processor, dataset, captions="some")
+    with pytest.raises(ValueError, match="dataset is empty"):
+        encode_pairs(model, processor, dataset.select([]))
