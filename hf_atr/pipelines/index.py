@@ -1,0 +1,369 @@
+"""A persistent embedding index for retrieval: faiss search, safetensors storage.
+
+Cosine scoring searches inner products of unit vectors (``IndexFlatIP``). Euclidean and Mahalanobis
+scoring search Euclidean distances (``IndexFlatL2``) of embeddings first mapped by
+:meth:`~hf_atr.modeling_atr.AtrScoringHead.transform` (``M^{1/2} x``), because
+``(t − a)ᵀ M (t − a) = ‖M^{1/2} t − M^{1/2} a‖²`` (m-LTM Eq. 9); scores are then the negative
+distance, exactly the head's :meth:`~hf_atr.modeling_atr.AtrScoringHead.similarity`.
+
+Approximate search for large corpora: ``kind="ivf"`` (inverted lists over k-means cells, ``nprobe``
+cells searched) or ``kind="hnsw"`` (a navigable small-world graph, ``ef_search`` candidates kept).
+
+On disk an index is two files: ``<name>.safetensors`` (the stored vectors and, in its metadata, the
+metric, the index kind and its parameters, the model fingerprint) and ``<name>.json`` (the ids and
+optional captions). No faiss or pickle blobs are ever written or read: the faiss structure is rebuilt
+from the vectors on load, so a file from an untrusted source can hold nothing but numbers and strings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+
+METRICS = ("inner_product", "l2")
+INDEX_KINDS = ("flat", "ivf", "hnsw")
+FORMAT_VERSION = "1"
+_VECTORS_KEY = "embeddings"
+
+
+class IndexFormatError(ValueError):
+    """A saved index is corrupt, incomplete, or does not belong to the model that tries to use it."""
+
+
+def metric_for_scoring(scoring: str) -> str:
+    """The faiss metric that ranks like a scoring head: inner product for cosine, L2 for distances."""
+    if scoring == "cosine":
+        return "inner_product"
+    if scoring in ("euclidean", "mahalanobis"):
+        return "l2"
+    raise ValueError(f"Unknown scoring {scoring!r}; expected 'cosine', 'euclidean' or 'mahalanobis'.")
+
+
+def model_fingerprint(model: Any) -> str:
+    """A short hash of what fixes the embedding space of ``model``.
+
+    Covers the architecture (backbone types, projection size, scoring) and the values of the
+    projections and the scoring head, which change whenever the model is trained: an index built with
+    other weights is stale even when its dimension fits.
+    """
+    config = model.config
+    digest = hashlib.sha256()
+    architecture = {
+        "audio_model_type": config.audio_config.model_type,
+        "text_model_type": config.text_config.model_type,
+        "projection_dim": config.projection_dim,
+        "scoring": config.scoring,
+    }
+    digest.update(json.dumps(architecture, sort_keys=True).encode())
+    for module in (model.audio_projection, model.text_projection, model.scoring_head):
+        for name, tensor in sorted(module.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class EmbeddingIndex:
+    """Stored ``(n, dim)`` embeddings with ids, searchable by top-k score.
+
+    Args:
+        dim: embedding size.
+        metric: ``"inner_product"`` (scores are inner products) or ``"l2"`` (scores are negative
+            Euclidean distances).
+        kind: ``"flat"`` (exact), ``"ivf"`` or ``"hnsw"`` (approximate).
+        nlist: IVF cells; default ``round(4·sqrt(n))`` at build time, at most ``n / 39``.
+        nprobe: IVF cells searched per query (default 16).
+        hnsw_m: HNSW neighbours per node (default 32).
+        ef_search / ef_construction: HNSW candidate-list sizes (defaults 64 / 80).
+        fingerprint: identifies the model whose embeddings these are (:func:`model_fingerprint`).
+
+    Vectors are added with :meth:`add`; approximate indexes are (re)built on the first search after
+    an addition, on all vectors, so :meth:`add` may be called in batches.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        metric: str = "inner_product",
+        kind: str = "flat",
+        nlist: int | None = None,
+        nprobe: int = 16,
+        hnsw_m: int = 32,
+        ef_search: int = 64,
+        ef_construction: int = 80,
+        fingerprint: str | None = None,
+    ) -> None:
+        if not isinstance(dim, int) or dim <= 0:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}.")
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
+        if kind not in INDEX_KINDS:
+            raise ValueError(f"kind must be one of {INDEX_KINDS}, got {kind!r}.")
+        for name, value in (
+            ("nprobe", nprobe),
+            ("hnsw_m", hnsw_m),
+            ("ef_search", ef_search),
+            ("ef_construction", ef_construction),
+        ):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        if nlist is not None and (not isinstance(nlist, int) or nlist <= 0):
+            raise ValueError(f"nlist must be a positive integer or None, got {nlist!r}.")
+        self.dim = dim
+        self.metric = metric
+        self.kind = kind
+        self.nlist = nlist
+        self.nprobe = nprobe
+        self.hnsw_m = hnsw_m
+        self.ef_search = ef_search
+        self.ef_construction = ef_construction
+        self.fingerprint = fingerprint
+        self.ids: list[str] = []
+        self.captions: list[str] | None = None
+        self._chunks: list[np.ndarray] = []
+        self._faiss_index: Any = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """``(n, dim)`` float32 stored vectors."""
+        if len(self._chunks) != 1:
+            self._chunks = [
+                np.concatenate(self._chunks) if self._chunks else np.zeros((0, self.dim), np.float32)
+            ]
+        return self._chunks[0]
+
+    def add(
+        self,
+        embeddings: torch.Tensor | np.ndarray,
+        ids: Sequence[str],
+        captions: Sequence[str] | None = None,
+    ) -> None:
+        """Append ``embeddings: (n, dim)`` with their ``ids`` (and, for a caption index, their texts)."""
+        vectors = _as_vectors(embeddings, self.dim)
+        ids = [str(item) for item in ids]
+        if len(ids) != vectors.shape[0]:
+            raise ValueError(f"Got {vectors.shape[0]} embeddings but {len(ids)} ids.")
+        if captions is not None:
+            if len(captions) != len(ids):
+                raise ValueError(f"Got {len(ids)} ids but {len(captions)} captions.")
+            if self.captions is None and self.ids:
+                raise ValueError("This index holds entries without captions; add captions for all or none.")
+        elif self.captions is not None:
+            raise ValueError("This index holds captions; pass `captions` with every addition.")
+        if captions is not None:
+            self.captions = [*(self.captions or []), *(str(caption) for caption in captions)]
+        self.ids.extend(ids)
+        self._chunks.append(vectors)
+        self._faiss_index = None
+
+    def search(self, queries: torch.Tensor | np.ndarray, top_k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``top_k`` entries per query row.
+
+        Args:
+            queries: ``(q, dim)`` (already transformed like the stored vectors for Mahalanobis).
+
+        Returns:
+            ``scores (q, k)`` float32, best first (inner products, or negative Euclidean distances),
+            and ``positions (q, k)`` int64 into :attr:`ids`; ``k = min(top_k, len(self))``. An
+            approximate index may return fewer hits for a query, padded with ``-inf`` / ``-1``.
+        """
+        if not isinstance(top_k, int) or top_k <= 0:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
+        if not self.ids:
+            raise ValueError("The index is empty; add embeddings first (pipeline: `pipe.index(...)`).")
+        vectors = _as_vectors(queries, self.dim, what="queries")
+        faiss_index = self._built_index()
+        distances, positions = faiss_index.search(vectors, min(top_k, len(self)))
+        missing = positions < 0
+        if self.metric == "l2":
+            distances = -np.sqrt(np.clip(distances, 0.0, None))
+        distances[missing] = -np.inf
+        return distances.astype(np.float32), positions.astype(np.int64)
+
+    def _built_index(self) -> Any:
+        if self._faiss_index is not None:
+            return self._faiss_index
+        vectors = self.embeddings
+        faiss_metric = faiss.METRIC_INNER_PRODUCT if self.metric == "inner_product" else faiss.METRIC_L2
+        if self.kind == "flat":
+            index = (
+                faiss.IndexFlatIP(self.dim) if self.metric == "inner_product" else faiss.IndexFlatL2(self.dim)
+            )
+        elif self.kind == "hnsw":
+            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss_metric)
+            index.hnsw.efConstruction = self.ef_construction
+            index.hnsw.efSearch = self.ef_search
+        else:
+            nlist = min(self.nlist or _default_nlist(len(vectors)), len(vectors))
+            quantizer = (
+                faiss.IndexFlatIP(self.dim) if self.metric == "inner_product" else faiss.IndexFlatL2(self.dim)
+            )
+            index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss_metric)
+            index.cp.seed = (
+                1234  # a fixed k-means seed: the same vectors rebuild the same cells after loading
+            )
+            index.train(vectors)
+            index.nprobe = min(self.nprobe, nlist)
+        index.add(vectors)
+        self._faiss_index = index
+        return index
+
+    def save(self, directory: str | os.PathLike, name: str) -> list[Path]:
+        """Write ``<directory>/<name>.safetensors`` and ``<directory>/<name>.json``; returns both paths."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors_path, ids_path = directory / f"{name}.safetensors", directory / f"{name}.json"
+        entries = {"ids": self.ids, "captions": self.captions}
+        ids_text = json.dumps(entries, ensure_ascii=False)
+        metadata = {
+            "format_version": FORMAT_VERSION,
+            "dim": str(self.dim),
+            "metric": self.metric,
+            "kind": self.kind,
+            "parameters": json.dumps(self._parameters()),
+            "fingerprint": self.fingerprint or "",
+            "count": str(len(self)),
+            "ids_sha256": hashlib.sha256(ids_text.encode()).hexdigest(),
+        }
+        save_file(
+            {_VECTORS_KEY: torch.from_numpy(np.ascontiguousarray(self.embeddings))}, tensors_path, metadata
+        )
+        ids_path.write_text(ids_text, encoding="utf-8")
+        return [tensors_path, ids_path]
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | os.PathLike,
+        name: str,
+        *,
+        expected_dim: int | None = None,
+        expected_fingerprint: str | None = None,
+    ) -> EmbeddingIndex:
+        """Read an index written by :meth:`save`, checking it against the model that will query it.
+
+        Raises:
+            IndexFormatError: missing or corrupt file, ids that do not belong to the vectors, a dimension
+                other than ``expected_dim``, or a fingerprint other than ``expected_fingerprint`` (the
+                index was built with another model or other weights: rebuild it).
+        """
+        directory = Path(directory)
+        tensors_path, ids_path = directory / f"{name}.safetensors", directory / f"{name}.json"
+        for path in (tensors_path, ids_path):
+            if not path.is_file():
+                raise IndexFormatError(
+                    f"Index file {path} is missing; save an index with `save_index` first."
+                )
+        try:
+            with safe_open(tensors_path, framework="pt") as handle:
+                metadata = handle.metadata() or {}
+                tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+        except (SafetensorError, OSError, ValueError) as error:
+            raise IndexFormatError(
+                f"Index file {tensors_path} is corrupt or not a safetensors file: {error}"
+            ) from error
+        ids_text = ids_path.read_text(encoding="utf-8")
+        problems = _metadata_problems(metadata, tensors, ids_text)
+        if problems:
+            raise IndexFormatError(f"Index {tensors_path} is corrupt or incomplete: {'; '.join(problems)}.")
+        dim = int(metadata["dim"])
+        if expected_dim is not None and dim != expected_dim:
+            raise IndexFormatError(
+                f"Index {tensors_path} holds {dim}-d embeddings but the model produces {expected_dim}-d ones; "
+                "it was built with another model. Rebuild it with `pipe.index(...)`."
+            )
+        stored_fingerprint = metadata["fingerprint"] or None
+        if expected_fingerprint is not None and stored_fingerprint not in (None, expected_fingerprint):
+            raise IndexFormatError(
+                f"Index {tensors_path} was built with a model of fingerprint {stored_fingerprint}, but this "
+                f"model's fingerprint is {expected_fingerprint} (other architecture or weights). Rebuild it "
+                "with `pipe.index(...)`."
+            )
+        entries = json.loads(ids_text)
+        index = cls(
+            dim,
+            metric=metadata["metric"],
+            kind=metadata["kind"],
+            fingerprint=stored_fingerprint,
+            **json.loads(metadata["parameters"]),
+        )
+        index.add(tensors[_VECTORS_KEY].numpy(), entries["ids"], entries["captions"])
+        return index
+
+    def _parameters(self) -> dict[str, int | None]:
+        return {
+            "nlist": self.nlist,
+            "nprobe": self.nprobe,
+            "hnsw_m": self.hnsw_m,
+            "ef_search": self.ef_search,
+            "ef_construction": self.ef_construction,
+        }
+
+
+def _metadata_problems(
+    metadata: dict[str, str], tensors: dict[str, torch.Tensor], ids_text: str
+) -> list[str]:
+    """What is wrong with a loaded index, in words; empty when it is consistent."""
+    required = ("format_version", "dim", "metric", "kind", "parameters", "fingerprint", "count", "ids_sha256")
+    missing = [key for key in required if key not in metadata]
+    if missing:
+        return [f"metadata lacks {missing}"]
+    if metadata["format_version"] != FORMAT_VERSION:
+        return [f"format version {metadata['format_version']!r}, this hf-atr reads {FORMAT_VERSION!r}"]
+    if metadata["metric"] not in METRICS or metadata["kind"] not in INDEX_KINDS:
+        return [f"unknown metric {metadata['metric']!r} or kind {metadata['kind']!r}"]
+    if set(tensors) != {_VECTORS_KEY}:
+        return [f"expected one tensor {_VECTORS_KEY!r}, found {sorted(tensors)}"]
+    vectors = tensors[_VECTORS_KEY]
+    problems = []
+    if vectors.dtype != torch.float32 or vectors.ndim != 2 or str(vectors.shape[1]) != metadata["dim"]:
+        problems.append(
+            f"embeddings are {vectors.dtype} {tuple(vectors.shape)}, expected float32 (n, {metadata['dim']})"
+        )
+    elif not torch.isfinite(vectors).all():
+        problems.append("embeddings contain NaN or infinity")
+    if str(vectors.shape[0]) != metadata["count"]:
+        problems.append(f"{vectors.shape[0]} embeddings but metadata says {metadata['count']}")
+    if hashlib.sha256(ids_text.encode()).hexdigest() != metadata["ids_sha256"]:
+        problems.append("the ids JSON file does not match the embeddings file (edited or from another index)")
+    return problems
+
+
+def _default_nlist(count: int) -> int:
+    """``4·sqrt(n)`` cells, but at least 39 training points per cell (faiss's k-means minimum)."""
+    return max(1, min(round(4 * math.sqrt(count)), count // 39))
+
+
+def _as_vectors(values: torch.Tensor | np.ndarray, dim: int, what: str = "embeddings") -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        values = values.detach().to("cpu", torch.float32).numpy()
+    vectors = np.ascontiguousarray(np.asarray(values, dtype=np.float32))
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        raise ValueError(f"{what} must have shape (n, {dim}), got {vectors.shape}.")
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"{what} contain NaN or infinity.")
+    return vectors
+
+
+__all__ = [
+    "EmbeddingIndex",
+    "INDEX_KINDS",
+    "IndexFormatError",
+    "METRICS",
+    "metric_for_scoring",
+    "model_fingerprint",
+]
