@@ -10,8 +10,11 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.schema import ENGLISH
+from ..objectives.ot import sinkhorn_log_plan
 from ..processing_atr import AtrProcessor, audio_batch
-from .retrieval import retrieval_metrics_from_embeddings
+from .retrieval import retrieval_metrics, retrieval_metrics_from_embeddings
+
+SCORING_MODES = ("head", "ot_plan")
 
 
 @dataclass
@@ -103,6 +106,35 @@ def head_similarity(model: Any) -> Callable[[torch.Tensor, torch.Tensor], torch.
     return similarity
 
 
+@torch.no_grad()
+def ot_plan_scores(
+    model: Any,
+    text_embeds: torch.Tensor,
+    audio_embeds: torch.Tensor,
+    languages: Sequence[str],
+    *,
+    reg: float = 0.05,
+    max_iter: int = 5000,
+    tol: float = 1e-6,
+) -> torch.Tensor:
+    """``(n_text, n_audio)`` retrieval scores from the entropic OT plan (m-LTM Eq. 5).
+
+    Each language's captions and all clips get uniform marginals and the plan of Eq. 3 under the
+    model's ground metric; a caption's clips (and a clip's captions) are ranked by their coupling
+    ``log π_ij``. Needs the whole score matrix of one language in memory (fine for test sets).
+    """
+    device = model.scoring_head.logit_scale.device
+    scores = torch.empty(text_embeds.shape[0], audio_embeds.shape[0])
+    language_of_text = list(languages)
+    audio = audio_embeds.to(device)
+    for language in dict.fromkeys(language_of_text):
+        rows = torch.tensor([index for index, code in enumerate(language_of_text) if code == language])
+        cost = model.scoring_head.distance(text_embeds[rows].to(device), audio)
+        log_plan = sinkhorn_log_plan(cost.float(), reg, max_iter=max_iter, tol=tol, grad_mode="none")
+        scores[rows] = log_plan.cpu()
+    return scores
+
+
 class RetrievalEvaluator:
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -114,7 +146,9 @@ class RetrievalEvaluator:
 
     Calling it with a model returns the flat dict of
     :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings`; scores come from the model's
-    scoring head (cosine, or negative Euclidean/Mahalanobis distance).
+    scoring head (cosine, or negative Euclidean/Mahalanobis distance), or with ``scoring="ot_plan"``
+    from the entropic OT plan between all captions of a language and all clips (m-LTM Eq. 5,
+    regularisation ``ot_reg``), see :func:`ot_plan_scores`.
     """
 
     def __init__(
@@ -125,7 +159,13 @@ class RetrievalEvaluator:
         languages: Sequence[str] | None = None,
         batch_size: int = 64,
         show_progress: bool = False,
+        scoring: str = "head",
+        ot_reg: float = 0.05,
     ) -> None:
+        if scoring not in SCORING_MODES:
+            raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}.")
+        self.scoring = scoring
+        self.ot_reg = ot_reg
         self.dataset = dataset
         self.processor = processor
         self.languages = list(languages) if languages else None
@@ -142,15 +182,21 @@ class RetrievalEvaluator:
             model, self.processor, self.table.captions, batch_size=4 * self.batch_size, show_progress=self.show_progress
         )
         model.train(was_training)
-        score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
         multilingual = self.languages is not None and len(self.languages) > 1
+        metadata = {
+            "languages": self.table.languages if multilingual else None,
+            "caption_groups": self.table.caption_groups if multilingual else None,
+        }
+        if self.scoring == "ot_plan":
+            scores = ot_plan_scores(model, text_embeds, audio_embeds, self.table.languages, reg=self.ot_reg)
+            return retrieval_metrics(scores, self.table.text_to_audio, **metadata)
+        score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
         with torch.no_grad():
             return retrieval_metrics_from_embeddings(
                 audio_embeds,
                 text_embeds,
                 self.table.text_to_audio,
-                languages=self.table.languages if multilingual else None,
-                caption_groups=self.table.caption_groups if multilingual else None,
                 score_fn=score_fn,
+                **metadata,
             )
 

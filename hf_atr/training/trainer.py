@@ -58,6 +58,7 @@ class AtrTrainer(Trainer):
         train_languages: caption languages trained on, each caption of each language once per epoch
             (default English only); see :class:`CaptionPairDataset`.
         eval_languages: caption languages for ``evaluate()`` (default English only).
+        eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for ``evaluate()``.
         Other arguments are those of ``transformers.Trainer``; ``processing_class`` must be the
         :class:`~hf_atr.AtrProcessor`.
     """
@@ -70,6 +71,7 @@ class AtrTrainer(Trainer):
         objective: Objective | None = None,
         train_languages: list[str] | None = None,
         eval_languages: list[str] | None = None,
+        eval_scoring: str = "head",
         data_collator: Any = None,
         processing_class: Any = None,
         callbacks: list[TrainerCallback] | None = None,
@@ -98,6 +100,7 @@ class AtrTrainer(Trainer):
         self.model_accepts_loss_kwargs = False
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
+        self.eval_scoring = eval_scoring
         self._objective_log_sums: dict[str, float] = defaultdict(float)
         self._objective_log_count = 0
 
@@ -152,6 +155,7 @@ class AtrTrainer(Trainer):
             self.processing_class,
             languages=self.eval_languages,
             batch_size=self.args.per_device_eval_batch_size,
+            scoring=self.eval_scoring,
         )
         metrics = {
             f"{metric_key_prefix}_{key}": value
