@@ -1,0 +1,357 @@
+"""Model cards for saved and pushed dual encoders, filled from the model and what training collected.
+
+:func:`write_model_card` renders ``model_cards/atr_model_card.md`` with huggingface_hub's
+``ModelCard.from_template``: backbones, projection, scoring head, the objective with its hyperparameters
+and paper, training data and steps, the evaluation table (R@k both ways, mAP@10, per language and MRV
+when multilingual), a usage snippet and the licence. :class:`ModelCardCallback` collects the training
+side (as sentence-transformers' card callback does) into ``model.model_card_data``, which the card reads.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from transformers import TrainerCallback
+
+from hf_atr.objectives.registry import objective_parameters
+
+TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "model_cards" / "atr_model_card.md"
+CARD_DATA_ATTRIBUTE = "model_card_data"
+"""Attribute of the model where :class:`ModelCardCallback` keeps what it collected."""
+DEFAULT_LICENSE = "apache-2.0"
+
+_CLIP = (
+    "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021."
+)
+_CLAP = "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023."
+_VSE = "Faghri et al. VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. BMVC 2018."
+_MLTM = (
+    "Luong et al. Revisiting Deep Audio-Text Retrieval Through the Lens of Transportation (m-LTM). ICLR 2024."
+)
+_DART = "Guo, Tu, Xu. Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval (DART). ICLR 2026."
+_ATRI = (
+    "Yin et al. ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies by Reducing Data Distribution "
+    "Errors. ACL 2025."
+)
+_ASK = "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. ACL submission."
+
+OBJECTIVE_REFERENCES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "contrastive": ("symmetric InfoNCE over in-batch pairs (CLIP / CLAP)", (_CLIP, _CLAP)),
+    "triplet": ("hinge triplet loss on the hardest in-batch negatives (VSE++)", (_VSE,)),
+    "iot": ("inverse optimal transport with a learned ground metric (m-LTM)", (_MLTM,)),
+    "iot_partial": ("inverse partial optimal transport, robust to noisy pairs (m-LTM)", (_MLTM,)),
+    "dart": (
+        "instance-level alignment plus reliability-weighted unbalanced Wasserstein feature alignment (DART)",
+        (_DART,),
+    ),
+    "kcl": ("K-language contrastive learning over all caption translations (ATRI)", (_ATRI,)),
+    "cacl": ("contrastive learning with a cross-language consistency term (ATRI)", (_ATRI,)),
+    "random_language": (
+        "contrastive learning on one random caption language per step (ATRI baseline)",
+        (_ATRI,),
+    ),
+    "ask": ("contrastive learning with an adaptive self-improving knowledge base (ASK)", (_ASK,)),
+}
+"""Objective name → (one-line description, paper citations)."""
+
+SCORING_DESCRIPTIONS = {
+    "cosine": "cosine similarity × learned inverse temperature",
+    "euclidean": "negative Euclidean distance × learned inverse temperature",
+    "mahalanobis": "negative Mahalanobis distance with a learned PSD matrix (m-LTM Eq. 9) × learned inverse temperature",
+}
+TABLE_METRICS = (
+    "t2a_R@1",
+    "t2a_R@5",
+    "t2a_R@10",
+    "t2a_mAP@10",
+    "a2t_R@1",
+    "a2t_R@5",
+    "a2t_R@10",
+    "a2t_mAP@10",
+)
+"""Columns of the evaluation table (retrieval_metrics keys)."""
+_SPLIT_PREFIXES = ("eval_", "test_", "predict_")
+
+
+def normalize_metric_names(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """Drop the Trainer's ``eval_`` / ``test_`` prefixes and keep numeric values only."""
+    normalized = {}
+    for key, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        name = next((key[len(prefix) :] for prefix in _SPLIT_PREFIXES if key.startswith(prefix)), key)
+        normalized[name] = float(value)
+    return normalized
+
+
+def evaluation_table(metrics: Mapping[str, float]) -> str:
+    """Markdown table of the retrieval metrics in %: one row, or one row per language plus "avg" and MRV."""
+    metrics = normalize_metric_names(metrics)
+    columns = [name for name in TABLE_METRICS if name in metrics]
+    if not columns:
+        return "No evaluation results were recorded."
+    languages = sorted(
+        {key.split("/", 1)[1] for key in metrics if "/" in key and key.split("/", 1)[0] in columns}
+    )
+    rows = [(language, f"/{language}") for language in languages] + [("avg" if languages else "all", "")]
+    lines = ["| captions | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for label, suffix in rows:
+        cells = [metrics.get(f"{column}{suffix}") for column in columns]
+        lines.append(
+            f"| {label} | " + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in cells) + " |"
+        )
+    lines.append("")
+    lines.append(
+        "R@k: recall at k in % (a2t: any of the clip's captions in the top k); mAP@10 in %. "
+        "t2a = text → audio, a2t = audio → text."
+    )
+    if "MRV" in metrics:
+        lines.append("")
+        lines.append(
+            f"MRV (mean rank variance across languages, ATRI Eq. 16; lower is more consistent): {metrics['MRV']:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def build_model_card(
+    model: Any,
+    *,
+    model_id: str | None = None,
+    eval_results: Mapping[str, float] | None = None,
+    training_data: str | None = None,
+    eval_dataset: str | None = None,
+    license: str | None = None,
+    training_info: Mapping[str, Any] | None = None,
+) -> ModelCard:
+    """The card of ``model`` (not written anywhere); see :func:`write_model_card` for the arguments."""
+    collected = dict(getattr(model, CARD_DATA_ATTRIBUTE, None) or {})
+    collected.update(training_info or {})
+    training_data = training_data or collected.get("training_data")
+    metrics = normalize_metric_names(
+        eval_results if eval_results is not None else collected.get("eval_metrics") or {}
+    )
+    eval_dataset = eval_dataset or collected.get("eval_dataset") or training_data
+    license = license or DEFAULT_LICENSE
+    config = model.config
+    objective = dict(config.objective)
+    objective_name = objective.pop("name")
+    description, citations = OBJECTIVE_REFERENCES.get(objective_name, ("a plugin objective", ()))
+    model_name = model_id or getattr(model, "name_or_path", "") or "hf-atr audio-text retrieval model"
+    model_name = Path(model_name).name if os.path.isabs(str(model_name)) else str(model_name)
+    audio_backbone, text_backbone = _backbone(model.audio_model), _backbone(model.text_model)
+
+    card_data = ModelCardData(
+        license=license,
+        library_name="transformers",
+        tags=["hf-atr", "audio-text-retrieval", objective_name],
+        datasets=[training_data] if training_data else None,
+        base_model=[name for name in (audio_backbone[1], text_backbone[1]) if name and "/" in name] or None,
+        language=_caption_languages(metrics) or None,
+        model_name=model_name,
+        eval_results=_eval_results(metrics, eval_dataset) or None,
+    )
+    return ModelCard.from_template(
+        card_data,
+        template_path=str(TEMPLATE_PATH),
+        model_name=model_name,
+        model_id=model_id or "path/to/model",
+        projection_dim=config.projection_dim,
+        audio_backbone=audio_backbone[0],
+        text_backbone=text_backbone[0],
+        audio_hidden_size=config.audio_config.hidden_size,
+        text_hidden_size=config.text_config.hidden_size,
+        audio_pooling=config.audio_pooling,
+        text_pooling=config.text_pooling,
+        scoring_description=f"`{config.scoring}`: {SCORING_DESCRIPTIONS[config.scoring]}",
+        objective_name=objective_name,
+        objective_description=description,
+        objective_hyperparameters=_hyperparameter_list(objective_name, objective),
+        training_description=_training_description(training_data, collected),
+        evaluation_table=_evaluation_section(metrics, eval_dataset),
+        license_text=f"`{license}`",
+        citation="\n".join(f"- {citation}" for citation in citations)
+        or "No paper is registered for this objective.",
+    )
+
+
+def write_model_card(
+    model: Any,
+    save_directory: str | os.PathLike,
+    *,
+    model_id: str | None = None,
+    eval_results: Mapping[str, float] | None = None,
+    training_data: str | None = None,
+    eval_dataset: str | None = None,
+    license: str | None = None,
+    training_info: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write ``README.md`` (the model card) for ``model`` into ``save_directory``; returns its path.
+
+    Args:
+        model: an :class:`~hf_atr.AtrDualEncoderModel`; what :class:`ModelCardCallback` stored on it
+            (training data, last evaluation metrics, steps, hyperparameters) is used unless overridden.
+        model_id: the Hub repository id, used in the usage snippet and as the card's model name.
+        eval_results: retrieval metrics (``retrieval_metrics`` keys, optionally ``eval_``-prefixed).
+        training_data: name or Hub id of the training corpus.
+        eval_dataset: name of the evaluation corpus (default: ``training_data``).
+        license: licence identifier for the card's metadata (default ``apache-2.0``).
+        training_info: extra training facts (``global_step``, ``epoch``, ``hyperparameters``) that take
+            precedence over the collected ones.
+    """
+    card = build_model_card(
+        model,
+        model_id=model_id,
+        eval_results=eval_results,
+        training_data=training_data,
+        eval_dataset=eval_dataset,
+        license=license,
+        training_info=training_info,
+    )
+    path = Path(save_directory) / "README.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    card.save(path)
+    return path
+
+
+class ModelCardCallback(TrainerCallback):
+    """Collects what the model card needs during training into ``model.model_card_data``.
+
+    Records the training data name, the Trainer's hyperparameters (learning rate, batch size, epochs,
+    seed), the last evaluation metrics and the number of steps and epochs done; a model saved at the
+    end of training (``trainer.save_model()`` → ``save_pretrained``) then gets a card with them.
+
+    Args:
+        training_data: name or Hub id of the training corpus.
+        eval_dataset: name of the evaluation corpus, if different.
+    """
+
+    def __init__(self, training_data: str | None = None, eval_dataset: str | None = None) -> None:
+        self.training_data = training_data
+        self.eval_dataset = eval_dataset
+
+    def _card_data(self, model: Any) -> dict[str, Any]:
+        data = getattr(model, CARD_DATA_ATTRIBUTE, None)
+        if data is None:
+            data = {}
+            setattr(model, CARD_DATA_ATTRIBUTE, data)
+        return data
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if model is None:
+            return
+        data = self._card_data(model)
+        data["training_data"] = self.training_data
+        data["eval_dataset"] = self.eval_dataset
+        data["hyperparameters"] = {
+            "learning_rate": args.learning_rate,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "world_size": args.world_size,
+            "num_train_epochs": args.num_train_epochs,
+            "max_steps": args.max_steps,
+            "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+            "warmup_steps": args.warmup_steps,
+            "weight_decay": args.weight_decay,
+            "seed": args.seed,
+        }
+
+    def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
+        if model is not None and metrics:
+            self._card_data(model)["eval_metrics"] = normalize_metric_names(metrics)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if model is not None:
+            data = self._card_data(model)
+            data["global_step"] = state.global_step
+            data["epoch"] = state.epoch
+
+
+def _backbone(backbone: Any) -> tuple[str, str]:
+    """(``"<model_type> (<name or path>)"`` for the table, the name or path) of a backbone."""
+    config = backbone.config
+    name = str(getattr(config, "_name_or_path", "") or getattr(backbone, "name_or_path", "") or "")
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "encoder_layers", None)
+    shape = (
+        f"{layers} layers, hidden size {config.hidden_size}"
+        if layers
+        else f"hidden size {config.hidden_size}"
+    )
+    source = (
+        f"[`{name}`](https://huggingface.co/{name}), "
+        if name and "/" in name and not os.path.exists(name)
+        else ""
+    )
+    return f"`{config.model_type}` ({source}{shape})", name
+
+
+def _hyperparameter_list(objective_name: str, values: Mapping[str, Any]) -> str:
+    """The objective's hyperparameters: those set in the config, then the defaults of the others."""
+    try:
+        defaults = {
+            name: default
+            for name, default in objective_parameters(objective_name).items()
+            if default is not inspect.Parameter.empty and name not in values
+        }
+    except (KeyError, ValueError):
+        defaults = {}
+    lines = [f"- `{key}`: `{json.dumps(value, default=str)}`" for key, value in sorted(values.items())]
+    lines += [
+        f"- `{key}`: `{json.dumps(value, default=str)}` (default)" for key, value in sorted(defaults.items())
+    ]
+    return "\n".join(lines) or "- none"
+
+
+def _training_description(training_data: str | None, collected: Mapping[str, Any]) -> str:
+    lines = [f"- training data: {training_data or 'not recorded'}"]
+    if collected.get("global_step") is not None:
+        epoch = collected.get("epoch")
+        lines.append(
+            f"- steps: {collected['global_step']}" + (f" ({epoch:.2f} epochs)" if epoch is not None else "")
+        )
+    for key, value in sorted((collected.get("hyperparameters") or {}).items()):
+        lines.append(f"- {key}: {value}")
+    return "\n".join(lines)
+
+
+def _evaluation_section(metrics: Mapping[str, float], eval_dataset: str | None) -> str:
+    heading = f"On {eval_dataset}:\n\n" if eval_dataset and metrics else ""
+    return heading + evaluation_table(metrics)
+
+
+def _caption_languages(metrics: Mapping[str, float]) -> list[str]:
+    return sorted({key.split("/", 1)[1] for key in metrics if "/" in key})
+
+
+def _eval_results(metrics: Mapping[str, float], eval_dataset: str | None) -> list[EvalResult]:
+    """Hub ``model-index`` entries for the averaged table metrics (needs a dataset name)."""
+    if not eval_dataset:
+        return []
+    return [
+        EvalResult(
+            task_type="audio-text-retrieval",
+            task_name="Audio-text retrieval",
+            dataset_type=eval_dataset,
+            dataset_name=eval_dataset,
+            metric_type=name,
+            metric_name=name,
+            metric_value=round(metrics[name] if name == "MRV" else 100 * metrics[name], 2),
+        )
+        for name in (*TABLE_METRICS, "MRV")
+        if name in metrics
+    ]
+
+
+__all__ = [
+    "ModelCardCallback",
+    "OBJECTIVE_REFERENCES",
+    "build_model_card",
+    "evaluation_table",
+    "normalize_metric_names",
+    "write_model_card",
+]
