@@ -141,7 +141,7 @@ def _stabilised_kernel(
 
 def _scaling_spread(*scalings: torch.Tensor) -> torch.Tensor:
     """Largest |log scaling| over the given scaling vectors (NaN or inf when one is not finite)."""
-    return torch.stack([scaling.log().abs().amax() for scaling in scalings]).amax()
+    return torch.cat(scalings).log_().abs_().amax()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def _balanced_potentials(
     while True:
         kernel_t_u = kernel.T @ u
         # The column marginal of the current plan comes for free from the next column update.
-        error = float(torch.linalg.vector_norm(v * kernel_t_u - b))
+        error = float(torch.dist(v * kernel_t_u, b))
         if error < tol:
             break
         if iterations >= max_iter:
@@ -338,7 +338,7 @@ def _unbalanced_potentials(
         if iterations >= max_iter:
             _warn_not_converged("unbalanced_sinkhorn_plan", max_iter, tol, error)
             break
-        spread = float(torch.maximum(log_u.abs().amax(), log_v.abs().amax()))
+        spread = float(torch.cat([log_u, log_v]).abs_().amax())
         if not spread <= _ABSORB_LOG_SCALING:
             alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta + log_v)
             kernel = _stabilised_kernel(log_kernel_ab, alpha, beta)
