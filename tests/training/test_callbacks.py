@@ -1,0 +1,178 @@
+"""KnowledgeBaseRefreshCallback: builds the ASK base at train begin, refreshes it on schedule, all ranks agree."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import feature_dataset, make_model, make_processor, training_args
+
+from hf_atr.knowledge.knowledge_base import KnowledgeBase
+from hf_atr.objectives.ask import AskObjective
+from hf_atr.objectives.contrastive import ContrastiveObjective
+from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
+from hf_atr.training.trainer import AtrTrainer
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+def train_with_refresh(tmp_path, dataset, *, args_overrides, **callback_kwargs):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    objective = AskObjective(temperature=0.1, num_neighbours=4, num_prototypes=4)
+    callback = KnowledgeBaseRefreshCallback(
+        objective, processor, dataset, show_progress=False, **callback_kwargs
+    )
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, **args_overrides),
+        train_dataset=dataset,
+        processing_class=processor,
+        objective=objective,
+        callbacks=[callback],
+    )
+    bases = []
+    original_replace = callback._replace
+
+    def recording_replace(model, state, reason):
+        original_replace(model, state, reason)
+        bases.append(objective.knowledge_base)
+
+    callback._replace = recording_replace
+    trainer.train()
+    return trainer, objective, callback, bases
+
+
+def test_refresh_every_steps_rebuilds_and_logs_drift(tmp_path):
+    dataset = feature_dataset(16)  # 32 caption pairs, 4 steps per epoch at batch 8
+    trainer, objective, callback, bases = train_with_refresh(
+        tmp_path,
+        dataset,
+        args_overrides={"max_steps": 6, "learning_rate": 1e-2},
+        every_epochs=None,
+        every_steps=2,
+    )
+    # Built at train begin, refreshed at steps 2 and 4; not after the last step (6).
+    assert [record["step"] for record in callback.history] == [0, 2, 4]
+    assert "kb_drift" not in callback.history[0]
+    for record in callback.history[1:]:
+        assert math.isfinite(record["kb_drift"]) and record["kb_drift"] > 0
+    assert objective.knowledge_base is bases[-1]
+    assert bases[0].num_pairs == 32 and bases[0].num_prototypes == 4
+    assert not torch.equal(bases[0].tensors["fine_audio"], bases[-1].tensors["fine_audio"])
+    logged_drifts = [entry["kb_drift"] for entry in trainer.state.log_history if "kb_drift" in entry]
+    assert logged_drifts == [record["kb_drift"] for record in callback.history[1:]]
+    ask_logs = [entry for entry in trainer.state.log_history if "ask/knowledge_base" in entry]
+    assert ask_logs and all(entry["ask/knowledge_base"] == 1.0 for entry in ask_logs)
+    assert all(math.isfinite(entry["ask/loss_t2a_fine"]) for entry in ask_logs)
+
+
+def test_refresh_every_epoch(tmp_path):
+    dataset = feature_dataset(16)
+    _, _, callback, bases = train_with_refresh(
+        tmp_path, dataset, args_overrides={"max_steps": -1, "num_train_epochs": 3}, every_epochs=2
+    )
+    # Epoch ends at steps 4, 8, 12: the period of 2 epochs refreshes at step 8; step 12 ends training.
+    assert [record["step"] for record in callback.history] == [0, 8]
+    assert len(bases) == 2 and bases[0] is not bases[1]
+
+
+def test_no_refresh_keeps_the_initial_base(tmp_path):
+    dataset = feature_dataset(16)
+    _, objective, callback, bases = train_with_refresh(
+        tmp_path, dataset, args_overrides={"max_steps": 6}, every_steps=2, refresh=False
+    )
+    assert [record["step"] for record in callback.history] == [0]
+    assert objective.knowledge_base is bases[0]
+
+
+def test_an_existing_base_is_kept_at_train_begin(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    objective = AskObjective(temperature=0.1, num_neighbours=2, num_prototypes=2)
+    given = KnowledgeBase.from_embeddings(torch.randn(10, 16), torch.randn(10, 16), num_prototypes=2)
+    objective.knowledge_base = given
+    callback = KnowledgeBaseRefreshCallback(objective, processor, feature_dataset(8), refresh=False)
+    AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=2),
+        train_dataset=feature_dataset(8),
+        processing_class=processor,
+        objective=objective,
+        callbacks=[callback],
+    ).train()
+    assert objective.knowledge_base is given and callback.history == []
+
+
+def test_constructor_checks():
+    processor = make_processor()
+    dataset = feature_dataset(4)
+    with pytest.raises(TypeError, match="the 'ask' objective"):
+        KnowledgeBaseRefreshCallback(ContrastiveObjective(), processor, dataset)
+    with pytest.raises(ValueError, match="`every_steps` must be a positive int or None"):
+        KnowledgeBaseRefreshCallback(AskObjective(), processor, dataset, every_steps=0)
+    with pytest.raises(ValueError, match="give `every_epochs` or `every_steps`"):
+        KnowledgeBaseRefreshCallback(AskObjective(), processor, dataset, every_epochs=None)
+
+
+DISTRIBUTED_WORKER = """
+import sys
+sys.path.insert(0, {tests_dir!r})
+import torch.distributed as dist
+from tiny_models import feature_dataset
+from hf_atr import AtrDualEncoderModel, AtrProcessor
+from hf_atr.objectives.ask import AskObjective
+from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
+
+dist.init_process_group("gloo")
+model_dir = f"{{sys.argv[1]}}/model"
+processor = AtrProcessor.from_pretrained(model_dir)
+callback = KnowledgeBaseRefreshCallback(
+    AskObjective(num_prototypes=4), processor, feature_dataset(10), show_progress=False
+)
+base = callback.build(AtrDualEncoderModel.from_pretrained(model_dir))
+base.save(f"{{sys.argv[1]}}/rank{{dist.get_rank()}}.safetensors")
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_every_rank_holds_the_base_of_the_whole_dataset(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    worker = tmp_path / "worker.py"
+    worker.write_text(textwrap.dedent(DISTRIBUTED_WORKER.format(tests_dir=str(TESTS_DIR))))
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(worker),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    rank_bases = [KnowledgeBase.load(tmp_path / f"rank{rank}.safetensors") for rank in range(2)]
+    for key, tensor in rank_bases[0].tensors.items():
+        assert torch.equal(rank_bases[1].tensors[key], tensor), f"ranks disagree on {key}"
+    single = KnowledgeBaseRefreshCallback(
+        AskObjective(num_prototypes=4), processor, feature_dataset(10), show_progress=False
+    ).build(model)
+    for key, tensor in single.tensors.items():
+        torch.testing.assert_close(rank_bases[0].tensors[key], tensor, rtol=1e-5, atol=1e-5, msg=key)
