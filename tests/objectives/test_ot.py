@@ -368,3 +368,37 @@ def test_partial_rejects_bad_mass():
         partial_sinkhorn_log_plan(cost, 0.1, 0.8, a=torch.full((3,), 0.5 / 3))
     with pytest.raises(ValueError, match="NaN or infinite"):
         partial_sinkhorn_log_plan(torch.tensor([[float("nan")]]), 0.1, 0.5)
+
+
+def test_absorption_path_reaches_the_same_plans(monkeypatch):
+    """Absorbing the scalings into the potentials (rare at the real threshold) changes no solution."""
+    from hf_atr.objectives import ot as solvers
+
+    cost, a, b = random_problem(seed=13)
+    reference = {
+        "balanced": sinkhorn_log_plan(cost, 0.02, a, b, tol=1e-11, max_iter=20000, grad_mode="none"),
+        "partial": partial_sinkhorn_log_plan(
+            cost, 0.05, 0.7, a, b, tol=1e-11, max_iter=20000, grad_mode="none"
+        ),
+        "unbalanced": unbalanced_sinkhorn_plan(cost, 0.02, 0.1, a, b, tol=1e-12, max_iter=20000).log(),
+    }
+    rebuilds = 0
+    build_kernel = solvers._stabilised_kernel
+
+    def counting_kernel(*args):
+        nonlocal rebuilds
+        rebuilds += 1
+        return build_kernel(*args)
+
+    monkeypatch.setattr(solvers, "_ABSORB_LOG_SCALING", 1e-3)
+    monkeypatch.setattr(solvers, "_stabilised_kernel", counting_kernel)
+    absorbed = {
+        "balanced": sinkhorn_log_plan(cost, 0.02, a, b, tol=1e-11, max_iter=20000, grad_mode="none"),
+        "partial": partial_sinkhorn_log_plan(
+            cost, 0.05, 0.7, a, b, tol=1e-11, max_iter=20000, grad_mode="none"
+        ),
+        "unbalanced": unbalanced_sinkhorn_plan(cost, 0.02, 0.1, a, b, tol=1e-12, max_iter=20000).log(),
+    }
+    assert rebuilds > 6
+    for name, log_plan in absorbed.items():
+        torch.testing.assert_close(log_plan.exp(), reference[name].exp(), rtol=0, atol=1e-9, msg=name)
