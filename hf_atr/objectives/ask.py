@@ -102,7 +102,8 @@ class AskObjective(ContrastiveObjective):
         num_prototypes: ``N_c`` for bases built for this objective (read by the refresh callback).
         injection_ratio: ``ρ``, the weight of the knowledge in Eq. 8.
         realignment: ``β`` of Eq. 14.
-        fine_weight, coarse_weight: ``λ_f``, ``λ_c`` of Eq. 17.
+        fine_weight, coarse_weight: ``λ_f``, ``λ_c`` of Eq. 17 (``λ_f + λ_c < 1``: ``F_g ≥ −1`` for unit
+            embeddings, so the modulation stays positive).
         ot_reg: entropic regularisation ``ε`` of the OT plan (Eq. 33; the paper gives no value).
         use_fine, use_coarse: keep the fine / coarse granularity (Table 3, group 1).
         use_injection: inject knowledge; off, both granularities score the raw embeddings (Table 3, group 2).
@@ -143,6 +144,12 @@ class AskObjective(ContrastiveObjective):
         for name, value in (("fine_weight", fine_weight), ("coarse_weight", coarse_weight)):
             if not (isinstance(value, (int, float)) and 0.0 <= value < math.inf):
                 raise ValueError(f"ask: `{name}` must be a non-negative number, got {value!r}.")
+        if fine_weight + coarse_weight >= 1.0:
+            # F_g = mean −log Ψ ≥ −1 for unit embeddings, so 1 + λ_f F_f + λ_c F_c > 0 needs λ_f + λ_c < 1.
+            raise ValueError(
+                f"ask: `fine_weight` + `coarse_weight` must be < 1 to keep the modulation of Eq. 17 positive, got "
+                f"{fine_weight} + {coarse_weight}."
+            )
         if not (isinstance(ot_reg, (int, float)) and 0.0 < ot_reg < math.inf):
             raise ValueError(f"ask: `ot_reg` must be a positive number, got {ot_reg!r}.")
         if not (use_fine or use_coarse):

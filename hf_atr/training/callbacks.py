@@ -28,7 +28,7 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
 
     Rebuilding re-encodes ``dataset`` with the model being trained, so the base co-evolves with it (the
     RDM fix, ASK §4.4). Before replacing the base, the representation-drift mismatch (Eq. 3-4) between
-    the old and the new base is logged (``kb_drift`` in the trainer state's ``log_history``, and in
+    the old and the new base (when both hold the same pairs, i.e. the same source) is logged (``kb_drift`` in the trainer state's ``log_history``, and in
     :attr:`history`). Under several processes each rank encodes its contiguous shard of ``dataset``,
     the pairs are all-gathered in rank order, rank 0 clusters them, and the prototypes are broadcast, so
     every rank holds the same base.

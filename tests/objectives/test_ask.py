@@ -51,7 +51,9 @@ def test_reliability_weights_and_potential_match_a_loop():
     weights = reliability_weights(candidates, anchors)
     log_potential = log_knowledge_potential(embeds, candidates, weights)
     for i in range(2):
-        consistency = [sum(float(candidates[i, j] @ anchors[i, anchor]) for anchor in range(4)) / 4 for j in range(3)]
+        consistency = [
+            sum(float(candidates[i, j] @ anchors[i, anchor]) for anchor in range(4)) / 4 for j in range(3)
+        ]
         expected_weights = np.exp(consistency) / np.sum(np.exp(consistency))
         np.testing.assert_allclose(weights[i].numpy(), expected_weights, rtol=1e-10)
         potential = sum(expected_weights[j] * math.exp(float(embeds[i] @ candidates[i, j])) for j in range(3))
@@ -144,8 +146,8 @@ ABLATIONS = [
     ({"use_ot_realignment": False}, {"ot_correction": False}),
     ({"use_reliability": False}, {"reliability": False}),
     (
-        {"injection_ratio": 0.5, "realignment": 0.7, "fine_weight": 1.0, "coarse_weight": 0.0},
-        {"rho": 0.5, "beta": 0.7, "weights": {"fine": 1.0, "coarse": 0.0}},
+        {"injection_ratio": 0.5, "realignment": 0.7, "fine_weight": 0.9, "coarse_weight": 0.0},
+        {"rho": 0.5, "beta": 0.7, "weights": {"fine": 0.9, "coarse": 0.0}},
     ),
 ]
 
@@ -235,6 +237,7 @@ def test_registered_with_paper_defaults():
         ({"realignment": -0.1}, r"`realignment` must be in \[0, 1\]"),
         ({"fine_weight": -1}, "`fine_weight` must be a non-negative number"),
         ({"ot_reg": 0}, "`ot_reg` must be a positive number"),
+        ({"fine_weight": 0.5, "coarse_weight": 0.5}, "must be < 1 to keep the modulation"),
         ({"use_fine": False, "use_coarse": False}, "cannot both be False"),
         ({"temperature": 0}, "`temperature` must be a positive number"),
     ],
