@@ -58,7 +58,7 @@ def caption_in_language(row: Mapping[str, Any], language: str, slot: int, audio_
                 "load them with hf_atr.data.load_translations."
             )
         captions = (row["translations"] or {}).get(language)
-    if not captions or slot >= len(captions):
+    if captions is None or slot >= len(captions):
         return None
     caption = captions[slot]
     if not isinstance(caption, str) or not caption.strip():
@@ -167,7 +167,7 @@ class MultilingualCollator:
         if "caption_index" in row:
             return int(row["caption_index"])
         english = row.get("captions")
-        if not english:
+        if english is None or len(english) == 0:
             raise ValueError(f"Clip {audio_id!r} has no captions in column 'captions'.")
         return int(torch.randint(len(english), ()).item())
 
