@@ -16,6 +16,7 @@ from typing import Any
 from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 
 from hf_atr.model_card import write_model_card
+from hf_atr.pipelines.index import EmbeddingIndex, model_fingerprint
 from hf_atr.pipelines.retrieval_pipeline import INDEX_DIRNAME, INDEX_NAMES
 
 
@@ -39,7 +40,8 @@ def push_to_hub(
 
     Files in the repository: the model's ``config.json`` and weights, the processor's files,
     ``README.md`` (the card of :func:`~hf_atr.model_card.write_model_card`, whose usage snippet names
-    ``repo_id``), and ``retrieval_index/{audio,text}_index.{safetensors,json}`` when ``index_dir`` is given.
+    ``repo_id``), and ``retrieval_index/{audio,text}_index.{safetensors,json}`` when ``index_dir`` is given
+    (checked first: an index built with other weights raises ``IndexFormatError`` and nothing is uploaded).
     ``pipeline("audio-text-retrieval", model=repo_id)`` then loads the index with the model.
 
     Returns:
@@ -48,24 +50,20 @@ def push_to_hub(
     api = HfApi(token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
     with tempfile.TemporaryDirectory() as work_dir:
-        work_dir = Path(work_dir)
-        model.save_pretrained(work_dir, max_shard_size=max_shard_size)
-        if processor is not None:
-            processor.save_pretrained(work_dir)
-        if index_dir is not None:
-            _copy_index(Path(index_dir), work_dir / INDEX_DIRNAME)
-        write_model_card(
+        files = stage_upload(
             model,
             work_dir,
-            model_id=repo_id,
+            repo_id=repo_id,
+            processor=processor,
+            index_dir=index_dir,
             eval_results=eval_results,
             training_data=training_data,
             license=license,
+            max_shard_size=max_shard_size,
         )
         operations = [
             CommitOperationAdd(path_in_repo=path.relative_to(work_dir).as_posix(), path_or_fileobj=str(path))
-            for path in sorted(work_dir.rglob("*"))
-            if path.is_file()
+            for path in files
         ]
         return api.create_commit(
             repo_id,
@@ -76,16 +74,54 @@ def push_to_hub(
         )
 
 
-def _copy_index(source: Path, destination: Path) -> None:
-    files = [source / f"{name}{suffix}" for name in INDEX_NAMES for suffix in (".safetensors", ".json")]
-    present = [path for path in files if path.is_file()]
-    if not present:
+def stage_upload(
+    model: Any,
+    directory: str | os.PathLike,
+    *,
+    repo_id: str | None = None,
+    processor: Any = None,
+    index_dir: str | os.PathLike | None = None,
+    eval_results: Mapping[str, float] | None = None,
+    training_data: str | None = None,
+    license: str | None = None,
+    max_shard_size: str | int = "5GB",
+) -> list[Path]:
+    """Write into ``directory`` exactly the files :func:`push_to_hub` uploads; returns them, sorted.
+
+    Useful on its own to inspect a repository before pushing it (``examples/push_to_hub.py --dry-run``).
+    """
+    directory = Path(directory)
+    model.save_pretrained(directory, max_shard_size=max_shard_size)
+    if processor is not None:
+        processor.save_pretrained(directory)
+    if index_dir is not None:
+        _copy_index(model, Path(index_dir), directory / INDEX_DIRNAME)
+    write_model_card(
+        model,
+        directory,
+        model_id=repo_id,
+        eval_results=eval_results,
+        training_data=training_data,
+        license=license,
+    )
+    return sorted(path for path in directory.rglob("*") if path.is_file())
+
+
+def _copy_index(model: Any, source: Path, destination: Path) -> None:
+    """Copy a saved index after checking that it loads and belongs to ``model`` (never push a stale index)."""
+    names = [name for name in INDEX_NAMES if (source / f"{name}.json").is_file()]
+    if not names:
         raise FileNotFoundError(
             f"No saved retrieval index in {source}; write one with `pipe.save_index(dir)`."
         )
+    fingerprint = model_fingerprint(model)
     destination.mkdir(parents=True, exist_ok=True)
-    for path in present:
-        shutil.copy2(path, destination / path.name)
+    for name in names:
+        EmbeddingIndex.load(
+            source, name, expected_dim=model.config.projection_dim, expected_fingerprint=fingerprint
+        )
+        for suffix in (".safetensors", ".json"):
+            shutil.copy2(source / f"{name}{suffix}", destination / f"{name}{suffix}")
 
 
-__all__ = ["push_to_hub"]
+__all__ = ["push_to_hub", "stage_upload"]

@@ -35,6 +35,7 @@ METRICS = ("inner_product", "l2")
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 FORMAT_VERSION = "1"
 _VECTORS_KEY = "embeddings"
+_TRAINING_POINTS_PER_CELL = 64
 
 
 class IndexFormatError(ValueError):
@@ -81,7 +82,7 @@ class EmbeddingIndex:
         metric: ``"inner_product"`` (scores are inner products) or ``"l2"`` (scores are negative
             Euclidean distances).
         kind: ``"flat"`` (exact), ``"ivf"`` or ``"hnsw"`` (approximate).
-        nlist: IVF cells; default ``round(4·sqrt(n))`` at build time, at most ``n / 39``.
+        nlist: IVF cells; default ``round(sqrt(n))`` at build time, at most ``n / 39``.
         nprobe: IVF cells searched per query (default 16).
         hnsw_m: HNSW neighbours per node (default 32).
         ef_search / ef_construction: HNSW candidate-list sizes (defaults 64 / 80).
@@ -344,8 +345,8 @@ def _metadata_problems(
 
 
 def _default_nlist(count: int) -> int:
-    """``4·sqrt(n)`` cells, but at least 39 training points per cell (faiss's k-means minimum)."""
-    return max(1, min(round(4 * math.sqrt(count)), count // 39))
+    """``sqrt(n)`` cells, but at least 39 training points per cell (faiss's k-means minimum)."""
+    return max(1, min(round(math.sqrt(count)), count // 39))
 
 
 def _as_vectors(values: torch.Tensor | np.ndarray, dim: int, what: str = "embeddings") -> np.ndarray:
