@@ -1,6 +1,7 @@
 """Training objectives, one family per module, chosen by name through the registry."""
 
-from . import contrastive, dart, mltm, triplet  # noqa: F401  (registers the built-in objectives)
+from . import atri, contrastive, dart, mltm, triplet  # noqa: F401  (registers the built-in objectives)
+from .atri import CaclObjective, KclObjective, RandomLanguageObjective
 from .contrastive import ContrastiveObjective
 from .dart import DartObjective, UnbalancedFeatureTransport
 from .mltm import InverseOTObjective, PartialInverseOTObjective
@@ -15,7 +16,10 @@ from .registry import (
 from .triplet import TripletObjective
 
 __all__ = [
+    "CaclObjective",
     "ContrastiveObjective",
+    "KclObjective",
+    "RandomLanguageObjective",
     "DartObjective",
     "InverseOTObjective",
     "Objective",

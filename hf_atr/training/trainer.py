@@ -15,6 +15,8 @@ from transformers.utils import logging
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..objectives.registry import Objective, build_objective
 from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
+from .distributed import gather_batch_metadata, gather_rows, is_distributed
+from .multilingual import MULTILINGUAL_METADATA_KEYS, group_caption_embeds
 
 logger = logging.get_logger(__name__)
 
@@ -39,9 +41,11 @@ class _ObjectiveStepCallback(TrainerCallback):
 class AtrTrainer(Trainer):
     """``transformers.Trainer`` for :class:`~hf_atr.AtrDualEncoderModel`.
 
-    - ``compute_loss`` = model forward → objective (built from ``model.config.objective`` unless an
-      ``objective`` is passed) → loss; the objective's logs are averaged between logging steps and
-      appear in the trainer's logs.
+    - ``compute_loss`` = model forward → (under several processes) gather the embeddings of every
+      rank with gradient, so the objective sees the global batch → objective (built from
+      ``model.config.objective`` unless an ``objective`` is passed) → loss; the objective's logs are
+      averaged between logging steps and appear in the trainer's logs. A NaN/inf embedding or loss
+      raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step).
     - Objective state (buffers/parameters) is saved as ``objective.safetensors`` in every checkpoint and
       restored by ``train(resume_from_checkpoint=...)``.
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
@@ -59,6 +63,8 @@ class AtrTrainer(Trainer):
             (default English only); see :class:`CaptionPairDataset`.
         eval_languages: caption languages for ``evaluate()`` (default English only).
         eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for ``evaluate()``.
+        skip_non_finite: when an embedding or the loss is NaN/inf, skip the step (zero gradient, counted in
+            the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`.
         Other arguments are those of ``transformers.Trainer``; ``processing_class`` must be the
         :class:`~hf_atr.AtrProcessor`.
     """
@@ -72,6 +78,7 @@ class AtrTrainer(Trainer):
         train_languages: list[str] | None = None,
         eval_languages: list[str] | None = None,
         eval_scoring: str = "head",
+        skip_non_finite: bool = False,
         data_collator: Any = None,
         processing_class: Any = None,
         callbacks: list[TrainerCallback] | None = None,
@@ -101,6 +108,8 @@ class AtrTrainer(Trainer):
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
         self.eval_scoring = eval_scoring
+        self.skip_non_finite = skip_non_finite
+        self.skipped_non_finite_steps = 0
         self._objective_log_sums: dict[str, float] = defaultdict(float)
         self._objective_log_count = 0
 
@@ -111,28 +120,57 @@ class AtrTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
-        metadata = {key: inputs.pop(key) for key in METADATA_KEYS if key in inputs}
+        metadata = {key: inputs.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in inputs}
         outputs = model(**inputs)
-        objective_output = self.objective(
-            outputs.audio_embeds,
-            outputs.text_embeds,
-            batch=metadata,
-            model=self.accelerator.unwrap_model(model),
-        )
-        loss = objective_output.loss
-        if not torch.isfinite(loss.detach()).all():
-            raise NonFiniteLossError(
-                f"Objective {self.objective.name!r} returned a non-finite loss ({loss.item()}) at step "
-                f"{self.state.global_step}; its terms were {objective_output.logs}. Lower the learning rate, "
-                "check the inputs of this batch, or raise the objective's entropic regularisation."
+        audio_embeds = outputs.audio_embeds
+        text_embeds = group_caption_embeds(outputs.text_embeds, audio_embeds.shape[0], metadata)
+        if is_distributed():
+            audio_embeds, text_embeds = gather_rows(audio_embeds), gather_rows(text_embeds)
+            metadata = gather_batch_metadata(metadata)
+        problem = self._non_finite(audio_embeds=audio_embeds, text_embeds=text_embeds)
+        objective_output = None
+        if problem is None:
+            objective_output = self.objective(
+                audio_embeds, text_embeds, batch=metadata, model=self.accelerator.unwrap_model(model)
             )
-        if model.training:
-            for key, value in objective_output.logs.items():
-                self._objective_log_sums[key] += float(value)
-            self._objective_log_count += 1
+            problem = self._non_finite(loss=objective_output.loss)
+        if problem is not None:
+            loss = self._handle_non_finite(model, problem, objective_output)
+        else:
+            loss = objective_output.loss
+            if model.training:
+                for key, value in objective_output.logs.items():
+                    self._objective_log_sums[key] += float(value)
+                self._objective_log_count += 1
         return (loss, outputs) if return_outputs else loss
 
+    @staticmethod
+    def _non_finite(**tensors: torch.Tensor) -> str | None:
+        """The name of the first tensor holding NaN/inf, or None."""
+        for name, tensor in tensors.items():
+            if not torch.isfinite(tensor.detach()).all():
+                return name
+        return None
+
+    def _handle_non_finite(self, model: Any, problem: str, objective_output: Any) -> torch.Tensor:
+        """Raise :class:`NonFiniteLossError`, or with ``skip_non_finite`` return a zero loss and count the skip."""
+        terms = "" if objective_output is None else f"; its terms were {objective_output.logs}"
+        message = (
+            f"Non-finite {problem} at step {self.state.global_step} (objective {self.objective.name!r}{terms})."
+        )
+        if not self.skip_non_finite:
+            raise NonFiniteLossError(
+                f"{message} Lower the learning rate, check this batch's inputs, raise the objective's entropic "
+                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps."
+            )
+        self.skipped_non_finite_steps += 1
+        logger.warning(f"{message} Step skipped ({self.skipped_non_finite_steps} so far).")
+        # A zero that still reaches every parameter, so backward and DDP's gradient reduction proceed.
+        return sum(parameter.sum() for parameter in model.parameters() if parameter.requires_grad) * 0.0
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self.skip_non_finite:
+            logs["skipped_non_finite_steps"] = self.skipped_non_finite_steps
         if "loss" in logs and self._objective_log_count:
             for key, total in self._objective_log_sums.items():
                 logs[f"{self.objective.name}/{key}"] = round(total / self._objective_log_count, 6)

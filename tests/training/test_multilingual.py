@@ -204,7 +204,6 @@ def test_xlm_roberta_kcl_step_through_the_model_lowers_the_loss():
     assert losses[-1] < losses[0]
 
 
-@pytest.mark.skip(reason="needs trainer reshape patch")
 def test_xlm_roberta_trains_with_kcl_through_atr_trainer(tmp_path):
     processor = make_processor()
     model = make_model(text_family="xlm-roberta", processor=processor, objective={"name": "kcl"})

@@ -143,8 +143,37 @@ def test_non_finite_loss_names_the_step_and_objective(tmp_path):
         model=make_model(processor=processor), args=training_args(tmp_path), train_dataset=feature_dataset(16),
         processing_class=processor, objective=objective,
     )
-    with pytest.raises(NonFiniteLossError, match=r"Objective 'exploding' returned a non-finite loss \(nan\) at step 0"):
+    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step 0 \(objective 'exploding'; its terms"):
         trainer.train()
+
+
+def test_non_finite_embeddings_are_named(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    with torch.no_grad():
+        model.audio_projection.weight.fill_(float("nan"))
+    trainer = AtrTrainer(
+        model=model, args=training_args(tmp_path), train_dataset=feature_dataset(16), processing_class=processor,
+    )
+    with pytest.raises(NonFiniteLossError, match=r"Non-finite audio_embeds at step 0 \(objective 'contrastive'\)"):
+        trainer.train()
+
+
+def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    objective = ExplodingObjective()
+    objective.name = "exploding"
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    trainer = AtrTrainer(
+        model=model, args=training_args(tmp_path, max_steps=4, logging_steps=2, optim="sgd", weight_decay=0.0),
+        train_dataset=feature_dataset(16), processing_class=processor, objective=objective, skip_non_finite=True,
+    )
+    trainer.train()
+    assert trainer.skipped_non_finite_steps == 4
+    assert [entry["skipped_non_finite_steps"] for entry in trainer.state.log_history if "loss" in entry] == [2, 4]
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, before[name], msg=f"{name} changed in a skipped step")
 
 
 def test_trainer_requires_a_processor(tmp_path):
