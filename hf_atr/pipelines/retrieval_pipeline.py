@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from huggingface_hub import snapshot_download
 from transformers import AutoModel, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
@@ -78,7 +79,7 @@ class AudioTextRetrievalPipeline(Pipeline):
       similarity: cosine, or the negative Euclidean/Mahalanobis distance.
     - :meth:`classify` does zero-shot classification with caption templates.
     - :meth:`save_index` / :meth:`load_index` persist the indexes (safetensors + JSON); an index saved in
-      ``<model dir>/retrieval_index`` is loaded automatically.
+      ``<model dir>/retrieval_index`` (or in the model's Hub repository) is loaded automatically.
 
     Args:
         index_dir: a directory written by :meth:`save_index` to load at construction.
@@ -114,7 +115,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         self.audio_index: EmbeddingIndex | None = None
         self.text_index: EmbeddingIndex | None = None
         if index_dir is None:
-            index_dir = self._default_index_dir()
+            index_dir = self._default_index_dir() or self._hub_index_dir()
             if index_dir is None or not _holds_index(index_dir):
                 return
             logger.info(f"Loading the retrieval index saved next to the model in {index_dir}.")
@@ -277,6 +278,25 @@ class AudioTextRetrievalPipeline(Pipeline):
     def _default_index_dir(self) -> Path | None:
         model_dir = Path(str(getattr(self.model, "name_or_path", "") or ""))
         return model_dir / INDEX_DIRNAME if str(model_dir) and model_dir.is_dir() else None
+
+    def _hub_index_dir(self) -> Path | None:
+        """The ``retrieval_index`` folder of the Hub repository the model came from, if it has one.
+
+        Downloads only that folder (``hf_atr.hub.push_to_hub`` puts it there); a model that is not from the
+        Hub, a repository without an index, or no network (and nothing cached) gives ``None``.
+        """
+        repo_id = str(getattr(self.model, "name_or_path", "") or "")
+        if not repo_id or os.path.exists(repo_id) or repo_id.count("/") != 1:
+            return None
+        try:
+            snapshot = snapshot_download(repo_id, allow_patterns=[f"{INDEX_DIRNAME}/*"])
+        except (
+            OSError,
+            ValueError,
+        ) as error:  # huggingface_hub's HTTP, offline and not-found errors are OSErrors
+            logger.info(f"No retrieval index fetched from {repo_id}: {error}")
+            return None
+        return Path(snapshot) / INDEX_DIRNAME
 
     def save_index(self, directory: str | os.PathLike | None = None) -> list[Path]:
         """Write the audio and/or caption index (safetensors + ids JSON); returns the files written.

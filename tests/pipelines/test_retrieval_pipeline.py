@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
@@ -179,3 +181,19 @@ def test_bad_requests_are_explained(pipe):
         pipe.classify(random_waveforms(1)[0], labels=["dog"], templates=["no placeholder"])
     with pytest.raises(FileNotFoundError, match="No audio_index.json"):
         pipe.load_index(pipe.model.name_or_path)
+
+
+def test_index_pushed_with_a_hub_model_is_fetched_and_loaded(pipe, tmp_path):
+    pipe.index(random_waveforms(3), show_progress=False)
+    pipe.save_index(tmp_path / "snapshot" / INDEX_DIRNAME)
+    model = pipe.model
+    model.name_or_path = "team/atr-tiny"
+    with mock.patch(
+        "hf_atr.pipelines.retrieval_pipeline.snapshot_download", return_value=str(tmp_path / "snapshot")
+    ) as download:
+        from_hub = AudioTextRetrievalPipeline(model=model, processor=pipe.processor)
+    assert download.call_args.args == ("team/atr-tiny",)
+    assert download.call_args.kwargs == {"allow_patterns": [f"{INDEX_DIRNAME}/*"]}
+    assert from_hub("a dog barks", top_k=2) == pipe("a dog barks", top_k=2)
+    with mock.patch("hf_atr.pipelines.retrieval_pipeline.snapshot_download", side_effect=OSError("offline")):
+        assert AudioTextRetrievalPipeline(model=model, processor=pipe.processor).audio_index is None
