@@ -123,7 +123,7 @@ class AudioTextRetrievalPipeline(Pipeline):
 
     # Queries -----------------------------------------------------------------------------------------
 
-    def _sanitize_parameters(self, top_k: int | None = None, sampling_rate: int | None = None, **kwargs: Any):
+    def _sanitize_parameters(self, top_k: int | None = None, sampling_rate: int | None = None):
         preprocess_params = {} if sampling_rate is None else {"sampling_rate": sampling_rate}
         postprocess_params = {} if top_k is None else {"top_k": top_k}
         return preprocess_params, {}, postprocess_params
