@@ -217,15 +217,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, skip n = 1024")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="balanced IOT sizes (default 256 1024; 256 quick)"
+    )
+    parser.add_argument("--skip-partial-unbalanced", action="store_true", help="only the balanced comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", module="ot")
     print(f"torch {torch.__version__}, POT {ot.__version__}, {args.threads} threads, float32, CPU")
     # POT with autograd takes seconds per call: few repeats of it, medians of interleaved runs.
-    for n in (256,) if args.quick else (256, 1024):
+    for n in args.sizes or ((256,) if args.quick else (256, 1024)):
         balanced_iot(n, 1 if args.quick or n > 256 else 3)
-    partial_ot(256, 1 if args.quick else 2)
-    unbalanced_uwd(32, 512, 5 if args.quick else 15)
+    if not args.skip_partial_unbalanced:
+        partial_ot(256, 1 if args.quick else 2)
+        unbalanced_uwd(32, 512, 5 if args.quick else 15)
 
 
 if __name__ == "__main__":
