@@ -10,6 +10,7 @@ This is what OT objectives need (the plan is a property of the whole batch) and 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +35,11 @@ def gather_rows(tensor: torch.Tensor) -> torch.Tensor:
     if len(set(counts)) > 1:
         padding = tensor.new_zeros((max(counts) - tensor.shape[0], *tensor.shape[1:]))
         padded = torch.cat([tensor, padding])
-    pieces = all_gather_with_grad(padded.contiguous())
+    with warnings.catch_warnings():
+        # Deprecated in favour of functional collectives, whose backward needs reduce_scatter, which gloo
+        # (CPU) lacks; this one sums gradients with all-to-all on gloo and reduce-scatter on NCCL.
+        warnings.simplefilter("ignore", FutureWarning)
+        pieces = all_gather_with_grad(padded.contiguous())
     return torch.cat([piece[:count] for piece, count in zip(pieces, counts)])
 
 
