@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.utils import logging
 
-from ..knowledge.knowledge_base import DEFAULT_NUM_PROTOTYPES, KnowledgeBase
+from ..knowledge.knowledge_base import DEFAULT_NUM_PROTOTYPES
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .contrastive import ContrastiveObjective, pair_similarity
 from .ot import sinkhorn_log_plan
 from .registry import ObjectiveOutput, register_objective
+
+if TYPE_CHECKING:
+    from ..knowledge.knowledge_base import KnowledgeBase
 
 logger = logging.get_logger(__name__)
 
