@@ -23,15 +23,54 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def _collective_device() -> torch.device:
+    """NCCL only moves CUDA tensors; gloo moves CPU ones."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _all_gather_rows(rows: torch.Tensor) -> torch.Tensor:
+    """Every rank's ``(n_rank, dim)`` rows concatenated in rank order (``n_rank`` may differ), on the CPU.
+
+    Tensor collectives (padded to the longest shard), not ``all_gather_object``, which pickles.
+    """
+    device = _collective_device()
+    world_size = dist.get_world_size()
+    count = torch.tensor([rows.shape[0]], device=device)
+    counts = [torch.zeros_like(count) for _ in range(world_size)]
+    dist.all_gather(counts, count)
+    longest = max(int(rank_count.item()) for rank_count in counts)
+    padded = torch.zeros(longest, rows.shape[1], dtype=rows.dtype, device=device)
+    padded[: rows.shape[0]] = rows.to(device)
+    gathered = [torch.empty_like(padded) for _ in range(world_size)]
+    dist.all_gather(gathered, padded)
+    return torch.cat([shard[: int(rank_count.item())] for shard, rank_count in zip(gathered, counts)]).cpu()
+
+
+def _broadcast_rows(rows: torch.Tensor | None, dim: int) -> torch.Tensor:
+    """Rank 0's ``(n, dim)`` float32 rows on every rank (other ranks pass None), on the CPU."""
+    device = _collective_device()
+    count = torch.tensor([rows.shape[0] if rows is not None else 0], device=device)
+    dist.broadcast(count, src=0)
+    if dist.get_rank() == 0:
+        buffer = rows.to(device=device, dtype=torch.float32).contiguous()
+    else:
+        buffer = torch.empty(int(count.item()), dim, dtype=torch.float32, device=device)
+    dist.broadcast(buffer, src=0)
+    return buffer.cpu()
+
+
 class KnowledgeBaseRefreshCallback(TrainerCallback):
     """Builds the ASK knowledge base at train begin and rebuilds it with the current encoders every ``T`` epochs.
 
     Rebuilding re-encodes ``dataset`` with the model being trained, so the base co-evolves with it (the
     RDM fix, ASK §4.4). Before replacing the base, the representation-drift mismatch (Eq. 3-4) between
-    the old and the new base (when both hold the same pairs, i.e. the same source) is logged (``kb_drift`` in the trainer state's ``log_history``, and in
-    :attr:`history`). Under several processes each rank encodes its contiguous shard of ``dataset``,
-    the pairs are all-gathered in rank order, rank 0 clusters them, and the prototypes are broadcast, so
-    every rank holds the same base.
+    the old and the new base (when both hold the same pairs, i.e. the same source) is logged
+    (``kb_drift`` in the trainer state's ``log_history``, and in :attr:`history`). Under several
+    processes each rank encodes its contiguous shard of ``dataset``, the pairs are all-gathered in rank
+    order with tensor collectives, rank 0 clusters them and broadcasts the prototypes, so every rank
+    holds the same base.
 
     Callbacks get the model but no trainer, so the objective and processor are given here.
 
@@ -121,18 +160,15 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
             return KnowledgeBase.from_embeddings(
                 audio_embeds, text_embeds, num_prototypes=self.objective.num_prototypes, seed=self.seed
             )
-        shards: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(shards, (audio_embeds, text_embeds))
-        audio_embeds = torch.cat([shard[0] for shard in shards])
-        text_embeds = torch.cat([shard[1] for shard in shards])
+        audio_embeds, text_embeds = _all_gather_rows(audio_embeds), _all_gather_rows(text_embeds)
         # k-means on rank 0 only, then broadcast: every rank must hold bit-identical prototypes.
-        prototypes: list[Any] = [None]
+        prototypes = (None, None)
         if dist.get_rank() == 0:
-            prototypes[0] = prototype_pairs(
+            prototypes = prototype_pairs(
                 audio_embeds, text_embeds, self.objective.num_prototypes, seed=self.seed
             )
-        dist.broadcast_object_list(prototypes, src=0)
-        return KnowledgeBase(audio_embeds, text_embeds, *prototypes[0])
+        dim = audio_embeds.shape[1]
+        return KnowledgeBase(audio_embeds, text_embeds, *(_broadcast_rows(rows, dim) for rows in prototypes))
 
     def _replace(self, model: Any, state: Any, reason: str) -> None:
         started = time.perf_counter()

@@ -134,7 +134,7 @@ dist.init_process_group("gloo")
 model_dir = f"{{sys.argv[1]}}/model"
 processor = AtrProcessor.from_pretrained(model_dir)
 callback = KnowledgeBaseRefreshCallback(
-    AskObjective(num_prototypes=4), processor, feature_dataset(10), show_progress=False
+    AskObjective(num_prototypes=4), processor, feature_dataset(11), show_progress=False
 )
 base = callback.build(AtrDualEncoderModel.from_pretrained(model_dir))
 base.save(f"{{sys.argv[1]}}/rank{{dist.get_rank()}}.safetensors")
@@ -149,6 +149,7 @@ def test_every_rank_holds_the_base_of_the_whole_dataset(tmp_path):
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
     worker = tmp_path / "worker.py"
+    # 11 clips: shards of 6 and 5 clips (12 and 10 pairs) exercise the padded all-gather.
     worker.write_text(textwrap.dedent(DISTRIBUTED_WORKER.format(tests_dir=str(TESTS_DIR))))
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     completed = subprocess.run(
@@ -172,7 +173,7 @@ def test_every_rank_holds_the_base_of_the_whole_dataset(tmp_path):
     for key, tensor in rank_bases[0].tensors.items():
         assert torch.equal(rank_bases[1].tensors[key], tensor), f"ranks disagree on {key}"
     single = KnowledgeBaseRefreshCallback(
-        AskObjective(num_prototypes=4), processor, feature_dataset(10), show_progress=False
+        AskObjective(num_prototypes=4), processor, feature_dataset(11), show_progress=False
     ).build(model)
     for key, tensor in single.tensors.items():
         torch.testing.assert_close(rank_bases[0].tensors[key], tensor, rtol=1e-5, atol=1e-5, msg=key)
