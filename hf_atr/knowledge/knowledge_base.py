@@ -260,6 +260,7 @@ class KnowledgeBase:
 
     @property
     def dim(self) -> int:
+        """Embedding dimension."""
         return self.tensors["fine_audio"].shape[1]
 
     def size(self, granularity: str) -> int:
