@@ -369,3 +369,18 @@ def test_multilingual_or_mismatched_embeddings_are_rejected():
         InverseOTObjective()(audio, text[:3])
     with pytest.raises(ValueError, match="audio_ids"):
         InverseOTObjective()(audio, text, batch={"audio_ids": ["a", "b"]})
+
+
+def test_partial_default_gradient_matches_unrolled_autograd():
+    torch.manual_seed(3)
+    audio = torch.nn.functional.normalize(torch.randn(8, 6, dtype=torch.float64), dim=-1)
+    text = torch.nn.functional.normalize(audio + 0.3 * torch.randn(8, 6, dtype=torch.float64), dim=-1)
+    gradients = {}
+    for grad_mode in ("implicit", "autograd"):
+        variable = audio.clone().requires_grad_()
+        objective = PartialInverseOTObjective(reg=0.1, mass=0.8, grad_mode=grad_mode, tol=1e-12, max_iter=20_000)
+        objective(variable, text).loss.backward()
+        gradients[grad_mode] = variable.grad
+    assert PartialInverseOTObjective().grad_mode == "implicit"
+    scale = gradients["autograd"].abs().max().item()
+    torch.testing.assert_close(gradients["implicit"], gradients["autograd"], rtol=1e-3, atol=1e-4 * scale)

@@ -1,6 +1,7 @@
 """Train a tiny model for a few steps and write its losses; run under torchrun by test_distributed.py.
 
-Usage: [torchrun --standalone --nproc_per_node N] distributed_worker.py OUT.json PER_DEVICE_BATCH OBJECTIVE SCORING
+Usage: [torchrun --standalone --nproc_per_node N] distributed_worker.py OUT.json PER_DEVICE_BATCH OBJECTIVE SCORING DEVICE
+(DEVICE: cpu for gloo, cuda for NCCL)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hf_atr import AtrTrainer  # noqa: E402
 
 
 def main() -> None:
-    out_path, per_device_batch, objective, scoring = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    out_path, per_device_batch, objective, scoring, device = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
     torch.manual_seed(0)
     processor = make_processor()
     model = make_model(processor=processor, objective={"name": objective}, scoring=scoring, seed=0)
@@ -30,7 +31,7 @@ def main() -> None:
         model=model,
         args=training_args(
             Path(out_path).parent / "trainer", per_device_train_batch_size=per_device_batch, max_steps=4,
-            logging_steps=1, dataloader_drop_last=True,
+            logging_steps=1, dataloader_drop_last=True, use_cpu=device == "cpu",
         ),
         train_dataset=feature_dataset(64),
         processing_class=processor,
