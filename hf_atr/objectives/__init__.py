@@ -5,6 +5,7 @@ from .atri import CaclObjective, KclObjective, RandomLanguageObjective
 from .contrastive import ContrastiveObjective
 from .dart import DartObjective, UnbalancedFeatureTransport
 from .mltm import InverseOTObjective, PartialInverseOTObjective
+from .ot import partial_sinkhorn_log_plan, sinkhorn_log_plan, unbalanced_sinkhorn_plan
 from .registry import (
     Objective,
     ObjectiveOutput,
@@ -30,5 +31,8 @@ __all__ = [
     "available_objectives",
     "build_objective",
     "get_objective_class",
+    "partial_sinkhorn_log_plan",
     "register_objective",
+    "sinkhorn_log_plan",
+    "unbalanced_sinkhorn_plan",
 ]
