@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from tiny_models import make_model, make_processor
-from transformers import TrainingArguments
+from tiny_models import make_model, make_processor, training_args
 
 from hf_atr.objectives.atri import KclObjective
 from hf_atr.training.collator import AtrDataCollator, CaptionPairDataset
@@ -207,18 +206,7 @@ def test_xlm_roberta_kcl_step_through_the_model_lowers_the_loss():
 def test_xlm_roberta_trains_with_kcl_through_atr_trainer(tmp_path):
     processor = make_processor()
     model = make_model(text_family="xlm-roberta", processor=processor, objective={"name": "kcl"})
-    args = TrainingArguments(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=8,
-        learning_rate=3e-3,
-        max_steps=12,
-        logging_steps=4,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        seed=0,
-        disable_tqdm=True,
-    )
+    args = training_args(tmp_path, max_steps=12)
     trainer = AtrTrainer(
         model=model,
         args=args,
