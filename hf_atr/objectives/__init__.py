@@ -1,6 +1,7 @@
 """Training objectives, one family per module, chosen by name through the registry."""
 
-from . import atri, contrastive, dart, mltm, triplet  # noqa: F401  (registers the built-in objectives)
+from . import ask, atri, contrastive, dart, mltm, triplet  # noqa: F401  (registers the built-in objectives)
+from .ask import AskObjective
 from .atri import CaclObjective, KclObjective, RandomLanguageObjective
 from .contrastive import ContrastiveObjective
 from .dart import DartObjective, UnbalancedFeatureTransport
@@ -17,6 +18,7 @@ from .registry import (
 from .triplet import TripletObjective
 
 __all__ = [
+    "AskObjective",
     "CaclObjective",
     "ContrastiveObjective",
     "KclObjective",
