@@ -18,6 +18,16 @@ recall@10 = |top-10 ∩ exact top-10| / 10 averaged over queries, and the speed 
     python benchmarks/search.py --quick         # 10k and 100k items (a minute)
     python benchmarks/search.py                 # adds 1M items (2 GiB of float32; several minutes)
 
+Measured on the project machine (2 shared cores, 1 thread, torch 2.13, faiss 1.15; loaded, so times are
+noisy but each row's ratio is taken in the same run): queries/s vs torch brute force, recall@10 —
+
+    10k:  torch 2,007; flat 1.3x (1.0); ivf nprobe=8 2.0x (0.66), nprobe=32 0.4x (0.84); hnsw 0.4x (0.97)
+    100k: torch 172;   flat 1.3x (1.0); ivf nprobe=8 4.3x (1.0), nprobe=32 1.1x (1.0)
+    1M:   torch 5;     flat 3.1x (1.0); ivf nprobe=8 98x (1.0, built in 112 s), nprobe=32 18x (1.0)
+
+(At 10k the 2,000 clusters hold 5 items each, so true neighbours straddle IVF cells and recall drops;
+from 100k on each cluster is dense and IVF recall@10 is 1.0 on this data, an optimistic case.)
+
 Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
 """
 
