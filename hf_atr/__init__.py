@@ -7,10 +7,12 @@ with ``AutoConfig``, ``AutoModel`` and ``AutoProcessor`` (no ``trust_remote_code
 from .configuration_atr import AtrConfig
 from .modeling_atr import AtrDualEncoderModel, AtrOutput, AtrScoringHead, register_auto_classes
 from .objectives import available_objectives, build_objective, register_objective
+from .pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
 from .processing_atr import AtrProcessor, register_auto_processor
 
 register_auto_classes()
 register_auto_processor()
+register_pipeline()
 
 __version__ = "0.1.0"
 
@@ -20,6 +22,9 @@ _LAZY_ATTRIBUTES = {
     "retrieval_metrics": ".evaluation",
     "retrieval_metrics_from_embeddings": ".evaluation",
     "load_retrieval_metric": ".evaluation",
+    "push_to_hub": ".hub",
+    "ModelCardCallback": ".model_card",
+    "write_model_card": ".model_card",
 }
 
 
@@ -33,6 +38,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "AudioTextRetrievalPipeline",
     "AtrConfig",
     "AtrDataCollator",
     "AtrDualEncoderModel",
@@ -41,9 +47,12 @@ __all__ = [
     "AtrScoringHead",
     "AtrTrainer",
     "available_objectives",
+    "ModelCardCallback",
     "build_objective",
     "load_retrieval_metric",
     "register_objective",
     "retrieval_metrics",
     "retrieval_metrics_from_embeddings",
+    "push_to_hub",
+    "write_model_card",
 ]

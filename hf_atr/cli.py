@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=32, help="clips per step (default: 32)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)
+
+    from .cli_search import add_evaluate_parser, add_index_parser, add_search_parser
+
+    add_index_parser(commands)
+    add_search_parser(commands)
+    add_evaluate_parser(commands)
     return parser
 
 

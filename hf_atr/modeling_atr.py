@@ -294,6 +294,20 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             audio_model_output=audio_output,
         )
 
+    def save_pretrained(self, save_directory: str | Any, *args: Any, **kwargs: Any) -> None:
+        """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``)."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            from .model_card import write_model_card
+
+            write_model_card(self, save_directory)
+
+    def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:
+        """Upload weights, config, the generated card (and optionally processor and index), see :func:`hf_atr.hub.push_to_hub`."""
+        from .hub import push_to_hub
+
+        return push_to_hub(self, repo_id, **kwargs)
+
     @classmethod
     def from_audio_text_pretrained(
         cls,

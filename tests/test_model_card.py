@@ -10,7 +10,7 @@ from huggingface_hub import HfApi, ModelCard
 from tiny_models import feature_dataset, make_model, make_processor, random_waveforms, training_args
 from transformers import pipeline
 
-from hf_atr import AtrDualEncoderModel, AtrTrainer
+from hf_atr import AtrTrainer
 from hf_atr.hub import push_to_hub, stage_upload
 from hf_atr.model_card import (
     OBJECTIVE_REFERENCES,
@@ -129,10 +129,6 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
     assert "- steps: 4" in text and "- learning_rate: 0.001" in text and "On synthcaps:" in text
 
 
-@pytest.mark.skipif(
-    "save_pretrained" not in AtrDualEncoderModel.__dict__,
-    reason="AtrDualEncoderModel.save_pretrained does not write the card yet (override in modeling_atr.py)",
-)
 def test_save_pretrained_writes_the_card(tmp_path):
     make_model(objective={"name": "iot"}).save_pretrained(tmp_path)
     assert "(m-LTM). ICLR 2024." in (tmp_path / "README.md").read_text()

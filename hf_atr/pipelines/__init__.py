@@ -1,0 +1,6 @@
+"""Search: the ``audio-text-retrieval`` pipeline and its persistent embedding index."""
+
+from .index import EmbeddingIndex, IndexFormatError
+from .retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
+
+__all__ = ["AudioTextRetrievalPipeline", "EmbeddingIndex", "IndexFormatError", "register_pipeline"]
