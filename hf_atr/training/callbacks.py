@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -59,6 +60,10 @@ def _broadcast_rows(rows: torch.Tensor | None, dim: int) -> torch.Tensor:
         buffer = torch.empty(int(count.item()), dim, dtype=torch.float32, device=device)
     dist.broadcast(buffer, src=0)
     return buffer.cpu()
+
+
+KNOWLEDGE_BASE_NAME = "knowledge_base.safetensors"
+"""File holding ASK's knowledge base inside a checkpoint, so that a resumed run continues with it."""
 
 
 class KnowledgeBaseRefreshCallback(TrainerCallback):
@@ -192,8 +197,19 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: Any, control: Any, model: Any = None, **kwargs: Any
     ) -> None:
-        if self.objective.knowledge_base is None:
-            self._replace(model, state, "built")
+        if self.objective.knowledge_base is not None:
+            return
+        saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / KNOWLEDGE_BASE_NAME
+        if state.global_step > 0 and saved.is_file():
+            # Resuming: continue with the base the interrupted run had, not one encoded by the restored model.
+            self.objective.knowledge_base = KnowledgeBase.load(saved)
+            return
+        self._replace(model, state, "built")
+
+    def on_save(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if self.objective.knowledge_base is not None and state.is_world_process_zero and checkpoint.is_dir():
+            self.objective.knowledge_base.save(checkpoint / KNOWLEDGE_BASE_NAME)
 
     def on_epoch_end(
         self, args: TrainingArguments, state: Any, control: Any, model: Any = None, **kwargs: Any

@@ -177,3 +177,35 @@ def test_every_rank_holds_the_base_of_the_whole_dataset(tmp_path):
     ).build(model)
     for key, tensor in single.tensors.items():
         torch.testing.assert_close(rank_bases[0].tensors[key], tensor, rtol=1e-5, atol=1e-5, msg=key)
+
+
+def test_resume_continues_with_the_checkpointed_base_and_matches_an_uninterrupted_run(tmp_path):
+    dataset = feature_dataset(16)
+
+    def run(output_dir, resume=None):
+        processor = make_processor()
+        model = make_model(processor=processor, seed=0)
+        objective = AskObjective(temperature=0.1, num_neighbours=4, num_prototypes=4)
+        callback = KnowledgeBaseRefreshCallback(
+            objective, processor, dataset, show_progress=False, every_epochs=None, every_steps=2
+        )
+        trainer = AtrTrainer(
+            model=model,
+            args=training_args(output_dir, max_steps=6, save_strategy="steps", save_steps=3),
+            train_dataset=dataset,
+            processing_class=processor,
+            objective=objective,
+            callbacks=[callback],
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer, objective
+
+    full, full_objective = run(tmp_path / "run")
+    checkpoint = tmp_path / "run" / "checkpoint-3"
+    saved = KnowledgeBase.load(checkpoint / "knowledge_base.safetensors")
+    resumed, resumed_objective = run(tmp_path / "run", resume=str(checkpoint))
+    assert set(saved.tensors) == set(full_objective.knowledge_base.tensors)
+    for name, tensor in full_objective.knowledge_base.tensors.items():
+        torch.testing.assert_close(resumed_objective.knowledge_base.tensors[name], tensor)
+    for (name, expected), actual in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(actual, expected, msg=lambda m, name=name: f"{name} differs after resume: {m}")
