@@ -1,10 +1,17 @@
-"""The ``hf-atr`` command line."""
+"""The ``hf-atr`` command line: ``demo``, ``index``, ``search``, ``evaluate``.
+
+Each ``add_*_parser(subparsers)`` adds one sub-command whose ``handler`` takes the parsed arguments and
+returns the exit status.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -35,6 +42,195 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif")
+"""File suffixes ``hf-atr index`` picks up (those soundfile decodes)."""
+SYNTHCAPS = "synthcaps"
+
+
+def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``hf-atr index --model DIR --audio-dir D --out INDEX``."""
+    parser = subparsers.add_parser(
+        "index",
+        help="encode a folder of audio files into a searchable index",
+        description="Encode every audio file under --audio-dir (recursively; "
+        f"{', '.join(AUDIO_EXTENSIONS)}) once with the model's audio encoder and save the embeddings as a "
+        "retrieval index (safetensors + ids JSON) in --out. Ids are the files' paths relative to --audio-dir. "
+        "Search it with `hf-atr search --index OUT`.",
+    )
+    parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
+    parser.add_argument("--audio-dir", required=True, help="folder of audio files to index")
+    parser.add_argument("--out", required=True, help="directory to write the index to")
+    parser.add_argument(
+        "--kind",
+        choices=("flat", "ivf", "hnsw"),
+        default="flat",
+        help="flat: exact search (default); ivf / hnsw: approximate, for hundreds of thousands of clips",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="clips encoded per forward pass (default: 32)"
+    )
+    parser.set_defaults(handler=run_index)
+    return parser
+
+
+def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``hf-atr search --model DIR --index INDEX "query"``."""
+    parser = subparsers.add_parser(
+        "search",
+        help="search an index with a text query (or an audio file)",
+        description="Rank the entries of an index built by `hf-atr index` (or `pipe.save_index`) for a query. "
+        "A text query returns the best-matching audio clips; a path to an existing audio file returns the "
+        "best-matching captions of a caption index. Scores are the model's similarity (cosine, or the "
+        "negative Euclidean/Mahalanobis distance).",
+    )
+    parser.add_argument(
+        "--model", required=True, help="directory (or Hub id) of the model that built the index"
+    )
+    parser.add_argument("--index", required=True, help="index directory")
+    parser.add_argument("query", help='a caption such as "a dog barks", or the path of an audio file')
+    parser.add_argument("--top-k", type=int, default=5, help="number of results (default: 5)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a list")
+    parser.set_defaults(handler=run_search)
+    return parser
+
+
+def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``hf-atr evaluate --model DIR --dataset {DIR,synthcaps}``."""
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@10, MRV)",
+        description="Encode every clip and caption of one split once and report text-to-audio and "
+        "audio-to-text R@1/5/10 and mAP@10 (and, with several --languages, per-language values and MRV). "
+        "--dataset is a DatasetDict (or Dataset) saved with `save_to_disk` in the hf-atr schema "
+        "(audio, audio_id, captions, optional translations), or `synthcaps` to generate the embedded "
+        "synthetic corpus.",
+    )
+    parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
+    parser.add_argument("--dataset", required=True, help="a `save_to_disk` directory, or `synthcaps`")
+    parser.add_argument("--split", default="test", help="split of a DatasetDict (default: test)")
+    parser.add_argument(
+        "--languages",
+        nargs="+",
+        default=None,
+        help="caption languages (ISO 639-3, e.g. eng fra deu); default English only",
+    )
+    parser.add_argument(
+        "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="clips per forward pass (default: 32)")
+    parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
+    parser.set_defaults(handler=run_evaluate)
+    return parser
+
+
+def run_index(args: argparse.Namespace) -> int:
+    """Handler of ``hf-atr index``."""
+    audio_dir = Path(args.audio_dir)
+    if not audio_dir.is_dir():
+        raise SystemExit(f"--audio-dir {audio_dir} is not a directory.")
+    files = sorted(
+        path for path in audio_dir.rglob("*") if path.is_file() and path.suffix.lower() in AUDIO_EXTENSIONS
+    )
+    if not files:
+        raise SystemExit(f"No audio files ({', '.join(AUDIO_EXTENSIONS)}) under {audio_dir}.")
+    pipe = _pipeline(args.model, index_kind=args.kind)
+    pipe.index(
+        [str(path) for path in files],
+        ids=[path.relative_to(audio_dir).as_posix() for path in files],
+        batch_size=args.batch_size,
+    )
+    written = pipe.save_index(args.out)
+    print(
+        f"Indexed {len(files)} clips from {audio_dir} into {Path(args.out)} ({', '.join(p.name for p in written)})."
+    )
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """Handler of ``hf-atr search``."""
+    pipe = _pipeline(args.model, index_dir=args.index)
+    hits = pipe(args.query, top_k=args.top_k)
+    if args.json:
+        print(json.dumps(hits, ensure_ascii=False, indent=2))
+        return 0
+    print(f"Query: {args.query!r}")
+    for rank, hit in enumerate(hits, start=1):
+        caption = f"  ({hit['caption']})" if "caption" in hit else ""
+        print(f"  {rank}. {hit['id']}  score={hit['score']:.4f}{caption}")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Handler of ``hf-atr evaluate``."""
+    from transformers import AutoModel, AutoProcessor
+
+    from hf_atr.evaluation.evaluator import RetrievalEvaluator
+
+    dataset = _evaluation_split(args)
+    model = AutoModel.from_pretrained(args.model)
+    processor = AutoProcessor.from_pretrained(args.model)
+    evaluator = RetrievalEvaluator(
+        dataset, processor, languages=args.languages, batch_size=args.batch_size, show_progress=True
+    )
+    metrics = evaluator(model)
+    print(f"Retrieval on {args.dataset} ({args.split}, {len(dataset)} clips), in %:")
+    width = max(len(name) for name in metrics)
+    for name, value in metrics.items():
+        shown = f"{value:.3f}" if name.startswith("MRV") else f"{100 * value:.2f}"
+        print(f"  {name:<{width}}  {shown}")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(metrics, indent=2))
+        print(f"Metrics written to {args.output}")
+    return 0
+
+
+def _pipeline(model: str, **pipeline_kwargs: Any) -> Any:
+    from transformers import pipeline
+
+    from hf_atr.pipelines.retrieval_pipeline import register_pipeline
+
+    register_pipeline()
+    return pipeline("audio-text-retrieval", model=model, **pipeline_kwargs)
+
+
+def _evaluation_split(args: argparse.Namespace) -> Any:
+    if args.dataset == SYNTHCAPS:
+        from hf_atr.data.schema import LANGUAGES
+        from hf_atr.data.synthcaps import load_synthcaps
+
+        languages = args.languages or ["eng"]
+        unknown = [language for language in languages if language not in LANGUAGES]
+        if unknown:
+            raise SystemExit(f"synthcaps has no captions in {unknown}; choose from {list(LANGUAGES)}.")
+        return load_synthcaps(num_train=0, num_validation=0, num_test=args.num_test, languages=languages)[
+            "test"
+        ]
+    from datasets import DatasetDict, load_from_disk
+
+    path = Path(args.dataset)
+    if not path.is_dir():
+        raise SystemExit(
+            f"--dataset {path} is neither `synthcaps` nor a directory saved with `save_to_disk`."
+        )
+    loaded = load_from_disk(str(path))
+    if isinstance(loaded, DatasetDict):
+        if args.split not in loaded:
+            raise SystemExit(f"{path} has no split {args.split!r}; splits: {sorted(loaded)}.")
+        return loaded[args.split]
+    return loaded
+
+
+__all__ = [
+    "add_evaluate_parser",
+    "add_index_parser",
+    "add_search_parser",
+    "run_evaluate",
+    "run_index",
+    "run_search",
+]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-atr", description="Audio-text retrieval with the Hugging Face stack.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -54,9 +250,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=32, help="clips per step (default: 32)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)
-
-    from .cli_search import add_evaluate_parser, add_index_parser, add_search_parser
-
     add_index_parser(commands)
     add_search_parser(commands)
     add_evaluate_parser(commands)

@@ -9,7 +9,7 @@ import pytest
 from datasets import Dataset, DatasetDict
 from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
 
-from hf_atr.cli_search import add_evaluate_parser, add_index_parser, add_search_parser
+from hf_atr.cli import add_evaluate_parser, add_index_parser, add_search_parser
 from hf_atr.data.audio import encode_wav
 
 
