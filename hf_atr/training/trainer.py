@@ -13,6 +13,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
 from ..evaluation.evaluator import RetrievalEvaluator
+from ..model_card import ModelCardCallback
 from ..objectives.registry import Objective, build_objective
 from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
 from .distributed import gather_batch_metadata, gather_rows, is_distributed
@@ -48,6 +49,8 @@ class AtrTrainer(Trainer):
       raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step).
     - Objective state (buffers/parameters) is saved as ``objective.safetensors`` in every checkpoint and
       restored by ``train(resume_from_checkpoint=...)``.
+    - A :class:`~hf_atr.ModelCardCallback` (added unless one is passed) records hyperparameters and the
+      last evaluation for the card that ``save_model`` writes.
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
@@ -92,6 +95,8 @@ class AtrTrainer(Trainer):
         if data_collator is None:
             data_collator = AtrDataCollator(processing_class)
         callbacks = [*(callbacks or []), _ObjectiveStepCallback(self.objective)]
+        if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
+            callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)
         if train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
             train_dataset = CaptionPairDataset(train_dataset, languages=train_languages)

@@ -208,3 +208,15 @@ def test_a_few_dozen_steps_beat_chance_on_retrieval(tmp_path):
     after = trainer.evaluate()["eval_t2a_R@5"]
     chance = 5 / 16
     assert after > max(before, 2 * chance)
+
+
+def test_saved_model_gets_a_card_with_the_training_run(tmp_path):
+    processor = make_processor()
+    trainer = AtrTrainer(
+        model=make_model(processor=processor), args=training_args(tmp_path, max_steps=4),
+        train_dataset=feature_dataset(16), processing_class=processor,
+    )
+    trainer.train()
+    trainer.save_model(tmp_path / "final")
+    card = (tmp_path / "final" / "README.md").read_text()
+    assert "- steps: 4" in card and "contrastive" in card
