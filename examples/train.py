@@ -19,7 +19,7 @@ from datasets import load_from_disk
 from transformers import TrainingArguments
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor, AtrTrainer
-from hf_atr.data.schema import LANGUAGES
+from hf_atr.data.schema import LANGUAGES, all_captions
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.tokenization import train_caption_tokenizer
@@ -47,11 +47,7 @@ def main() -> None:
     corpus = load_synthcaps(num_train=600, num_validation=64, num_test=100) if args.dataset == "synthcaps" else (
         load_from_disk(args.dataset)
     )
-    captions = [caption for row in corpus["train"] for caption in row["captions"]]
-    for row in corpus["train"]:
-        for translated in (row.get("translations") or {}).values():
-            captions.extend(translated or [])
-    processor = AtrProcessor(tiny_feature_extractor(), train_caption_tokenizer(captions, vocab_size=3000))
+    processor = AtrProcessor(tiny_feature_extractor(), train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000))
     scoring = args.scoring or ("euclidean" if args.objective in ("iot", "iot_partial", "dart") else "cosine")
     model = AtrDualEncoderModel(
         tiny_model_config(processor.feature_extractor, len(processor.tokenizer), objective={"name": args.objective},

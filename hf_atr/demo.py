@@ -18,7 +18,7 @@ from transformers import ASTConfig, ASTFeatureExtractor, BertConfig, TrainingArg
 from transformers.utils import logging
 
 from .configuration_atr import AtrConfig
-from .data.schema import LANGUAGES
+from .data.schema import LANGUAGES, all_captions
 from .data.synthcaps import load_synthcaps
 from .evaluation.evaluator import RetrievalEvaluator, encode_audio, encode_text, head_similarity
 from .modeling_atr import AtrDualEncoderModel
@@ -111,13 +111,7 @@ def run_demo(
     output_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     corpus = load_synthcaps(num_train=num_train, num_validation=max(num_test // 2, 8), num_test=num_test, seed=seed)
-    all_captions = [
-        caption
-        for row in corpus["train"]
-        for captions in [row["captions"], *(row.get("translations") or {}).values()]
-        for caption in captions or []
-    ]
-    tokenizer = train_caption_tokenizer(all_captions, vocab_size=3000)
+    tokenizer = train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000)
     feature_extractor = tiny_feature_extractor()
     processor = AtrProcessor(feature_extractor, tokenizer)
     config = tiny_model_config(feature_extractor, len(tokenizer), objective={"name": objective})

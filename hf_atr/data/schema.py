@@ -48,3 +48,14 @@ def atr_features(translation_languages: Iterable[str] = (), with_label: bool = F
 def finalize_audio_column(dataset: Dataset) -> Dataset:
     """Turn the ``{"bytes", "path"}`` struct column into ``Audio(decode=False)`` (an Arrow-level cast)."""
     return dataset.cast_column("audio", Audio(decode=False))
+
+
+def all_captions(dataset: Dataset) -> list[str]:
+    """Every caption of a shared-schema dataset: English ``captions`` and all ``translations``, in row order."""
+    columns = [column for column in ("captions", "translations") if column in dataset.column_names]
+    captions: list[str] = []
+    for row in dataset.select_columns(columns):
+        captions.extend(row["captions"] or [])
+        for translated in (row.get("translations") or {}).values():
+            captions.extend(translated or [])
+    return captions

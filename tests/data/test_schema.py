@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from datasets import Dataset
+
+from hf_atr.data.schema import all_captions, atr_features, finalize_audio_column
+
+
+def test_all_captions_collects_english_and_present_translations():
+    dataset = Dataset.from_dict(
+        {"captions": [["a dog"], ["a cat"]], "translations": [{"fra": ["un chien"]}, {"fra": None}]}
+    )
+    assert all_captions(dataset) == ["a dog", "un chien", "a cat"]
+    assert all_captions(Dataset.from_dict({"captions": [["x", "y"]]})) == ["x", "y"]
+
+
+def test_schema_features_and_audio_cast_need_no_decoding():
+    features = atr_features(["fra"], with_label=True)
+    dataset = Dataset.from_dict(
+        {"audio": [{"bytes": None, "path": "/clips/a.wav"}], "audio_id": ["a"], "captions": [["a dog"]],
+         "translations": [{"fra": ["un chien"]}], "label": ["dog"]},
+        features=features,
+    )
+    row = finalize_audio_column(dataset)[0]
+    assert row["audio"] == {"bytes": None, "path": "/clips/a.wav"}
+    assert row["translations"] == {"fra": ["un chien"]} and row["label"] == "dog"
