@@ -173,10 +173,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         dataset, processor, languages=args.languages, batch_size=args.batch_size, show_progress=True
     )
     metrics = evaluator(model)
-    print(f"Retrieval on {args.dataset} ({args.split}, {len(dataset)} clips), in %:")
+    print(f"Retrieval on {args.dataset} ({args.split}, {len(dataset)} clips); recall and mAP in %, ranks 1-based:")
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
-        shown = f"{value:.3f}" if name.startswith("MRV") else f"{100 * value:.2f}"
+        is_fraction = "R@" in name or "mAP@" in name or "recall_fraction@" in name
+        shown = f"{100 * value:.2f}" if is_fraction else f"{value:.3f}"
         print(f"  {name:<{width}}  {shown}")
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -90,7 +90,10 @@ def test_evaluate_on_synthcaps_writes_metrics(model_dir, tmp_path, capsys):
     assert run_cli(argv) == 0
     metrics = json.loads(output.read_text())
     assert {"t2a_R@1", "a2t_R@1", "t2a_mAP@10", "t2a_R@1/fra", "MRV"} <= set(metrics)
-    assert "Retrieval on synthcaps (test, 6 clips)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Retrieval on synthcaps (test, 6 clips)" in printed
+    median_line = next(line for line in printed.splitlines() if line.strip().startswith("t2a_median_rank"))
+    assert float(median_line.split()[-1]) == pytest.approx(metrics["t2a_median_rank"])  # ranks are not scaled
 
 
 def test_evaluate_on_a_saved_dataset_dict(model_dir, tmp_path):
