@@ -92,6 +92,14 @@ class AtrTrainer(Trainer):
         if args is not None and args.remove_unused_columns:
             args.remove_unused_columns = False
         self.objective = objective if objective is not None else build_objective(model.config)
+        trainable = [name for name, parameter in self.objective.named_parameters() if parameter.requires_grad]
+        if trainable and "optimizers" not in kwargs:
+            raise ValueError(
+                f"Objective {self.objective.name!r} has trainable parameters {trainable}, which the Trainer's "
+                "optimizer (built from the model) would never update. Keep learnable quantities in the model "
+                "(as the temperature lives in its scoring head), or pass `optimizers=(optimizer, scheduler)` "
+                "covering them."
+            )
         if data_collator is None:
             data_collator = AtrDataCollator(processing_class)
         callbacks = [*(callbacks or []), _ObjectiveStepCallback(self.objective)]

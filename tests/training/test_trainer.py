@@ -220,3 +220,21 @@ def test_saved_model_gets_a_card_with_the_training_run(tmp_path):
     trainer.save_model(tmp_path / "final")
     card = (tmp_path / "final" / "README.md").read_text()
     assert "- steps: 4" in card and "contrastive" in card
+
+
+class LearnableMarginObjective(Objective):
+    def __init__(self) -> None:
+        super().__init__()
+        self.margin = torch.nn.Parameter(torch.tensor(0.1))
+
+    def forward(self, audio_embeds, text_embeds, *, batch=None, model=None):
+        return ObjectiveOutput(loss=self.margin * (audio_embeds - text_embeds).pow(2).sum())
+
+
+def test_objective_parameters_outside_the_optimizer_are_refused(tmp_path):
+    processor = make_processor()
+    with pytest.raises(ValueError, match=r"has trainable parameters \['margin'\], which the Trainer's optimizer"):
+        AtrTrainer(
+            model=make_model(processor=processor), args=training_args(tmp_path), processing_class=processor,
+            objective=LearnableMarginObjective(),
+        )
