@@ -26,32 +26,50 @@ from hf_atr.tokenization import train_caption_tokenizer
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default="synthcaps", help="'synthcaps' or a DatasetDict saved with save_to_disk")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dataset", default="synthcaps", help="'synthcaps' or a DatasetDict saved with save_to_disk"
+    )
     parser.add_argument("--objective", default="contrastive", help="registered objective name")
-    parser.add_argument("--scoring", default=None, help="cosine | euclidean | mahalanobis (default: by objective)")
+    parser.add_argument(
+        "--scoring", default=None, help="cosine | euclidean | mahalanobis (default: by objective)"
+    )
     parser.add_argument("--output-dir", default="runs/train")
     parser.add_argument("--per-device-batch-size", type=int, default=32)
     parser.add_argument("--max-steps", type=int, default=200)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--save-steps", type=int, default=100)
     parser.add_argument("--resume-from-checkpoint", default=None)
-    parser.add_argument("--languages", nargs="*", default=["eng"], help=f"training caption languages, of {LANGUAGES}")
-    parser.add_argument("--use-cpu", action="store_true", help="train on CPU (needed for gloo DDP under torchrun)")
+    parser.add_argument(
+        "--languages", nargs="*", default=["eng"], help=f"training caption languages, of {LANGUAGES}"
+    )
+    parser.add_argument(
+        "--use-cpu", action="store_true", help="train on CPU (needed for gloo DDP under torchrun)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    corpus = load_synthcaps(num_train=600, num_validation=64, num_test=100) if args.dataset == "synthcaps" else (
-        load_from_disk(args.dataset)
+    corpus = (
+        load_synthcaps(num_train=600, num_validation=64, num_test=100)
+        if args.dataset == "synthcaps"
+        else (load_from_disk(args.dataset))
     )
-    processor = AtrProcessor(tiny_feature_extractor(), train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000))
+    processor = AtrProcessor(
+        tiny_feature_extractor(), train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000)
+    )
     scoring = args.scoring or ("euclidean" if args.objective in ("iot", "iot_partial", "dart") else "cosine")
     model = AtrDualEncoderModel(
-        tiny_model_config(processor.feature_extractor, len(processor.tokenizer), objective={"name": args.objective},
-                          scoring=scoring)
+        tiny_model_config(
+            processor.feature_extractor,
+            len(processor.tokenizer),
+            objective={"name": args.objective},
+            scoring=scoring,
+        )
     )
     features = processor.extract_audio_features(corpus)
     trainer = AtrTrainer(

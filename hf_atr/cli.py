@@ -28,8 +28,10 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     print()
-    print(f"Test retrieval on synthcaps ({args.num_test} clips, 5 captions each, 8 languages), objective "
-          f"'{args.objective}', in %:")
+    print(
+        f"Test retrieval on synthcaps ({args.num_test} clips, 5 captions each, 8 languages), objective "
+        f"'{args.objective}', in %:"
+    )
     print(format_results_table(result))
     print()
     for query, hits in result.searches.items():
@@ -173,7 +175,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         dataset, processor, languages=args.languages, batch_size=args.batch_size, show_progress=True
     )
     metrics = evaluator(model)
-    print(f"Retrieval on {args.dataset} ({args.split}, {len(dataset)} clips); recall and mAP in %, ranks 1-based:")
+    print(
+        f"Retrieval on {args.dataset} ({args.split}, {len(dataset)} clips); recall and mAP in %, ranks 1-based:"
+    )
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
         is_fraction = "R@" in name or "mAP@" in name or "recall_fraction@" in name
@@ -233,7 +237,9 @@ __all__ = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-atr", description="Audio-text retrieval with the Hugging Face stack.")
+    parser = argparse.ArgumentParser(
+        prog="hf-atr", description="Audio-text retrieval with the Hugging Face stack."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser(
@@ -242,10 +248,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="The main job: generate the embedded synthcaps dataset, train a tiny random-init AST + BERT "
         "dual encoder, evaluate retrieval in 8 languages, save the model and answer example text queries.",
     )
-    demo.add_argument("--output-dir", default="outputs/demo", help="where metrics.json and model/ are written")
-    demo.add_argument("--objective", default="contrastive", help="registered objective name (default: contrastive)")
-    demo.add_argument("--max-steps", type=int, default=-1, help="optimizer steps; overrides --epochs when > 0")
-    demo.add_argument("--epochs", type=float, default=1.0, help="epochs; one epoch sees every caption of every language once (default: 1)")
+    demo.add_argument(
+        "--output-dir", default="outputs/demo", help="where metrics.json and model/ are written"
+    )
+    demo.add_argument(
+        "--objective", default="contrastive", help="registered objective name (default: contrastive)"
+    )
+    demo.add_argument(
+        "--max-steps", type=int, default=-1, help="optimizer steps; overrides --epochs when > 0"
+    )
+    demo.add_argument(
+        "--epochs",
+        type=float,
+        default=1.0,
+        help="epochs; one epoch sees every caption of every language once (default: 1)",
+    )
     demo.add_argument("--num-train", type=int, default=600, help="training clips (default: 600)")
     demo.add_argument("--num-test", type=int, default=100, help="test clips (default: 100)")
     demo.add_argument("--batch-size", type=int, default=32, help="clips per step (default: 32)")

@@ -79,7 +79,9 @@ class AtrConfig(PreTrainedConfig):
             raise ValueError(f"`scoring` must be one of {SCORING_KINDS}, got {self.scoring!r}.")
         for field_name in ("audio_pooling", "text_pooling"):
             if getattr(self, field_name) not in POOLING_KINDS:
-                raise ValueError(f"`{field_name}` must be one of {POOLING_KINDS}, got {getattr(self, field_name)!r}.")
+                raise ValueError(
+                    f"`{field_name}` must be one of {POOLING_KINDS}, got {getattr(self, field_name)!r}."
+                )
         if not isinstance(self.projection_dim, int) or self.projection_dim <= 0:
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
         if not math.isfinite(self.logit_scale_init):

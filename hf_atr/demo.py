@@ -110,7 +110,9 @@ def run_demo(
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    corpus = load_synthcaps(num_train=num_train, num_validation=max(num_test // 2, 8), num_test=num_test, seed=seed)
+    corpus = load_synthcaps(
+        num_train=num_train, num_validation=max(num_test // 2, 8), num_test=num_test, seed=seed
+    )
     tokenizer = train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000)
     feature_extractor = tiny_feature_extractor()
     processor = AtrProcessor(feature_extractor, tokenizer)
@@ -167,7 +169,12 @@ def run_demo(
 
 
 def search_examples(
-    model: AtrDualEncoderModel, processor: AtrProcessor, dataset: Any, queries: tuple[str, ...], *, top_k: int = 3
+    model: AtrDualEncoderModel,
+    processor: AtrProcessor,
+    dataset: Any,
+    queries: tuple[str, ...],
+    *,
+    top_k: int = 3,
 ) -> dict[str, list[tuple[str, float, str]]]:
     """For each text query, the ``top_k`` clips as ``(audio_id, score, first caption)``."""
     audio_embeds = encode_audio(model, processor, dataset)
@@ -176,7 +183,10 @@ def search_examples(
     top = scores.topk(min(top_k, scores.shape[1]), dim=1)
     audio_ids, captions = dataset["audio_id"], dataset["captions"]
     return {
-        query: [(audio_ids[index], float(score), captions[index][0]) for score, index in zip(row_scores, row_indices)]
+        query: [
+            (audio_ids[index], float(score), captions[index][0])
+            for score, index in zip(row_scores, row_indices)
+        ]
         for query, row_scores, row_indices in zip(queries, top.values.tolist(), top.indices.tolist())
     }
 
@@ -192,8 +202,14 @@ def format_results_table(result: DemoResult, languages: tuple[str, ...] = LANGUA
         suffix = "" if language is None else f"/{language}"
         label = "avg" if language is None else language
         values = [result.metrics.get(f"{column}{suffix}") for column in columns]
-        lines.append(f"| {label} | " + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in values) + " |")
+        lines.append(
+            f"| {label} | " + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in values) + " |"
+        )
     lines.append("")
-    lines.append(f"MRV (mean rank variance across languages, lower is more consistent): {result.metrics.get('MRV', float('nan')):.2f}")
-    lines.append(f"Chance level: T2A R@1 = {100 * result.chance_r1:.1f}% ({round(1 / result.chance_r1)} test clips)")
+    lines.append(
+        f"MRV (mean rank variance across languages, lower is more consistent): {result.metrics.get('MRV', float('nan')):.2f}"
+    )
+    lines.append(
+        f"Chance level: T2A R@1 = {100 * result.chance_r1:.1f}% ({round(1 / result.chance_r1)} test clips)"
+    )
     return "\n".join(lines)

@@ -141,11 +141,15 @@ def _encoder_only(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def _pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str, pooler_output: Any) -> torch.Tensor:
+def _pool(
+    hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str, pooler_output: Any
+) -> torch.Tensor:
     """``(batch, seq, hidden)`` → ``(batch, hidden)`` by masked mean, first token, or the backbone's pooler."""
     if pooling == "pooler":
         if pooler_output is None:
-            raise ValueError("pooling='pooler' but this backbone returns no `pooler_output`; use 'mean' or 'cls'.")
+            raise ValueError(
+                "pooling='pooler' but this backbone returns no `pooler_output`; use 'mean' or 'cls'."
+            )
         return pooler_output
     if pooling == "cls":
         return hidden_states[:, 0]
@@ -224,7 +228,9 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             if value is not None
         }
         if "input_values" not in audio_inputs and "input_features" not in audio_inputs:
-            raise ValueError("get_audio_features needs `input_values` or `input_features` from the feature extractor.")
+            raise ValueError(
+                "get_audio_features needs `input_values` or `input_features` from the feature extractor."
+            )
         backbone_output = self.audio_model(**audio_inputs, return_dict=True)
         pooled = _pool(
             backbone_output.last_hidden_state,
@@ -321,8 +327,12 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         (e.g. ``audio_revision="main"``); the others (``projection_dim``, ``scoring``, ``objective``, ...)
         to :class:`AtrConfig`.
         """
-        audio_kwargs = {key[len("audio_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("audio_")}
-        text_kwargs = {key[len("text_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("text_")}
+        audio_kwargs = {
+            key[len("audio_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("audio_")
+        }
+        text_kwargs = {
+            key[len("text_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("text_")
+        }
         audio_model = _encoder_only(AutoModel.from_pretrained(audio_model_name_or_path, **audio_kwargs))
         text_model = AutoModel.from_pretrained(text_model_name_or_path, **text_kwargs)
         config = AtrConfig(audio_config=audio_model.config, text_config=text_model.config, **kwargs)

@@ -98,11 +98,15 @@ class AtrProcessor(ProcessorMixin):
             )
         return BatchFeature(encoding, tensor_type=return_tensors)
 
-    def _featurize(self, audio: Any, sampling_rate: int | None, return_tensors: str | None, **kwargs: Any) -> dict:
+    def _featurize(
+        self, audio: Any, sampling_rate: int | None, return_tensors: str | None, **kwargs: Any
+    ) -> dict:
         single_clip = isinstance(audio, (str, dict)) or (isinstance(audio, np.ndarray) and audio.ndim == 1)
         clips = [audio] if single_clip else list(audio)
         arrays = [
-            decode_audio({"array": clip, "sampling_rate": sampling_rate or self.sampling_rate}, self.sampling_rate)
+            decode_audio(
+                {"array": clip, "sampling_rate": sampling_rate or self.sampling_rate}, self.sampling_rate
+            )
             if isinstance(clip, np.ndarray)
             else decode_audio(clip, self.sampling_rate)
             for clip in clips
@@ -149,7 +153,9 @@ class AtrProcessor(ProcessorMixin):
         )
 
 
-def audio_batch(processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
+def audio_batch(
+    processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]
+) -> dict[str, Any]:
     """Audio model inputs for ``rows``: their precomputed features stacked, or raw ``audio`` featurised now."""
     feature_name = next((name for name in AUDIO_INPUT_NAMES if name in rows[0]), None)
     if feature_name is None:
@@ -181,7 +187,9 @@ def stack_feature(values: Sequence[Any], name: str, audio_ids: Sequence[str]) ->
         )
     stacked = np.stack(arrays)
     # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
-    return torch.from_numpy(stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked)
+    return torch.from_numpy(
+        stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked
+    )
 
 
 def register_auto_processor() -> None:

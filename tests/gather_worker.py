@@ -20,7 +20,11 @@ def gather_worker(rank: int, world_size: int, port: int, results) -> None:
         weights = torch.arange(1, gathered.shape[0] + 1, dtype=torch.float32)[:, None]
         (gathered * weights).sum().backward()
         metadata = gather_batch_metadata(
-            {"audio_ids": [f"r{rank}c{i}" for i in range(rows)], "caption_indices": torch.arange(rows), "k": 2}
+            {
+                "audio_ids": [f"r{rank}c{i}" for i in range(rows)],
+                "caption_indices": torch.arange(rows),
+                "k": 2,
+            }
         )
         results[rank] = {
             "distributed": is_distributed(),

@@ -31,7 +31,10 @@ def test_subconfigs_from_dicts_resolve_any_model_type():
         ({"scoring": "dot"}, "`scoring` must be one of ('cosine', 'euclidean', 'mahalanobis')"),
         ({"audio_pooling": "max"}, "`audio_pooling` must be one of ('mean', 'cls', 'pooler')"),
         ({"projection_dim": 0}, "`projection_dim` must be a positive integer"),
-        ({"objective": {"name": "nope"}}, "Unknown objective 'nope'. Registered objectives: ask, cacl, contrastive, dart, iot"),
+        (
+            {"objective": {"name": "nope"}},
+            "Unknown objective 'nope'. Registered objectives: ask, cacl, contrastive, dart, iot",
+        ),
         ({"objective": {"temperature": 0.1}}, "must be a dict with a 'name' key"),
         ({"objective": {"name": "triplet", "margn": 0.1}}, "unknown hyperparameter(s) ['margn']; it accepts"),
     ],

@@ -97,7 +97,9 @@ def test_from_audio_text_pretrained_combines_saved_backbones(tmp_path, processor
 
 
 def _brute_force_distance(x, y, metric):
-    return torch.tensor([[float(torch.sqrt((a - b) @ metric @ (a - b))) for b in y] for a in x], dtype=x.dtype)
+    return torch.tensor(
+        [[float(torch.sqrt((a - b) @ metric @ (a - b))) for b in y] for a in x], dtype=x.dtype
+    )
 
 
 @pytest.mark.parametrize("kind", ["cosine", "euclidean", "mahalanobis"])
@@ -154,4 +156,6 @@ def test_transform_turns_the_metric_into_euclidean_geometry():
     with torch.no_grad():
         head.metric_matrix.copy_(factor @ factor.T)
     x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4, dtype=torch.float64)
-    torch.testing.assert_close(torch.cdist(head.transform(x), head.transform(y)), head.distance(x, y).detach())
+    torch.testing.assert_close(
+        torch.cdist(head.transform(x), head.transform(y)), head.distance(x, y).detach()
+    )

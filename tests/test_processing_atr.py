@@ -43,7 +43,9 @@ def test_schema_values_paths_and_bytes_decode_alike(tmp_path):
     path = tmp_path / "clip.wav"
     soundfile.write(path, waveform, SAMPLING_RATE, subtype="FLOAT")
     from_path = processor(audio=[str(path)])["input_values"]
-    from_bytes = processor(audio=[{"bytes": encode_wav(waveform, SAMPLING_RATE, subtype="FLOAT"), "path": None}])
+    from_bytes = processor(
+        audio=[{"bytes": encode_wav(waveform, SAMPLING_RATE, subtype="FLOAT"), "path": None}]
+    )
     np.testing.assert_allclose(from_bytes["input_values"].numpy(), from_path.numpy(), atol=1e-5)
 
 
@@ -72,7 +74,10 @@ def test_tokenizer_knows_real_words():
 def test_extract_audio_features_runs_once_with_dataset_map():
     processor = make_processor()
     dataset = Dataset.from_dict(
-        {"audio_id": ["a", "b", "c"], "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(3)]}
+        {
+            "audio_id": ["a", "b", "c"],
+            "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(3)],
+        }
     )
     features = processor.extract_audio_features(dataset, batch_size=2)
     assert "audio" not in features.column_names
@@ -84,10 +89,14 @@ def test_extract_audio_features_runs_once_with_dataset_map():
 def test_save_and_load_through_autoprocessor(tmp_path):
     processor = make_processor()
     processor.save_pretrained(tmp_path)
-    AtrConfig(text_config={"model_type": "bert", "vocab_size": len(processor.tokenizer)}).save_pretrained(tmp_path)
+    AtrConfig(text_config={"model_type": "bert", "vocab_size": len(processor.tokenizer)}).save_pretrained(
+        tmp_path
+    )
     loaded = AutoProcessor.from_pretrained(tmp_path)
     assert isinstance(loaded, AtrProcessor)
     caption = "a dog barks then a beep"
     assert loaded(text=[caption])["input_ids"].tolist() == processor(text=[caption])["input_ids"].tolist()
     waveforms = random_waveforms(1)
-    np.testing.assert_allclose(loaded(audio=waveforms)["input_values"], processor(audio=waveforms)["input_values"])
+    np.testing.assert_allclose(
+        loaded(audio=waveforms)["input_values"], processor(audio=waveforms)["input_values"]
+    )

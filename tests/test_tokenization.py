@@ -8,7 +8,13 @@ from transformers import AutoTokenizer
 
 from hf_atr.tokenization import SPECIAL_TOKENS, train_caption_tokenizer
 
-CAPTIONS = ["A dog barks loudly.", "Un chien aboie fort.", "狗在叫。", "犬が吠える。", "Ein Hund bellt, dann Stille."] * 3
+CAPTIONS = [
+    "A dog barks loudly.",
+    "Un chien aboie fort.",
+    "狗在叫。",
+    "犬が吠える。",
+    "Ein Hund bellt, dann Stille.",
+] * 3
 
 
 def test_frequent_words_are_whole_tokens_and_rare_words_fall_back_to_characters():
@@ -30,8 +36,10 @@ def test_ids_are_identical_across_processes():
         "from hf_atr.tokenization import train_caption_tokenizer;"
         f"print(sorted(train_caption_tokenizer({CAPTIONS!r}, vocab_size=60).get_vocab().items()))"
     )
-    outputs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-               for _ in range(2)}
+    outputs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    }
     assert len(outputs) == 1
 
 

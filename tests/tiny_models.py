@@ -1,6 +1,5 @@
 """Tiny random-init backbones from real transformers config classes, as transformers' own tests build them."""
 
-
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +20,37 @@ from hf_atr.tokenization import train_caption_tokenizer
 
 SAMPLING_RATE = 16000
 CLIP_SECONDS = 1.0
-WORDS = ["a", "dog", "barks", "loudly", "while", "birds", "sing", "then", "a", "car", "passes", "quietly", "siren", "wails", "beep", "tone", "high", "low", "noise", "click", "buzz", "chirp", "rising", "falling", "followed", "by", "together", "with", "silence"]
+WORDS = [
+    "a",
+    "dog",
+    "barks",
+    "loudly",
+    "while",
+    "birds",
+    "sing",
+    "then",
+    "a",
+    "car",
+    "passes",
+    "quietly",
+    "siren",
+    "wails",
+    "beep",
+    "tone",
+    "high",
+    "low",
+    "noise",
+    "click",
+    "buzz",
+    "chirp",
+    "rising",
+    "falling",
+    "followed",
+    "by",
+    "together",
+    "with",
+    "silence",
+]
 
 
 def tiny_tokenizer():
@@ -32,25 +61,50 @@ def tiny_tokenizer():
 def tiny_feature_extractor(audio_family: str):
     if audio_family == "ast":
         return ASTFeatureExtractor(sampling_rate=SAMPLING_RATE, num_mel_bins=32, max_length=100)
-    return WhisperFeatureExtractor(feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=1, hop_length=160)
+    return WhisperFeatureExtractor(
+        feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=1, hop_length=160
+    )
 
 
 def tiny_audio_config(audio_family: str):
     if audio_family == "ast":
         return ASTConfig(
-            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            num_mel_bins=32, max_length=100, frequency_stride=16, time_stride=16,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            num_mel_bins=32,
+            max_length=100,
+            frequency_stride=16,
+            time_stride=16,
         )
     return WhisperConfig(
-        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=32, max_source_positions=50, vocab_size=64,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_mel_bins=32,
+        max_source_positions=50,
+        vocab_size=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
     )
 
 
 def tiny_text_config(text_family: str, vocab_size: int):
-    common = dict(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=80)
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=80,
+    )
     if text_family == "bert":
         return BertConfig(**common)
     return XLMRobertaConfig(**common, pad_token_id=0)
@@ -81,7 +135,9 @@ def make_model(
 
 def random_waveforms(count: int, seed: int = 0, seconds: float = CLIP_SECONDS) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [(0.1 * rng.standard_normal(int(SAMPLING_RATE * seconds))).astype(np.float32) for _ in range(count)]
+    return [
+        (0.1 * rng.standard_normal(int(SAMPLING_RATE * seconds))).astype(np.float32) for _ in range(count)
+    ]
 
 
 WORD_CLASSES = ["dog", "siren", "beep", "birds", "car", "buzz", "chirp", "click"]

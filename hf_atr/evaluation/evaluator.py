@@ -42,13 +42,17 @@ def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> Capti
     columns = ["captions"] + (["translations"] if any(lang != ENGLISH for lang in languages) else [])
     missing_columns = [column for column in columns if column not in dataset.column_names]
     if missing_columns:
-        raise ValueError(f"Evaluation set lacks column(s) {missing_columns} needed for languages {languages}.")
+        raise ValueError(
+            f"Evaluation set lacks column(s) {missing_columns} needed for languages {languages}."
+        )
     rows = dataset.select_columns(columns)
     slots_per_clip = max((len(captions) for captions in rows["captions"]), default=0)
     captions, text_to_audio, caption_languages, caption_groups = [], [], [], []
     for clip_index, row in enumerate(rows):
         for language in languages:
-            clip_captions = row["captions"] if language == ENGLISH else (row["translations"] or {}).get(language)
+            clip_captions = (
+                row["captions"] if language == ENGLISH else (row["translations"] or {}).get(language)
+            )
             for slot, caption in enumerate(clip_captions or []):
                 if not isinstance(caption, str) or not caption.strip():
                     raise ValueError(f"Clip {clip_index}: {language} caption {slot} is empty ({caption!r}).")
@@ -56,7 +60,9 @@ def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> Capti
                 text_to_audio.append(clip_index)
                 caption_languages.append(language)
                 caption_groups.append(clip_index * slots_per_clip + slot)
-    return CaptionTable(captions, torch.tensor(text_to_audio), caption_languages, torch.tensor(caption_groups))
+    return CaptionTable(
+        captions, torch.tensor(text_to_audio), caption_languages, torch.tensor(caption_groups)
+    )
 
 
 @torch.no_grad()
@@ -88,7 +94,9 @@ def encode_text(
     model.eval()
     device = next(model.parameters()).device
     chunks = []
-    for start in tqdm(range(0, len(captions), batch_size), desc="Encoding captions", disable=not show_progress):
+    for start in tqdm(
+        range(0, len(captions), batch_size), desc="Encoding captions", disable=not show_progress
+    ):
         tokens = processor(text=list(captions[start : start + batch_size]), return_tensors="pt")
         chunks.append(model.get_text_features(**{k: v.to(device) for k, v in tokens.items()}).float().cpu())
     return torch.cat(chunks)
@@ -179,7 +187,11 @@ class RetrievalEvaluator:
             model, self.processor, self.dataset, batch_size=self.batch_size, show_progress=self.show_progress
         )
         text_embeds = encode_text(
-            model, self.processor, self.table.captions, batch_size=4 * self.batch_size, show_progress=self.show_progress
+            model,
+            self.processor,
+            self.table.captions,
+            batch_size=4 * self.batch_size,
+            show_progress=self.show_progress,
         )
         model.train(was_training)
         multilingual = self.languages is not None and len(self.languages) > 1
@@ -199,4 +211,3 @@ class RetrievalEvaluator:
                 score_fn=score_fn,
                 **metadata,
             )
-

@@ -8,7 +8,9 @@ from typing import Any
 import torch
 
 
-def same_clip_mask(audio_ids: Sequence[str] | None, batch_size: int, device: torch.device | None = None) -> torch.Tensor:
+def same_clip_mask(
+    audio_ids: Sequence[str] | None, batch_size: int, device: torch.device | None = None
+) -> torch.Tensor:
     """``(batch, batch)`` boolean matrix, True where rows i and j hold the same clip (diagonal included).
 
     Without ``audio_ids`` every row is its own clip (the identity). Duplicate clips in a batch
@@ -17,7 +19,9 @@ def same_clip_mask(audio_ids: Sequence[str] | None, batch_size: int, device: tor
     if audio_ids is None:
         return torch.eye(batch_size, dtype=torch.bool, device=device)
     if len(audio_ids) != batch_size:
-        raise ValueError(f"batch['audio_ids'] has {len(audio_ids)} entries but the batch has {batch_size} rows.")
+        raise ValueError(
+            f"batch['audio_ids'] has {len(audio_ids)} entries but the batch has {batch_size} rows."
+        )
     codes = {audio_id: code for code, audio_id in enumerate(dict.fromkeys(audio_ids))}
     clip_codes = torch.tensor([codes[audio_id] for audio_id in audio_ids], device=device)
     return clip_codes[:, None] == clip_codes[None, :]

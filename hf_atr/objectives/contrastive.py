@@ -14,7 +14,9 @@ from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .registry import Objective, ObjectiveOutput, register_objective
 
 
-def pair_similarity(audio_embeds: torch.Tensor, text_embeds: torch.Tensor, model: nn.Module | None) -> torch.Tensor:
+def pair_similarity(
+    audio_embeds: torch.Tensor, text_embeds: torch.Tensor, model: nn.Module | None
+) -> torch.Tensor:
     """``(n_text, n_audio)`` unscaled similarity from the model's scoring head, or the inner product without a model."""
     if model is not None:
         return model.scoring_head.similarity(text_embeds, audio_embeds)
@@ -48,8 +50,12 @@ class ContrastiveObjective(Objective):
 
     def __init__(self, temperature: float | None = None) -> None:
         super().__init__()
-        if temperature is not None and not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
-            raise ValueError(f"contrastive: `temperature` must be a positive number or None, got {temperature!r}.")
+        if temperature is not None and not (
+            isinstance(temperature, (int, float)) and 0 < temperature < math.inf
+        ):
+            raise ValueError(
+                f"contrastive: `temperature` must be a positive number or None, got {temperature!r}."
+            )
         self.temperature = temperature
 
     def logit_scale(self, model: nn.Module | None) -> torch.Tensor | float:

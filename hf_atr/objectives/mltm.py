@@ -152,7 +152,9 @@ class InverseOTObjective(Objective):
         self.reg = check_reg(reg, objective_name)
         check_solver_options(max_iter, tol, objective_name)
         if grad_mode not in self.grad_modes:
-            raise ValueError(f"{objective_name}: `grad_mode` must be one of {self.grad_modes}, got {grad_mode!r}.")
+            raise ValueError(
+                f"{objective_name}: `grad_mode` must be one of {self.grad_modes}, got {grad_mode!r}."
+            )
         self.max_iter = max_iter
         self.tol = float(tol)
         self.grad_mode = grad_mode

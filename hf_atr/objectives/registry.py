@@ -80,7 +80,9 @@ def register_objective(name: str) -> Callable[[type[Objective]], type[Objective]
 
     def decorator(objective_class: type[Objective]) -> type[Objective]:
         if not (inspect.isclass(objective_class) and issubclass(objective_class, Objective)):
-            raise TypeError(f"@register_objective({name!r}) must decorate an Objective subclass, got {objective_class!r}")
+            raise TypeError(
+                f"@register_objective({name!r}) must decorate an Objective subclass, got {objective_class!r}"
+            )
         existing = _REGISTRY.get(name)
         if existing is not None and existing is not objective_class:
             raise ValueError(
@@ -115,7 +117,9 @@ def get_objective_class(name: str) -> type[Objective]:
     """The class registered under ``name``; a :class:`KeyError` lists the registered names."""
     _load_entry_points()
     if name not in _REGISTRY:
-        raise KeyError(f"Unknown objective {name!r}. Registered objectives: {', '.join(available_objectives())}.")
+        raise KeyError(
+            f"Unknown objective {name!r}. Registered objectives: {', '.join(available_objectives())}."
+        )
     return _REGISTRY[name]
 
 

@@ -53,8 +53,12 @@ class TripletObjective(Objective):
         similarity = pair_similarity(audio_embeds, text_embeds, model)
         positive = similarity.diagonal()
         not_negative = same_clip_mask(batch_audio_ids(batch), batch_size, similarity.device)
-        text_anchor_cost = (self.margin + similarity - positive[:, None]).clamp(min=0).masked_fill(not_negative, 0.0)
-        audio_anchor_cost = (self.margin + similarity - positive[None, :]).clamp(min=0).masked_fill(not_negative, 0.0)
+        text_anchor_cost = (
+            (self.margin + similarity - positive[:, None]).clamp(min=0).masked_fill(not_negative, 0.0)
+        )
+        audio_anchor_cost = (
+            (self.margin + similarity - positive[None, :]).clamp(min=0).masked_fill(not_negative, 0.0)
+        )
         if self.max_violation:
             text_anchor_loss = text_anchor_cost.max(dim=1).values
             audio_anchor_loss = audio_anchor_cost.max(dim=0).values

@@ -42,7 +42,9 @@ class AtrDataCollator:
 
     def __post_init__(self) -> None:
         if self.caption_selection not in ("random", "first"):
-            raise ValueError(f"caption_selection must be 'random' or 'first', got {self.caption_selection!r}.")
+            raise ValueError(
+                f"caption_selection must be 'random' or 'first', got {self.caption_selection!r}."
+            )
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if not rows:
@@ -52,7 +54,9 @@ class AtrDataCollator:
         for audio_id, row in zip(audio_ids, rows):
             language = row.get("caption_language", ENGLISH)
             clip_captions = (
-                row.get(self.caption_column) if language == ENGLISH else (row.get("translations") or {}).get(language)
+                row.get(self.caption_column)
+                if language == ENGLISH
+                else (row.get("translations") or {}).get(language)
             )
             if not clip_captions:
                 source = self.caption_column if language == ENGLISH else f"translations[{language!r}]"
@@ -101,13 +105,19 @@ class CaptionPairDataset(torch.utils.data.Dataset):
             raise ValueError(f"{len(empty)} clip(s) have no captions in column 'captions', e.g. {empty[:5]}.")
         foreign = [language for language in self.languages if language != ENGLISH]
         if foreign and "translations" not in clips.column_names:
-            raise ValueError(f"Languages {foreign} were requested but the dataset has no 'translations' column.")
+            raise ValueError(
+                f"Languages {foreign} were requested but the dataset has no 'translations' column."
+            )
         translations = clips["translations"] if foreign else [None] * len(clips)
         pairs = []
         for clip_index, (captions, clip_translations) in enumerate(zip(english, translations)):
             for language_index, language in enumerate(self.languages):
-                language_captions = captions if language == ENGLISH else (clip_translations or {}).get(language)
-                pairs.extend((clip_index, language_index, slot) for slot in range(len(language_captions or [])))
+                language_captions = (
+                    captions if language == ENGLISH else (clip_translations or {}).get(language)
+                )
+                pairs.extend(
+                    (clip_index, language_index, slot) for slot in range(len(language_captions or []))
+                )
         self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)
 
     def __len__(self) -> int:

@@ -60,7 +60,9 @@ def gather_batch_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, (int, float, str)):
             gathered[key] = value
         elif isinstance(value, torch.Tensor):
-            gathered[key] = torch.tensor(gather_objects(value.tolist()), device=value.device, dtype=value.dtype)
+            gathered[key] = torch.tensor(
+                gather_objects(value.tolist()), device=value.device, dtype=value.dtype
+            )
         else:
             gathered[key] = gather_objects(list(value))
     return gathered

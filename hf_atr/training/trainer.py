@@ -35,7 +35,9 @@ class _ObjectiveStepCallback(TrainerCallback):
     def __init__(self, objective: Objective) -> None:
         self.objective = objective
 
-    def on_optimizer_step(self, args: TrainingArguments, state: Any, control: Any, model: Any = None, **kwargs: Any):
+    def on_optimizer_step(
+        self, args: TrainingArguments, state: Any, control: Any, model: Any = None, **kwargs: Any
+    ):
         self.objective.on_optimizer_step(model)
 
 
@@ -133,7 +135,9 @@ class AtrTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
-        metadata = {key: inputs.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in inputs}
+        metadata = {
+            key: inputs.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in inputs
+        }
         outputs = model(**inputs)
         audio_embeds = outputs.audio_embeds
         text_embeds = group_caption_embeds(outputs.text_embeds, audio_embeds.shape[0], metadata)
@@ -168,9 +172,7 @@ class AtrTrainer(Trainer):
     def _handle_non_finite(self, model: Any, problem: str, objective_output: Any) -> torch.Tensor:
         """Raise :class:`NonFiniteLossError`, or with ``skip_non_finite`` return a zero loss and count the skip."""
         terms = "" if objective_output is None else f"; its terms were {objective_output.logs}"
-        message = (
-            f"Non-finite {problem} at step {self.state.global_step} (objective {self.objective.name!r}{terms})."
-        )
+        message = f"Non-finite {problem} at step {self.state.global_step} (objective {self.objective.name!r}{terms})."
         if not self.skip_non_finite:
             raise NonFiniteLossError(
                 f"{message} Lower the learning rate, check this batch's inputs, raise the objective's entropic "
@@ -221,9 +223,13 @@ class AtrTrainer(Trainer):
         super()._save_checkpoint(model, trial)
         if not self.args.should_save:
             return
-        state = {name: tensor.detach().cpu().contiguous() for name, tensor in self.objective.state_dict().items()}
+        state = {
+            name: tensor.detach().cpu().contiguous() for name, tensor in self.objective.state_dict().items()
+        }
         if state:
-            checkpoint_dir = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            checkpoint_dir = os.path.join(
+                self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
+            )
             save_file(state, os.path.join(checkpoint_dir, OBJECTIVE_STATE_NAME))
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:

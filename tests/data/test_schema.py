@@ -16,8 +16,13 @@ def test_all_captions_collects_english_and_present_translations():
 def test_schema_features_and_audio_cast_need_no_decoding():
     features = atr_features(["fra"], with_label=True)
     dataset = Dataset.from_dict(
-        {"audio": [{"bytes": None, "path": "/clips/a.wav"}], "audio_id": ["a"], "captions": [["a dog"]],
-         "translations": [{"fra": ["un chien"]}], "label": ["dog"]},
+        {
+            "audio": [{"bytes": None, "path": "/clips/a.wav"}],
+            "audio_id": ["a"],
+            "captions": [["a dog"]],
+            "translations": [{"fra": ["un chien"]}],
+            "label": ["dog"],
+        },
         features=features,
     )
     row = finalize_audio_column(dataset)[0]

@@ -24,7 +24,13 @@ def _clips(n=6, seed=0):
         {
             "audio_id": [f"c{i}" for i in range(n)],
             "captions": [[f"a dog barks {i}", f"a siren wails {i}"] for i in range(n)],
-            "translations": [{"fra": [f"un chien {i}", f"une sirène {i}"], "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"]} for i in range(n)],
+            "translations": [
+                {
+                    "fra": [f"un chien {i}", f"une sirène {i}"],
+                    "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"],
+                }
+                for i in range(n)
+            ],
             "input_values": [rng.standard_normal((100, 32)).astype(np.float32) for _ in range(n)],
         }
     )
@@ -32,9 +38,18 @@ def _clips(n=6, seed=0):
 
 def test_caption_table_flattens_languages_and_skips_missing_translations():
     table = caption_table(_clips(3), ["eng", "deu"])
-    assert table.captions == ["a dog barks 0", "a siren wails 0", "ein Hund 0", "eine Sirene 0",
-                              "a dog barks 1", "a siren wails 1", "ein Hund 1", "eine Sirene 1",
-                              "a dog barks 2", "a siren wails 2"]
+    assert table.captions == [
+        "a dog barks 0",
+        "a siren wails 0",
+        "ein Hund 0",
+        "eine Sirene 0",
+        "a dog barks 1",
+        "a siren wails 1",
+        "ein Hund 1",
+        "eine Sirene 1",
+        "a dog barks 2",
+        "a siren wails 2",
+    ]
     assert table.text_to_audio.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert table.languages == ["eng", "eng", "deu", "deu"] * 2 + ["eng", "eng"]
     assert table.caption_groups.tolist() == [0, 1, 0, 1, 2, 3, 2, 3, 4, 5]
@@ -57,7 +72,9 @@ def test_evaluator_equals_metrics_on_directly_encoded_embeddings(scoring):
     audio = encode_audio(model, processor, clips)
     text = encode_text(model, processor, table.captions)
     expected = retrieval_metrics(
-        head_similarity(model)(text, audio), table.text_to_audio, languages=table.languages,
+        head_similarity(model)(text, audio),
+        table.text_to_audio,
+        languages=table.languages,
         caption_groups=table.caption_groups,
     )
     assert metrics == pytest.approx(expected)
@@ -74,8 +91,15 @@ def test_ot_plan_scores_are_the_log_of_pots_plan_per_language():
     scores = ot_plan_scores(model, text, audio, table.languages, reg=0.05)
     english = [index for index, language in enumerate(table.languages) if language == "eng"]
     cost = model.scoring_head.distance(text[english], audio).detach().double().numpy()
-    plan = ot.sinkhorn(np.full(len(english), 1 / len(english)), np.full(6, 1 / 6), cost, 0.05,
-                       method="sinkhorn_log", stopThr=1e-9, numItermax=100000)
+    plan = ot.sinkhorn(
+        np.full(len(english), 1 / len(english)),
+        np.full(6, 1 / 6),
+        cost,
+        0.05,
+        method="sinkhorn_log",
+        stopThr=1e-9,
+        numItermax=100000,
+    )
     np.testing.assert_allclose(np.exp(scores[english].double().numpy()), plan, rtol=1e-3, atol=1e-7)
 
 

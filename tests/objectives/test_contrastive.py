@@ -15,7 +15,11 @@ def _brute_force_nt_xent(audio, text, audio_ids, scale):
     total = 0.0
     for i in range(n):
         for anchor, candidates in ((text[i], audio), (audio[i], text)):
-            logits = [scale * float(anchor @ candidates[j]) for j in range(n) if j == i or audio_ids[j] != audio_ids[i]]
+            logits = [
+                scale * float(anchor @ candidates[j])
+                for j in range(n)
+                if j == i or audio_ids[j] != audio_ids[i]
+            ]
             positive = scale * float(anchor @ candidates[i])
             total += -(positive - math.log(sum(math.exp(v) for v in logits)))
     return total / (2 * n)
@@ -48,7 +52,9 @@ def test_learnable_temperature_comes_from_the_model_and_receives_gradient():
     text = torch.nn.functional.normalize(torch.randn(4, 16), dim=-1)
     objective = build_objective({"name": "contrastive"})
     loss = objective(audio, text, model=model).loss
-    expected = _brute_force_nt_xent(audio.double(), text.double(), list("abcd"), math.exp(model.config.logit_scale_init))
+    expected = _brute_force_nt_xent(
+        audio.double(), text.double(), list("abcd"), math.exp(model.config.logit_scale_init)
+    )
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     loss.backward()
     assert model.scoring_head.logit_scale.grad is not None

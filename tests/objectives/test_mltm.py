@@ -378,7 +378,9 @@ def test_partial_default_gradient_matches_unrolled_autograd():
     gradients = {}
     for grad_mode in ("implicit", "autograd"):
         variable = audio.clone().requires_grad_()
-        objective = PartialInverseOTObjective(reg=0.1, mass=0.8, grad_mode=grad_mode, tol=1e-12, max_iter=20_000)
+        objective = PartialInverseOTObjective(
+            reg=0.1, mass=0.8, grad_mode=grad_mode, tol=1e-12, max_iter=20_000
+        )
         objective(variable, text).loss.backward()
         gradients[grad_mode] = variable.grad
     assert PartialInverseOTObjective().grad_mode == "implicit"

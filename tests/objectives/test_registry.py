@@ -32,12 +32,16 @@ def test_build_from_dict_and_from_config_like_object():
 
 
 def test_unknown_name_lists_the_registered_objectives():
-    with pytest.raises(ValueError, match=r"Unknown objective 'ntxent'\. Registered objectives: .*contrastive.*triplet"):
+    with pytest.raises(
+        ValueError, match=r"Unknown objective 'ntxent'\. Registered objectives: .*contrastive.*triplet"
+    ):
         build_objective({"name": "ntxent"})
 
 
 def test_unknown_hyperparameter_lists_the_accepted_ones():
-    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['temp'\]; it accepts \['temperature'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown hyperparameter\(s\) \['temp'\]; it accepts \['temperature'\]"
+    ):
         build_objective({"name": "contrastive", "temp": 0.1})
 
 
@@ -70,7 +74,9 @@ def test_entry_point_plugins_are_discovered(monkeypatch):
         name="pairwise_mse", value=f"{__name__}:_ConstantObjective", group=registry.ENTRY_POINT_GROUP
     )
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [plugin] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [plugin] if group == registry.ENTRY_POINT_GROUP else []
+    )
     try:
         assert "pairwise_mse" in available_objectives()
         objective = build_objective({"name": "pairwise_mse"})

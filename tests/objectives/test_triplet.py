@@ -27,7 +27,9 @@ def test_matches_brute_force(max_violation, audio_ids):
     text = torch.nn.functional.normalize(torch.randn(6, 8, dtype=torch.float64), dim=-1)
     objective = build_objective({"name": "triplet", "margin": 0.3, "max_violation": max_violation})
     loss = objective(audio, text, batch={"audio_ids": audio_ids}).loss
-    assert loss.item() == pytest.approx(_brute_force_triplet(audio, text, audio_ids, 0.3, max_violation), rel=1e-10)
+    assert loss.item() == pytest.approx(
+        _brute_force_triplet(audio, text, audio_ids, 0.3, max_violation), rel=1e-10
+    )
 
 
 def test_zero_when_every_positive_beats_every_negative_by_the_margin():

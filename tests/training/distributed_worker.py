@@ -30,8 +30,12 @@ def main() -> None:
     trainer = AtrTrainer(
         model=model,
         args=training_args(
-            Path(out_path).parent / "trainer", per_device_train_batch_size=per_device_batch, max_steps=4,
-            logging_steps=1, dataloader_drop_last=True, use_cpu=device == "cpu",
+            Path(out_path).parent / "trainer",
+            per_device_train_batch_size=per_device_batch,
+            max_steps=4,
+            logging_steps=1,
+            dataloader_drop_last=True,
+            use_cpu=device == "cpu",
         ),
         train_dataset=feature_dataset(64),
         processing_class=processor,
@@ -50,7 +54,14 @@ def main() -> None:
         parameters = {name: tensor.double().sum().item() for name, tensor in model.state_dict().items()}
         state = {name: tensor.tolist() for name, tensor in trainer.objective.state_dict().items()}
         Path(out_path).write_text(
-            json.dumps({"losses": losses, "parameters": parameters, "objective_state": state, "batches": seen_batches})
+            json.dumps(
+                {
+                    "losses": losses,
+                    "parameters": parameters,
+                    "objective_state": state,
+                    "batches": seen_batches,
+                }
+            )
         )
     if torch.distributed.is_initialized():
         reliability = trainer.objective.state_dict()

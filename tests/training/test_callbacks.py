@@ -208,4 +208,6 @@ def test_resume_continues_with_the_checkpointed_base_and_matches_an_uninterrupte
     for name, tensor in full_objective.knowledge_base.tensors.items():
         torch.testing.assert_close(resumed_objective.knowledge_base.tensors[name], tensor)
     for (name, expected), actual in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
-        torch.testing.assert_close(actual, expected, msg=lambda m, name=name: f"{name} differs after resume: {m}")
+        torch.testing.assert_close(
+            actual, expected, msg=lambda m, name=name: f"{name} differs after resume: {m}"
+        )

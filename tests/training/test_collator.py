@@ -52,8 +52,10 @@ def test_random_selection_draws_from_the_torch_generator():
 
 def test_raw_audio_rows_are_featurised_on_the_fly():
     processor = make_processor()
-    rows = [{"audio_id": "a", "captions": ["a beep"], "audio": {"array": w, "sampling_rate": 16000}}
-            for w in random_waveforms(2)]
+    rows = [
+        {"audio_id": "a", "captions": ["a beep"], "audio": {"array": w, "sampling_rate": 16000}}
+        for w in random_waveforms(2)
+    ]
     batch = AtrDataCollator(processor)(rows)
     assert batch["input_values"].shape == (2, 100, 32)
 
@@ -89,7 +91,11 @@ def test_caption_pair_dataset_enumerates_every_caption_once():
     pairs = CaptionPairDataset(clips)
     assert len(pairs) == 5
     assert [(pairs[i]["audio_id"], pairs[i]["captions"][pairs[i]["caption_index"]]) for i in range(5)] == [
-        ("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2"), ("b", "b3"),
+        ("a", "a1"),
+        ("a", "a2"),
+        ("b", "b1"),
+        ("b", "b2"),
+        ("b", "b3"),
     ]
 
 
@@ -114,7 +120,10 @@ def test_caption_pair_dataset_enumerates_translations_and_skips_missing_ones():
     )
     pairs = CaptionPairDataset(clips, languages=["eng", "fra", "deu"])
     assert [(pairs[i]["audio_id"], pairs[i]["caption_language"]) for i in range(len(pairs))] == [
-        ("a", "eng"), ("a", "fra"), ("b", "eng"), ("b", "deu"),
+        ("a", "eng"),
+        ("a", "fra"),
+        ("b", "eng"),
+        ("b", "deu"),
     ]
     processor = make_processor()
     batch = AtrDataCollator(processor)([dict(pairs[i], input_values=np.zeros((100, 32))) for i in range(4)])
@@ -125,5 +134,7 @@ def test_caption_pair_dataset_enumerates_translations_and_skips_missing_ones():
 
 def test_caption_pair_dataset_needs_translations_for_other_languages():
     clips = Dataset.from_dict({"audio_id": ["a"], "captions": [["a1"]]})
-    with pytest.raises(ValueError, match=r"Languages \['fra'\] were requested but the dataset has no 'translations'"):
+    with pytest.raises(
+        ValueError, match=r"Languages \['fra'\] were requested but the dataset has no 'translations'"
+    ):
         CaptionPairDataset(clips, languages=["eng", "fra"])

@@ -30,7 +30,9 @@ def test_training_lowers_the_loss_and_logs_objective_terms(tmp_path):
     processor = make_processor()
     model = make_model(processor=processor)
     trainer = AtrTrainer(
-        model=model, args=training_args(tmp_path, max_steps=24), train_dataset=feature_dataset(64),
+        model=model,
+        args=training_args(tmp_path, max_steps=24),
+        train_dataset=feature_dataset(64),
         processing_class=processor,
     )
     trainer.train()
@@ -43,7 +45,9 @@ def test_training_lowers_the_loss_and_logs_objective_terms(tmp_path):
 def test_evaluate_reports_retrieval_metrics(tmp_path):
     processor = make_processor()
     trainer = AtrTrainer(
-        model=make_model(processor=processor), args=training_args(tmp_path), processing_class=processor,
+        model=make_model(processor=processor),
+        args=training_args(tmp_path),
+        processing_class=processor,
         eval_dataset=feature_dataset(16),
     )
     metrics = trainer.evaluate()
@@ -75,7 +79,9 @@ def test_resume_restores_parameters_and_objective_state(tmp_path):
     for (name, expected), actual in zip(
         uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()
     ):
-        torch.testing.assert_close(actual, expected, msg=lambda m, name=name: f"parameter {name} differs after resume: {m}")
+        torch.testing.assert_close(
+            actual, expected, msg=lambda m, name=name: f"parameter {name} differs after resume: {m}"
+        )
 
 
 def test_resuming_a_stateful_objective_without_its_state_fails(tmp_path):
@@ -140,10 +146,15 @@ def test_non_finite_loss_names_the_step_and_objective(tmp_path):
     objective = ExplodingObjective()
     objective.name = "exploding"
     trainer = AtrTrainer(
-        model=make_model(processor=processor), args=training_args(tmp_path), train_dataset=feature_dataset(16),
-        processing_class=processor, objective=objective,
+        model=make_model(processor=processor),
+        args=training_args(tmp_path),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=objective,
     )
-    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step 0 \(objective 'exploding'; its terms"):
+    with pytest.raises(
+        NonFiniteLossError, match=r"Non-finite loss at step 0 \(objective 'exploding'; its terms"
+    ):
         trainer.train()
 
 
@@ -153,9 +164,14 @@ def test_non_finite_embeddings_are_named(tmp_path):
     with torch.no_grad():
         model.audio_projection.weight.fill_(float("nan"))
     trainer = AtrTrainer(
-        model=model, args=training_args(tmp_path), train_dataset=feature_dataset(16), processing_class=processor,
+        model=model,
+        args=training_args(tmp_path),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
     )
-    with pytest.raises(NonFiniteLossError, match=r"Non-finite audio_embeds at step 0 \(objective 'contrastive'\)"):
+    with pytest.raises(
+        NonFiniteLossError, match=r"Non-finite audio_embeds at step 0 \(objective 'contrastive'\)"
+    ):
         trainer.train()
 
 
@@ -166,12 +182,19 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
     objective.name = "exploding"
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     trainer = AtrTrainer(
-        model=model, args=training_args(tmp_path, max_steps=4, logging_steps=2, optim="sgd", weight_decay=0.0),
-        train_dataset=feature_dataset(16), processing_class=processor, objective=objective, skip_non_finite=True,
+        model=model,
+        args=training_args(tmp_path, max_steps=4, logging_steps=2, optim="sgd", weight_decay=0.0),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=objective,
+        skip_non_finite=True,
     )
     trainer.train()
     assert trainer.skipped_non_finite_steps == 4
-    assert [entry["skipped_non_finite_steps"] for entry in trainer.state.log_history if "loss" in entry] == [2, 4]
+    assert [entry["skipped_non_finite_steps"] for entry in trainer.state.log_history if "loss" in entry] == [
+        2,
+        4,
+    ]
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(tensor, before[name], msg=f"{name} changed in a skipped step")
 
@@ -213,8 +236,10 @@ def test_a_few_dozen_steps_beat_chance_on_retrieval(tmp_path):
 def test_saved_model_gets_a_card_with_the_training_run(tmp_path):
     processor = make_processor()
     trainer = AtrTrainer(
-        model=make_model(processor=processor), args=training_args(tmp_path, max_steps=4),
-        train_dataset=feature_dataset(16), processing_class=processor,
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=4),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
     )
     trainer.train()
     trainer.save_model(tmp_path / "final")
@@ -233,8 +258,12 @@ class LearnableMarginObjective(Objective):
 
 def test_objective_parameters_outside_the_optimizer_are_refused(tmp_path):
     processor = make_processor()
-    with pytest.raises(ValueError, match=r"has trainable parameters \['margin'\], which the Trainer's optimizer"):
+    with pytest.raises(
+        ValueError, match=r"has trainable parameters \['margin'\], which the Trainer's optimizer"
+    ):
         AtrTrainer(
-            model=make_model(processor=processor), args=training_args(tmp_path), processing_class=processor,
+            model=make_model(processor=processor),
+            args=training_args(tmp_path),
+            processing_class=processor,
             objective=LearnableMarginObjective(),
         )
