@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 
 from hf_atr.objectives.registry import objective_parameters
 
-TEMPLATE_PATH = Path(__file__).resolve().parent.parent / "model_cards" / "atr_model_card.md"
+TEMPLATE_PATH = Path(__file__).resolve().parent / "model_cards" / "atr_model_card.md"
 CARD_DATA_ATTRIBUTE = "model_card_data"
 """Attribute of the model where :class:`ModelCardCallback` keeps what it collected."""
 DEFAULT_LICENSE = "apache-2.0"
