@@ -14,7 +14,8 @@ One row per audio clip:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from datasets import Audio, Dataset, Features, List, Value
 
@@ -48,6 +49,18 @@ def atr_features(translation_languages: Iterable[str] = (), with_label: bool = F
 def finalize_audio_column(dataset: Dataset) -> Dataset:
     """Turn the ``{"bytes", "path"}`` struct column into ``Audio(decode=False)`` (an Arrow-level cast)."""
     return dataset.cast_column("audio", Audio(decode=False))
+
+
+def captions_in_language(
+    row: Mapping[str, Any], language: str, english_column: str = "captions"
+) -> list[str] | None:
+    """A row's captions in ``language``: ``captions`` for English, else ``translations[language]``.
+
+    None (or an empty list) when the clip has no captions in that language.
+    """
+    if language == ENGLISH:
+        return row.get(english_column)
+    return (row.get("translations") or {}).get(language)
 
 
 def all_captions(dataset: Dataset) -> list[str]:

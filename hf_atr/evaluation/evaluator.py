@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..data.schema import ENGLISH
+from ..data.schema import ENGLISH, captions_in_language
 from ..objectives.ot import sinkhorn_log_plan
 from ..processing_atr import AtrProcessor, audio_batch
 from .retrieval import retrieval_metrics, retrieval_metrics_from_embeddings
@@ -50,10 +50,7 @@ def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> Capti
     captions, text_to_audio, caption_languages, caption_groups = [], [], [], []
     for clip_index, row in enumerate(rows):
         for language in languages:
-            clip_captions = (
-                row["captions"] if language == ENGLISH else (row["translations"] or {}).get(language)
-            )
-            for slot, caption in enumerate(clip_captions or []):
+            for slot, caption in enumerate(captions_in_language(row, language) or []):
                 if not isinstance(caption, str) or not caption.strip():
                     raise ValueError(f"Clip {clip_index}: {language} caption {slot} is empty ({caption!r}).")
                 captions.append(caption)

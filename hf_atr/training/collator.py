@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.schema import ENGLISH
+from ..data.schema import ENGLISH, captions_in_language
 from ..processing_atr import AtrProcessor, audio_batch
 
 METADATA_KEYS = ("audio_ids", "caption_indices", "languages")
@@ -53,11 +53,7 @@ class AtrDataCollator:
         captions, caption_indices, languages = [], [], []
         for audio_id, row in zip(audio_ids, rows):
             language = row.get("caption_language", ENGLISH)
-            clip_captions = (
-                row.get(self.caption_column)
-                if language == ENGLISH
-                else (row.get("translations") or {}).get(language)
-            )
+            clip_captions = captions_in_language(row, language, self.caption_column)
             if not clip_captions:
                 source = self.caption_column if language == ENGLISH else f"translations[{language!r}]"
                 raise ValueError(f"Clip {audio_id!r} has no captions in {source}.")
@@ -81,6 +77,24 @@ class AtrDataCollator:
         return batch
 
 
+def caption_columns(clips: Any, languages: Sequence[str]) -> tuple[list, list]:
+    """The ``captions`` and ``translations`` columns of a clip dataset, checked for ``languages``.
+
+    Every clip needs English captions; languages other than English need a ``translations`` column
+    (its entries are None when no translation is needed).
+    """
+    ids = clips["audio_id"] if "audio_id" in clips.column_names else list(range(len(clips)))
+    english = clips["captions"]
+    empty = [ids[index] for index, captions in enumerate(english) if not captions]
+    if empty:
+        raise ValueError(f"{len(empty)} clip(s) have no captions in column 'captions', e.g. {empty[:5]}.")
+    foreign = [language for language in languages if language != ENGLISH]
+    if foreign and "translations" not in clips.column_names:
+        raise ValueError(f"Languages {foreign} were requested but the dataset has no 'translations' column.")
+    translations = clips["translations"] if foreign else [None] * len(clips)
+    return english, translations
+
+
 class CaptionPairDataset(torch.utils.data.Dataset):
     """A view of a clip dataset with one item per (clip, language, caption): each is seen once per epoch.
 
@@ -98,26 +112,13 @@ class CaptionPairDataset(torch.utils.data.Dataset):
     def __init__(self, clips: Any, languages: Sequence[str] | None = None) -> None:
         self.clips = clips
         self.languages = list(languages) if languages else [ENGLISH]
-        ids = clips["audio_id"] if "audio_id" in clips.column_names else list(range(len(clips)))
-        english = clips["captions"]
-        empty = [ids[index] for index, captions in enumerate(english) if not captions]
-        if empty:
-            raise ValueError(f"{len(empty)} clip(s) have no captions in column 'captions', e.g. {empty[:5]}.")
-        foreign = [language for language in self.languages if language != ENGLISH]
-        if foreign and "translations" not in clips.column_names:
-            raise ValueError(
-                f"Languages {foreign} were requested but the dataset has no 'translations' column."
-            )
-        translations = clips["translations"] if foreign else [None] * len(clips)
+        english, translations = caption_columns(clips, self.languages)
         pairs = []
         for clip_index, (captions, clip_translations) in enumerate(zip(english, translations)):
+            row = {"captions": captions, "translations": clip_translations}
             for language_index, language in enumerate(self.languages):
-                language_captions = (
-                    captions if language == ENGLISH else (clip_translations or {}).get(language)
-                )
-                pairs.extend(
-                    (clip_index, language_index, slot) for slot in range(len(language_captions or []))
-                )
+                slots = range(len(captions_in_language(row, language) or []))
+                pairs.extend((clip_index, language_index, slot) for slot in slots)
         self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)
 
     def __len__(self) -> int:

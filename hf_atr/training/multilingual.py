@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.schema import ENGLISH, LANGUAGES
+from ..data.schema import ENGLISH, LANGUAGES, captions_in_language
 from ..processing_atr import AtrProcessor, audio_batch
+from .collator import caption_columns
 
 MULTILINGUAL_METADATA_KEYS = ("captions_per_audio", "language_mask")
 """Batch entries :class:`MultilingualCollator` adds for the objective (besides ``audio_ids``,
@@ -49,15 +50,12 @@ def caption_in_language(row: Mapping[str, Any], language: str, slot: int, audio_
     Raises if the row has no ``translations`` column at all, or if the caption is an empty string
     (a data error, never silently trained on).
     """
-    if language == ENGLISH:
-        captions = row.get("captions")
-    else:
-        if "translations" not in row:
-            raise ValueError(
-                f"Clip {audio_id!r}: language {language!r} was requested but the row has no 'translations' column; "
-                "load them with hf_atr.data.load_translations."
-            )
-        captions = (row["translations"] or {}).get(language)
+    if language != ENGLISH and "translations" not in row:
+        raise ValueError(
+            f"Clip {audio_id!r}: language {language!r} was requested but the row has no 'translations' column; "
+            "load them with hf_atr.data.load_translations."
+        )
+    captions = captions_in_language(row, language)
     if captions is None or slot >= len(captions):
         return None
     caption = captions[slot]
@@ -227,27 +225,15 @@ class RandomLanguageDataset(torch.utils.data.Dataset):
             raise ValueError(
                 f"RandomLanguageDataset: no language to draw from in {self.languages} without English."
             )
-        if any(language != ENGLISH for language in drawable) and "translations" not in clips.column_names:
-            raise ValueError(
-                f"Languages {drawable} were requested but the dataset has no 'translations' column."
-            )
-        ids = clips["audio_id"] if "audio_id" in clips.column_names else list(range(len(clips)))
-        english = clips["captions"]
-        empty = [ids[index] for index, captions in enumerate(english) if not captions]
-        if empty:
-            raise ValueError(f"{len(empty)} clip(s) have no captions in column 'captions', e.g. {empty[:5]}.")
-        translations = clips["translations"] if "translations" in clips.column_names else [None] * len(clips)
+        english, translations = caption_columns(clips, drawable)
         items, choices = [], []
         for clip_index, (captions, clip_translations) in enumerate(zip(english, translations)):
+            row = {"captions": captions, "translations": clip_translations}
             for slot in range(len(captions)):
                 present = [
                     language_index
                     for language_index, language in enumerate(self.languages)
-                    if language in drawable
-                    and len(
-                        (captions if language == ENGLISH else (clip_translations or {}).get(language)) or []
-                    )
-                    > slot
+                    if language in drawable and len(captions_in_language(row, language) or []) > slot
                 ]
                 items.append((clip_index, slot))
                 choices.append(present)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datasets import Dataset
 
-from hf_atr.data.schema import all_captions, atr_features, finalize_audio_column
+from hf_atr.data.schema import all_captions, atr_features, captions_in_language, finalize_audio_column
 
 
 def test_all_captions_collects_english_and_present_translations():
@@ -28,3 +28,12 @@ def test_schema_features_and_audio_cast_need_no_decoding():
     row = finalize_audio_column(dataset)[0]
     assert row["audio"] == {"bytes": None, "path": "/clips/a.wav"}
     assert row["translations"] == {"fra": ["un chien"]} and row["label"] == "dog"
+
+
+def test_captions_in_language_reads_english_or_the_translation():
+    row = {"captions": ["a dog"], "translations": {"fra": ["un chien"], "deu": None}}
+    assert captions_in_language(row, "eng") == ["a dog"]
+    assert captions_in_language(row, "fra") == ["un chien"]
+    assert captions_in_language(row, "deu") is None
+    assert captions_in_language({"captions": ["x"]}, "jpn") is None
+    assert captions_in_language({"text": ["y"]}, "eng", english_column="text") == ["y"]
