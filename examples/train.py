@@ -99,6 +99,7 @@ def main() -> None:
         processor.save_pretrained(args.output_dir)
         Path(args.output_dir, "metrics.json").write_text(json.dumps(metrics, indent=2))
         print(json.dumps({key: round(value, 4) for key, value in metrics.items() if "R@" in key}, indent=2))
+    trainer.end()  # destroys the process group; a gloo group left to interpreter shutdown can abort a rank
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 from collections import defaultdict
@@ -242,6 +243,22 @@ class AtrTrainer(Trainer):
                 f"Checkpoint {resume_from_checkpoint} has no {OBJECTIVE_STATE_NAME}, but objective "
                 f"{self.objective.name!r} has state {sorted(self.objective.state_dict())} to restore."
             )
+
+    def end(self) -> None:
+        """Release the distributed wrapper, then destroy the process group (``Trainer.end``).
+
+        Call once at the end of a multi-process script, after ``train``/``evaluate``/``save_model``.
+        The DDP wrapper's reducer holds the process group and is freed by pybind11 with the GIL held; if
+        it is the last holder, the gloo group's destructor joins worker threads that may need the GIL to
+        free the tensors of the last collective, and the rank hangs (pytorch#56297). Freed at interpreter
+        shutdown instead, the same threads abort the rank ("terminate called without an active
+        exception"). Dropping the wrapper first leaves the group to ``destroy_process_group``, whose
+        destructor releases the GIL.
+        """
+        self.model_wrapped = self.model
+        self.accelerator.free_memory()
+        gc.collect()  # free_memory collects before it drops its own references
+        super().end()
 
     def _load_best_model(self) -> None:
         self._restore_weights(self.state.best_model_checkpoint)

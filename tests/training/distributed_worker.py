@@ -6,6 +6,7 @@ Usage: [torchrun --standalone --nproc_per_node N] distributed_worker.py OUT.json
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -69,6 +70,10 @@ def main() -> None:
         torch.distributed.all_gather_object(gathered, {k: v.tolist() for k, v in reliability.items()})
         if trainer.is_world_process_zero():
             Path(out_path).with_suffix(".ranks.json").write_text(json.dumps(gathered))
+    trainer.end()
+    wrappers = [o for o in gc.get_objects() if isinstance(o, torch.nn.parallel.DistributedDataParallel)]
+    assert not wrappers, "AtrTrainer.end() left a DDP wrapper (and its reducer's process group) alive"
+    assert not torch.distributed.is_initialized()
 
 
 if __name__ == "__main__":

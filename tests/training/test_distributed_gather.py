@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import torch.multiprocessing as mp
 from gather_worker import gather_worker
@@ -9,11 +11,17 @@ from gather_worker import gather_worker
 from hf_atr.training.distributed import is_distributed
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.slow
 def test_gather_rows_concatenates_in_rank_order_and_sums_gradients():
     manager = mp.Manager()
     results = manager.dict()
-    mp.spawn(gather_worker, args=(2, 29517, results), nprocs=2, join=True)
+    mp.spawn(gather_worker, args=(2, _free_port(), results), nprocs=2, join=True)
     for rank in (0, 1):
         assert results[rank]["distributed"]
         assert results[rank]["gathered"] == [[1.0, 1.0]] * 3 + [[2.0, 2.0]] * 2
