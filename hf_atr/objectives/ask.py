@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.utils import logging
 
-from ..knowledge.knowledge_base import DEFAULT_NUM_PROTOTYPES
+from ..knowledge.knowledge_base import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .contrastive import ContrastiveObjective, pair_similarity
 from .ot import sinkhorn_log_plan
@@ -112,6 +112,9 @@ class AskObjective(ContrastiveObjective):
         use_injection: inject knowledge; off, both granularities score the raw embeddings (Table 3, group 2).
         use_ot_realignment: off, ``S* = S`` (Table 3, group 2).
         use_reliability: off, the loss is not modulated, ``L* = L`` (Table 3, group 3).
+        search_backend: how the base is searched, ``"torch"`` (exact top-K by matrix product on the
+            embeddings' device) or ``"faiss"`` (exact ``IndexFlatIP`` on the CPU); see
+            :meth:`KnowledgeBase.search`.
         The "no refresh" ablation (group 4) is the callback's ``refresh=False``.
 
     Example::
@@ -136,6 +139,7 @@ class AskObjective(ContrastiveObjective):
         use_injection: bool = True,
         use_ot_realignment: bool = True,
         use_reliability: bool = True,
+        search_backend: str = "torch",
     ) -> None:
         super().__init__(temperature=temperature)
         for name, value in (("num_neighbours", num_neighbours), ("num_prototypes", num_prototypes)):
@@ -155,6 +159,10 @@ class AskObjective(ContrastiveObjective):
             )
         if not (isinstance(ot_reg, (int, float)) and 0.0 < ot_reg < math.inf):
             raise ValueError(f"ask: `ot_reg` must be a positive number, got {ot_reg!r}.")
+        if search_backend not in SEARCH_BACKENDS:
+            raise ValueError(
+                f"ask: `search_backend` must be one of {list(SEARCH_BACKENDS)}, got {search_backend!r}."
+            )
         if not (use_fine or use_coarse):
             raise ValueError(
                 "ask: `use_fine` and `use_coarse` cannot both be False; keep at least one granularity."
@@ -169,6 +177,7 @@ class AskObjective(ContrastiveObjective):
         self.use_injection = use_injection
         self.use_ot_realignment = use_ot_realignment
         self.use_reliability = use_reliability
+        self.search_backend = search_backend
         self.knowledge_base: KnowledgeBase | None = None
 
     def _retrieve(
@@ -178,7 +187,11 @@ class AskObjective(ContrastiveObjective):
         retrieved = {}
         for query_modality, queries in (("audio", audio_embeds), ("text", text_embeds)):
             _, indices = self.knowledge_base.search(
-                queries, modality=query_modality, granularity=granularity, k=self.num_neighbours
+                queries,
+                modality=query_modality,
+                granularity=granularity,
+                k=self.num_neighbours,
+                backend=self.search_backend,
             )
             neighbour_audio, neighbour_text = self.knowledge_base.pairs(
                 indices, granularity=granularity, device=queries.device, dtype=queries.dtype

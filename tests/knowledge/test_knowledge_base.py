@@ -25,21 +25,50 @@ def random_pairs(count: int, dim: int = 16, seed: int = 0) -> tuple[torch.Tensor
     return audio, text
 
 
+@pytest.mark.parametrize("backend", ["torch", "faiss"])
 @pytest.mark.parametrize("granularity", ["fine", "coarse"])
 @pytest.mark.parametrize("modality", ["audio", "text"])
-def test_search_matches_brute_force_top_k(modality, granularity):
+def test_search_matches_brute_force_top_k(modality, granularity, backend):
     audio, text = random_pairs(300)
     base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
     queries = F.normalize(torch.randn(7, 16, generator=torch.Generator().manual_seed(1)), dim=-1)
-    scores, indices = base.search(queries, modality=modality, granularity=granularity, k=10)
-    keys = base.tensors[f"{granularity}_{modality}"]
-    expected_scores, expected_indices = (queries @ keys.T).topk(10, dim=1)
-    torch.testing.assert_close(scores, expected_scores, rtol=1e-5, atol=1e-5)
-    assert torch.equal(indices, expected_indices)
+    scores, indices = base.search(queries, modality=modality, granularity=granularity, k=10, backend=backend)
+    keys = base.tensors[f"{granularity}_{modality}"].double().numpy()
+    brute_force = [np.argsort(-(keys @ query), kind="stable")[:10] for query in queries.double().numpy()]
+    assert indices.tolist() == [list(row) for row in brute_force]
+    expected_scores = np.stack(
+        [keys[row] @ query for row, query in zip(brute_force, queries.double().numpy())]
+    )
+    torch.testing.assert_close(scores.double(), torch.from_numpy(expected_scores), rtol=1e-5, atol=1e-5)
     neighbour_audio, neighbour_text = base.pairs(indices, granularity=granularity)
     assert neighbour_audio.shape == (7, 10, 16)
     torch.testing.assert_close(neighbour_audio, base.tensors[f"{granularity}_audio"][indices])
     torch.testing.assert_close(neighbour_text, base.tensors[f"{granularity}_text"][indices])
+
+
+def test_torch_search_in_blocks_matches_faiss(monkeypatch):
+    audio, text = random_pairs(300)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
+    queries = F.normalize(torch.randn(50, 16, generator=torch.Generator().manual_seed(2)), dim=-1)
+    monkeypatch.setattr(
+        "hf_atr.knowledge.knowledge_base._SEARCH_BLOCK_ENTRIES", 7 * 300
+    )  # blocks of 7 queries
+    blocked = base.search(queries, modality="text", k=5)
+    reference = base.search(queries, modality="text", k=5, backend="faiss")
+    assert torch.equal(blocked[1], reference[1])
+    torch.testing.assert_close(blocked[0], reference[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_search_and_pairs_stay_on_the_queries_device():
+    audio, text = random_pairs(300)
+    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
+    queries = audio[:4].cuda()
+    scores, indices = base.search(queries, modality="audio", k=3)
+    assert scores.device == indices.device == queries.device
+    neighbour_audio, _ = base.pairs(indices)
+    assert neighbour_audio.device == queries.device
+    assert torch.equal(indices.cpu(), base.search(audio[:4], modality="audio", k=3, backend="faiss")[1])
 
 
 def test_search_clamps_k_and_keeps_query_dtype_device():
@@ -135,6 +164,8 @@ def test_bad_inputs_raise_clear_errors():
         base.search(audio, modality="audio", granularity="medium")
     with pytest.raises(ValueError, match="`k` must be a positive int"):
         base.search(audio, modality="audio", k=0)
+    with pytest.raises(ValueError, match=r"`backend` must be one of \['torch', 'faiss'\]"):
+        base.search(audio, modality="audio", backend="annoy")
     with pytest.raises(ValueError, match="num_prototypes"):
         prototype_pairs(audio, text, num_prototypes=0)
 

@@ -172,6 +172,16 @@ def test_loss_matches_direct_computation(knowledge_base, hyperparameters, refere
     )
 
 
+def test_faiss_search_backend_gives_the_same_loss(knowledge_base):
+    audio, text = unit(6, 8, 0), F.normalize(unit(6, 8, 0) + unit(6, 8, 1), dim=-1)
+    losses = {}
+    for backend in ("torch", "faiss"):
+        objective = AskObjective(temperature=TEMPERATURE, num_neighbours=3, search_backend=backend)
+        objective.knowledge_base = knowledge_base
+        losses[backend] = objective(audio, text).loss.item()
+    assert losses["torch"] == pytest.approx(losses["faiss"], rel=1e-6)
+
+
 def test_gradients_reach_the_embeddings_and_not_the_knowledge(knowledge_base):
     audio = unit(5, 8, 3).float().requires_grad_()
     text = unit(5, 8, 4).float().requires_grad_()
@@ -240,6 +250,7 @@ def test_registered_with_paper_defaults():
         ({"fine_weight": 0.5, "coarse_weight": 0.5}, "must be < 1 to keep the modulation"),
         ({"use_fine": False, "use_coarse": False}, "cannot both be False"),
         ({"temperature": 0}, "`temperature` must be a positive number"),
+        ({"search_backend": "annoy"}, r"`search_backend` must be one of \['torch', 'faiss'\]"),
     ],
 )
 def test_bad_hyperparameters_raise(hyperparameters, message):
