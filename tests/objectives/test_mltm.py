@@ -295,6 +295,32 @@ def test_one_step_gradient_matches_autograd_gradient():
     torch.testing.assert_close(gradients["one_step"], gradients["autograd"], rtol=1e-4, atol=1e-8)
 
 
+@pytest.mark.parametrize("batch", [32, 128, 256])
+def test_default_solver_gives_the_cost_gradient_within_1e_4_in_float32(batch):
+    # Near-diagonal retrieval batches (clustered, near-aligned unit embeddings, as benchmarks/ot_solvers.py):
+    # Sinkhorn alone needs 1,000-7,000 iterations here. The IOT loss -(1/k) Σ log(k Π_ii) with uniform
+    # marginals has the closed-form cost gradient (I/k - Π*) / ε; Π* from POT (float64, marginals to 1e-9).
+    generator = torch.Generator().manual_seed(0)
+    audio = 1.5 * torch.randn(batch, 64, generator=generator) + torch.randn(1, 64, generator=generator)
+    audio = torch.nn.functional.normalize(audio, dim=1)
+    text = torch.nn.functional.normalize(audio + 0.06 * torch.randn(batch, 64, generator=generator), dim=1)
+    cost = (1 - audio @ text.T).requires_grad_()
+    objective = InverseOTObjective()
+    (-(objective.transport_log_plan(cost).diagonal() + math.log(batch)).mean()).backward()
+    uniform = np.full(batch, 1 / batch)
+    exact_plan = pot.sinkhorn(
+        uniform,
+        uniform,
+        cost.detach().double().numpy(),
+        objective.reg,
+        method="sinkhorn",
+        stopThr=1e-9,
+        numItermax=100_000,
+    )
+    exact = (np.eye(batch) / batch - exact_plan) / objective.reg
+    assert np.linalg.norm(cost.grad.double().numpy() - exact) / np.linalg.norm(exact) < 1e-4
+
+
 def test_training_a_free_embedding_lowers_the_loss():
     audio, text = paired_batch(seed=12, rows=8, dim=8, noise=3.0, dtype=torch.float32)
     audio = audio.clone().requires_grad_()

@@ -166,6 +166,61 @@ def test_balanced_rejects_bad_input():
         sinkhorn_log_plan(cost, 0.1, tol=-1.0)
 
 
+def slow_retrieval_cost(n: int) -> torch.Tensor:
+    """Clustered near-aligned embeddings (benchmarks/ot_solvers.py): Sinkhorn needs ~7,000 iterations at n = 32."""
+    generator = torch.Generator().manual_seed(0)
+    audio = 1.5 * torch.randn(n, 64, generator=generator) + torch.randn(1, 64, generator=generator)
+    audio = torch.nn.functional.normalize(audio, dim=1)
+    text = torch.nn.functional.normalize(audio + 0.06 * torch.randn(n, 64, generator=generator), dim=1)
+    return (1 - audio @ text.T).double()
+
+
+@pytest.mark.parametrize(("newton_steps", "tol"), [(30, 1e-9), (1, 1e-6)])
+def test_newton_finish_matches_pot_and_falls_back_to_sinkhorn_when_it_stalls(
+    monkeypatch, caplog, newton_steps, tol
+):
+    from hf_atr.objectives import ot as solvers
+
+    cost = slow_retrieval_cost(32)
+    uniform = np.full(32, 1 / 32)
+    expected = ot.sinkhorn(
+        uniform, uniform, cost.numpy(), 0.05, method="sinkhorn", stopThr=1e-9, numItermax=100_000
+    )
+    outcomes = []
+    newton = solvers._balanced_newton
+
+    def recording_newton(*args):
+        outcomes.append(newton(*args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(solvers, "_balanced_newton", recording_newton)
+    monkeypatch.setattr(solvers, "_NEWTON_MAX_STEPS", newton_steps)
+    with caplog.at_level("WARNING"):
+        plan = sinkhorn_log_plan(cost, 0.05, tol=tol, max_iter=20_000, grad_mode="none").exp()
+    assert len(outcomes) == 1  # called once, after 2 x 32 Sinkhorn iterations
+    assert (outcomes[0] is None) == (newton_steps == 1)  # one step cannot reach tol: Sinkhorn resumes
+    assert "did not reach" not in caplog.text
+    assert float(torch.linalg.vector_norm(plan.sum(0) - 1 / 32)) < tol
+    torch.testing.assert_close(
+        plan.sum(1), torch.full((32,), 1 / 32, dtype=torch.float64), rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(plan, torch.from_numpy(expected), rtol=0, atol=10 * tol)
+
+
+def test_newton_returns_none_on_a_singular_system():
+    from hf_atr.objectives import ot as solvers
+
+    # Two disconnected blocks (the kernel underflows to 0 between them in float64): the semi-dual's
+    # Hessian has a second null direction beyond the gauge, so the Newton system is singular.
+    cost = torch.tensor(
+        [[0.0, 0.0, 1e5, 1e5], [0.0, 1.0, 1e5, 1e5], [1e5, 1e5, 0.0, 1.0], [1e5, 1e5, 0.0, 0.0]]
+    )
+    log_kernel = (-cost / 0.01).double()
+    log_uniform = torch.full((4,), -np.log(4), dtype=torch.float64)
+    beta = torch.tensor([0.0, 0.0, 3.0, 3.0], dtype=torch.float64)
+    assert solvers._balanced_newton(log_kernel, log_uniform, log_uniform, beta, 1e-9) is None
+
+
 def test_balanced_warns_when_not_converged(caplog):
     cost = retrieval_cost(32)
     with caplog.at_level("WARNING"):
