@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import ot
 import pytest
@@ -205,6 +207,34 @@ def test_newton_finish_matches_pot_and_falls_back_to_sinkhorn_when_it_stalls(
         plan.sum(1), torch.full((32,), 1 / 32, dtype=torch.float64), rtol=0, atol=1e-12
     )
     torch.testing.assert_close(plan, torch.from_numpy(expected), rtol=0, atol=10 * tol)
+
+
+def test_newton_keeps_going_through_damped_steps_that_do_not_halve_the_error():
+    from safetensors.torch import load_file
+
+    from hf_atr.objectives import ot as solvers
+
+    # A Sinkhorn state from training (iot, batch 8, after 16 iterations) where the first damped Newton steps
+    # shrink the error by less than half; an early version gave up there and Sinkhorn then hit max_iter.
+    state = load_file(str(Path(__file__).with_name("fixtures") / "newton_damped_start.safetensors"))
+    log_kernel, beta = state["log_kernel"].double(), state["beta"].double()
+    log_uniform = torch.full((8,), -np.log(8), dtype=torch.float64)
+    solved = solvers._balanced_newton(log_kernel, log_uniform, log_uniform, beta, 1e-9)
+    assert solved is not None
+    alpha, beta = solved
+    plan = (log_kernel + alpha[:, None] + beta[None, :]).exp()
+    assert float(torch.linalg.vector_norm(plan.sum(0) - 1 / 8)) < 1e-9
+    torch.testing.assert_close(plan.sum(1), torch.full((8,), 1 / 8, dtype=torch.float64), rtol=0, atol=1e-12)
+    expected = ot.sinkhorn(
+        np.full(8, 1 / 8),
+        np.full(8, 1 / 8),
+        -log_kernel.numpy(),
+        1.0,
+        method="sinkhorn_log",
+        stopThr=1e-11,
+        numItermax=1_000_000,
+    )
+    torch.testing.assert_close(plan, torch.from_numpy(expected), rtol=0, atol=1e-9)
 
 
 def test_newton_returns_none_on_a_singular_system():
