@@ -8,6 +8,7 @@ import numpy as np
 import ot as pot
 import pytest
 import torch
+from ot_problems import clustered_retrieval_cost
 from torch import nn
 
 from hf_atr.modeling_atr import AtrScoringHead
@@ -297,14 +298,9 @@ def test_one_step_gradient_matches_autograd_gradient():
 
 @pytest.mark.parametrize("batch", [32, 128, 256])
 def test_default_solver_gives_the_cost_gradient_within_1e_4_in_float32(batch):
-    # Near-diagonal retrieval batches (clustered, near-aligned unit embeddings, as benchmarks/ot_solvers.py):
-    # Sinkhorn alone needs 1,000-7,000 iterations here. The IOT loss -(1/k) Σ log(k Π_ii) with uniform
-    # marginals has the closed-form cost gradient (I/k - Π*) / ε; Π* from POT (float64, marginals to 1e-9).
-    generator = torch.Generator().manual_seed(0)
-    audio = 1.5 * torch.randn(batch, 64, generator=generator) + torch.randn(1, 64, generator=generator)
-    audio = torch.nn.functional.normalize(audio, dim=1)
-    text = torch.nn.functional.normalize(audio + 0.06 * torch.randn(batch, 64, generator=generator), dim=1)
-    cost = (1 - audio @ text.T).requires_grad_()
+    # Near-diagonal retrieval batches on which Sinkhorn alone crawls. The IOT loss -(1/k) Σ log(k Π_ii) with
+    # uniform marginals has the closed-form cost gradient (I/k - Π*) / ε; Π* from POT (float64, marginals to 1e-9).
+    cost = clustered_retrieval_cost(batch).requires_grad_()
     objective = InverseOTObjective()
     (-(objective.transport_log_plan(cost).diagonal() + math.log(batch)).mean()).backward()
     uniform = np.full(batch, 1 / batch)

@@ -8,6 +8,7 @@ import numpy as np
 import ot
 import pytest
 import torch
+from ot_problems import clustered_retrieval_cost
 
 from hf_atr.objectives.ot import partial_sinkhorn_log_plan, sinkhorn_log_plan, unbalanced_sinkhorn_plan
 
@@ -168,22 +169,13 @@ def test_balanced_rejects_bad_input():
         sinkhorn_log_plan(cost, 0.1, tol=-1.0)
 
 
-def slow_retrieval_cost(n: int) -> torch.Tensor:
-    """Clustered near-aligned embeddings (benchmarks/ot_solvers.py): Sinkhorn needs ~7,000 iterations at n = 32."""
-    generator = torch.Generator().manual_seed(0)
-    audio = 1.5 * torch.randn(n, 64, generator=generator) + torch.randn(1, 64, generator=generator)
-    audio = torch.nn.functional.normalize(audio, dim=1)
-    text = torch.nn.functional.normalize(audio + 0.06 * torch.randn(n, 64, generator=generator), dim=1)
-    return (1 - audio @ text.T).double()
-
-
 @pytest.mark.parametrize(("newton_steps", "tol"), [(30, 1e-9), (1, 1e-6)])
 def test_newton_finish_matches_pot_and_falls_back_to_sinkhorn_when_it_stalls(
     monkeypatch, caplog, newton_steps, tol
 ):
     from hf_atr.objectives import ot as solvers
 
-    cost = slow_retrieval_cost(32)
+    cost = clustered_retrieval_cost(32).double()  # Sinkhorn alone needs ~7,000 iterations
     uniform = np.full(32, 1 / 32)
     expected = ot.sinkhorn(
         uniform, uniform, cost.numpy(), 0.05, method="sinkhorn", stopThr=1e-9, numItermax=100_000
