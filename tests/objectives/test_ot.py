@@ -229,18 +229,39 @@ def test_newton_keeps_going_through_damped_steps_that_do_not_halve_the_error():
     torch.testing.assert_close(plan, torch.from_numpy(expected), rtol=0, atol=1e-9)
 
 
-def test_newton_returns_none_on_a_singular_system():
+def test_newton_returns_valid_potentials_or_none_on_a_near_singular_system():
     from hf_atr.objectives import ot as solvers
 
     # Two disconnected blocks (the kernel underflows to 0 between them in float64): the semi-dual's
-    # Hessian has a second null direction beyond the gauge, so the Newton system is singular.
+    # Hessian has a second null direction beyond the gauge. Depending on LAPACK's rounding the solve
+    # either stalls (None: the caller falls back to Sinkhorn) or converges; it must never return
+    # potentials whose plan misses the marginals.
     cost = torch.tensor(
         [[0.0, 0.0, 1e5, 1e5], [0.0, 1.0, 1e5, 1e5], [1e5, 1e5, 0.0, 1.0], [1e5, 1e5, 0.0, 0.0]]
     )
     log_kernel = (-cost / 0.01).double()
     log_uniform = torch.full((4,), -np.log(4), dtype=torch.float64)
     beta = torch.tensor([0.0, 0.0, 3.0, 3.0], dtype=torch.float64)
-    assert solvers._balanced_newton(log_kernel, log_uniform, log_uniform, beta, 1e-9) is None
+    solved = solvers._balanced_newton(log_kernel, log_uniform, log_uniform, beta, 1e-9)
+    if solved is not None:
+        alpha, beta = solved
+        plan = (log_kernel + alpha[:, None] + beta[None, :]).exp()
+        torch.testing.assert_close(plan.sum(0), log_uniform.exp(), rtol=0, atol=1e-9)
+        torch.testing.assert_close(plan.sum(1), log_uniform.exp(), rtol=0, atol=1e-9)
+
+
+def test_newton_returns_none_when_the_tolerance_is_out_of_reach():
+    from hf_atr.objectives import ot as solvers
+
+    # At round-off level no step shrinks the error, so an unreachable tolerance must end in None.
+    log_kernel = (-retrieval_cost(8) / 0.05).double()
+    log_uniform = torch.full((8,), -np.log(8), dtype=torch.float64)
+    assert (
+        solvers._balanced_newton(
+            log_kernel, log_uniform, log_uniform, torch.zeros(8, dtype=torch.float64), 0.0
+        )
+        is None
+    )
 
 
 def test_balanced_warns_when_not_converged(caplog):
