@@ -52,8 +52,8 @@ from hf_atr.objectives.dart import (
     normalised_marginal,
     reliability_scores,
 )
-from hf_atr.objectives.ot import unbalanced_sinkhorn_plan
 from hf_atr.objectives.registry import Objective, build_objective
+from hf_atr.ot import unbalanced_sinkhorn_plan
 
 OBJECTIVES = ("contrastive", "triplet", "iot", "iot_partial", "dart")
 CASES = ((32, 512), (256, 1024))

@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.schema import ENGLISH, captions_in_language
-from ..objectives.ot import sinkhorn_log_plan
+from ..ot import sinkhorn_log_plan
 from ..processing_atr import AtrProcessor, audio_batch
 from .retrieval import retrieval_metrics, retrieval_metrics_from_embeddings
 

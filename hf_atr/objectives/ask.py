@@ -12,9 +12,9 @@ from torch import nn
 from transformers.utils import logging
 
 from ..knowledge.knowledge_base import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
+from ..ot import sinkhorn_log_plan
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .contrastive import ContrastiveObjective, pair_similarity
-from .ot import sinkhorn_log_plan
 from .registry import ObjectiveOutput, register_objective
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..ot import unbalanced_sinkhorn_plan
+from ..ot.utils import DEFAULT_MAX_ITER, DEFAULT_TOL, check_positive, check_solver_options
 from .batch import check_pair_embeddings
-from .mltm import DEFAULT_MAX_ITER, DEFAULT_TOL, check_reg, check_solver_options
-from .ot import unbalanced_sinkhorn_plan
 from .registry import Objective, ObjectiveOutput, build_objective, register_objective
 
 # DART Tab. 6 (every setting): λ = 0.5, ε = 0.03, τ = 0.05; §3.3: EMA β = 0.9.
@@ -227,8 +227,8 @@ class UnbalancedFeatureTransport(nn.Module):
         tol: float = DEFAULT_TOL,
     ) -> None:
         super().__init__()
-        self.reg = check_reg(reg, "dart", "uwd_reg")
-        self.marginal_reg = check_reg(marginal_reg, "dart", "uwd_marginal_reg", "marginal relaxation τ")
+        self.reg = check_positive("dart", "uwd_reg", reg)
+        self.marginal_reg = check_positive("dart", "uwd_marginal_reg", marginal_reg)
         if marginals not in MARGINAL_MODES:
             raise ValueError(f"dart: `marginals` must be one of {MARGINAL_MODES}, got {marginals!r}.")
         if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not (0 <= ema_decay < 1):
@@ -255,7 +255,7 @@ class UnbalancedFeatureTransport(nn.Module):
                 f"dart: {configured} select channels by reliability and need marginals='reliability', "
                 f"got marginals={marginals!r}."
             )
-        check_solver_options(max_iter, tol, "dart")
+        check_solver_options("dart", max_iter, tol)
         self.marginals = marginals
         self.ema_decay = float(ema_decay)
         self.warmup_steps = warmup_steps
