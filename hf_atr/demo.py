@@ -20,7 +20,8 @@ from transformers.utils import logging
 from .configuration_atr import AtrConfig
 from .data.schema import LANGUAGES, all_captions
 from .data.synthcaps import load_synthcaps
-from .evaluation.evaluator import RetrievalEvaluator, encode_audio, encode_text, head_similarity
+from .encoding import encode_audio, encode_text
+from .evaluation.evaluator import RetrievalEvaluator, head_similarity
 from .modeling_atr import AtrDualEncoderModel
 from .processing_atr import AtrProcessor
 from .tokenization import train_caption_tokenizer

@@ -12,6 +12,7 @@ from transformers.processing_utils import ProcessorMixin
 
 from .configuration_atr import AtrConfig
 from .data.audio import decode_audio
+from .data.schema import check_caption
 
 AUDIO_INPUT_NAMES = ("input_values", "input_features")
 """Names feature extractors give their main output (AST/wav2vec2 vs Whisper/CLAP)."""
@@ -84,9 +85,7 @@ class AtrProcessor(ProcessorMixin):
             encoding.update(self._featurize(audio, sampling_rate, return_tensors, **kwargs))
         if text is not None:
             captions = [text] if isinstance(text, str) else list(text)
-            for index, caption in enumerate(captions):
-                if not isinstance(caption, str) or not caption.strip():
-                    raise ValueError(f"Caption {index} is empty or not a string: {caption!r}.")
+            captions = [check_caption(caption, index) for index, caption in enumerate(captions)]
             encoding.update(
                 self.tokenizer(
                     captions,

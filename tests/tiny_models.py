@@ -157,6 +157,26 @@ def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
     return Dataset.from_dict(rows)
 
 
+def translated_feature_dataset(n: int = 6, seed: int = 0) -> Dataset:
+    """Clips with random precomputed features, two English captions and French/German translations (none in
+    German for clip 2)."""
+    rng = np.random.default_rng(seed)
+    return Dataset.from_dict(
+        {
+            "audio_id": [f"c{i}" for i in range(n)],
+            "captions": [[f"a dog barks {i}", f"a siren wails {i}"] for i in range(n)],
+            "translations": [
+                {
+                    "fra": [f"un chien {i}", f"une sirène {i}"],
+                    "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"],
+                }
+                for i in range(n)
+            ],
+            "input_values": [rng.standard_normal((100, 32)).astype(np.float32) for _ in range(n)],
+        }
+    )
+
+
 def training_args(tmp_path, **overrides) -> TrainingArguments:
     defaults = dict(
         output_dir=str(tmp_path),

@@ -1,102 +1,18 @@
-"""Encode an evaluation set once and compute retrieval metrics (DESIGN.md, "Data flow" 7)."""
+"""Encode an evaluation set once (:mod:`hf_atr.encoding`) and compute retrieval metrics (DESIGN.md, "Data flow" 7)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
-from ..data.schema import ENGLISH, captions_in_language
+from ..encoding import caption_table, encode_audio, encode_text
 from ..ot import sinkhorn_log_plan
-from ..processing_atr import AtrProcessor, audio_batch
+from ..processing_atr import AtrProcessor
 from .retrieval import retrieval_metrics, retrieval_metrics_from_embeddings
 
 SCORING_MODES = ("head", "ot_plan")
-
-
-@dataclass
-class CaptionTable:
-    """Every caption of an evaluation set, flattened.
-
-    ``captions[i]`` belongs to clip ``text_to_audio[i]``, is in language ``languages[i]``, and
-    ``caption_groups[i]`` is shared by the translations of one English caption (clip, slot).
-    """
-
-    captions: list[str]
-    text_to_audio: torch.Tensor
-    languages: list[str]
-    caption_groups: torch.Tensor
-
-
-def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> CaptionTable:
-    """Flatten the ``captions`` (English) and ``translations[lang]`` of a shared-schema dataset.
-
-    Args:
-        languages: ISO 639-3 codes to include; ``None`` means English only. Clips without a
-            translation in a language are skipped for that language.
-    """
-    languages = list(languages) if languages else [ENGLISH]
-    columns = ["captions"] + (["translations"] if any(lang != ENGLISH for lang in languages) else [])
-    missing_columns = [column for column in columns if column not in dataset.column_names]
-    if missing_columns:
-        raise ValueError(
-            f"Evaluation set lacks column(s) {missing_columns} needed for languages {languages}."
-        )
-    rows = dataset.select_columns(columns)
-    slots_per_clip = max((len(captions) for captions in rows["captions"]), default=0)
-    captions, text_to_audio, caption_languages, caption_groups = [], [], [], []
-    for clip_index, row in enumerate(rows):
-        for language in languages:
-            for slot, caption in enumerate(captions_in_language(row, language) or []):
-                if not isinstance(caption, str) or not caption.strip():
-                    raise ValueError(f"Clip {clip_index}: {language} caption {slot} is empty ({caption!r}).")
-                captions.append(caption)
-                text_to_audio.append(clip_index)
-                caption_languages.append(language)
-                caption_groups.append(clip_index * slots_per_clip + slot)
-    return CaptionTable(
-        captions, torch.tensor(text_to_audio), caption_languages, torch.tensor(caption_groups)
-    )
-
-
-@torch.no_grad()
-def encode_audio(
-    model: Any, processor: AtrProcessor, dataset: Any, *, batch_size: int = 64, show_progress: bool = False
-) -> torch.Tensor:
-    """``(n_clips, dim)`` audio embeddings of a dataset with precomputed features (or raw ``audio``)."""
-    model.eval()
-    device = next(model.parameters()).device
-    chunks = []
-    for start in tqdm(range(0, len(dataset), batch_size), desc="Encoding audio", disable=not show_progress):
-        rows = [dataset[index] for index in range(start, min(start + batch_size, len(dataset)))]
-        audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
-        inputs = {name: value.to(device) for name, value in audio_batch(processor, rows, audio_ids).items()}
-        chunks.append(model.get_audio_features(**inputs).float().cpu())
-    return torch.cat(chunks)
-
-
-@torch.no_grad()
-def encode_text(
-    model: Any,
-    processor: AtrProcessor,
-    captions: Sequence[str],
-    *,
-    batch_size: int = 256,
-    show_progress: bool = False,
-) -> torch.Tensor:
-    """``(n_captions, dim)`` caption embeddings."""
-    model.eval()
-    device = next(model.parameters()).device
-    chunks = []
-    for start in tqdm(
-        range(0, len(captions), batch_size), desc="Encoding captions", disable=not show_progress
-    ):
-        tokens = processor(text=list(captions[start : start + batch_size]), return_tensors="pt")
-        chunks.append(model.get_text_features(**{k: v.to(device) for k, v in tokens.items()}).float().cpu())
-    return torch.cat(chunks)
 
 
 def head_similarity(model: Any) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -179,7 +95,6 @@ class RetrievalEvaluator:
         self.table = caption_table(dataset, self.languages)
 
     def __call__(self, model: Any) -> dict[str, float]:
-        was_training = model.training
         audio_embeds = encode_audio(
             model, self.processor, self.dataset, batch_size=self.batch_size, show_progress=self.show_progress
         )
@@ -190,7 +105,6 @@ class RetrievalEvaluator:
             batch_size=4 * self.batch_size,
             show_progress=self.show_progress,
         )
-        model.train(was_training)
         multilingual = self.languages is not None and len(self.languages) > 1
         metadata = {
             "languages": self.table.languages if multilingual else None,

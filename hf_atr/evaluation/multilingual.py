@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from ..data.schema import ENGLISH
+from ..encoding import caption_table, encode_text
 from ..processing_atr import AtrProcessor
-from .evaluator import caption_table, encode_text
 
 TABLE_COLUMNS = (
     ("T2A R@1", "t2a_R@1"),

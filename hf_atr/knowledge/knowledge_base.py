@@ -23,18 +23,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers.utils import logging
 
-logger = logging.get_logger(__name__)
-
-DEFAULT_NUM_PROTOTYPES = 512
-"""``N_c``, the number of coarse-grained prototypes (ASK §5.1)."""
+from ..encoding import encode_pairs
+from ..objectives.ask import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
 
 KMEANS_ITERATIONS = 20
 MODALITIES = ("audio", "text")
 GRANULARITIES = ("fine", "coarse")
-CAPTION_MODES = ("all", "first")
-SEARCH_BACKENDS = ("torch", "faiss")
 _SEARCH_BLOCK_ENTRIES = 2**24
 """Largest ``(queries, entries)`` score block the torch search holds at once (64 MiB in float32)."""
 _TENSOR_KEYS = ("fine_audio", "fine_text", "coarse_audio", "coarse_text")
@@ -108,67 +103,6 @@ def prototype_pairs(
     return tuple(F.normalize(pooled[occupied], dim=-1) for pooled in prototypes)
 
 
-@torch.no_grad()
-def encode_pairs(
-    model: Any,
-    processor: Any,
-    dataset: Any,
-    *,
-    captions: str = "all",
-    languages: Sequence[str] | None = None,
-    batch_size: int = 64,
-    show_progress: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Encode a shared-schema dataset into paired ``(audio, text)`` embeddings (ASK Eq. 6).
-
-    Args:
-        model: the :class:`~hf_atr.AtrDualEncoderModel`; its train/eval mode is restored afterwards.
-        processor: its :class:`~hf_atr.AtrProcessor`.
-        dataset: rows with ``audio_id``, ``captions`` and precomputed audio features (or raw ``audio``).
-        captions: ``"all"`` pairs every caption with its clip (the paper's "all audio-text pairs"; a clip
-            with 5 captions gives 5 pairs sharing one audio embedding), ``"first"`` one pair per clip.
-        languages: caption languages (ISO 639-3) for ``"all"``; default English.
-
-    Returns:
-        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair.
-    """
-    # Imported here: the evaluator imports the processor and config, whose objective validation imports
-    # the objectives, and the ask objective imports this module.
-    from ..evaluation.evaluator import caption_table, encode_audio, encode_text
-
-    if captions not in CAPTION_MODES:
-        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
-    if len(dataset) == 0:
-        raise ValueError("encode_pairs: the knowledge-base source dataset is empty.")
-    was_training = model.training
-    try:
-        audio_embeds = encode_audio(
-            model, processor, dataset, batch_size=batch_size, show_progress=show_progress
-        )
-        if captions == "all":
-            table = caption_table(dataset, languages)
-            caption_texts, text_to_audio = table.captions, table.text_to_audio
-        else:
-            if "captions" not in dataset.column_names:
-                raise ValueError(
-                    f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names})."
-                )
-            caption_texts = []
-            for clip_index, clip_captions in enumerate(dataset["captions"]):
-                if not clip_captions or not isinstance(clip_captions[0], str) or not clip_captions[0].strip():
-                    raise ValueError(
-                        f"encode_pairs: clip {clip_index} has no first caption ({clip_captions!r})."
-                    )
-                caption_texts.append(clip_captions[0])
-            text_to_audio = torch.arange(len(caption_texts))
-        text_embeds = encode_text(
-            model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
-        )
-    finally:
-        model.train(was_training)
-    return audio_embeds[text_to_audio], text_embeds
-
-
 class KnowledgeBase:
     """Fine-grained pairs ``K_f`` and coarse-grained prototype pairs ``K_c`` with top-K search (ASK §4.1-4.2).
 
@@ -237,7 +171,10 @@ class KnowledgeBase:
         show_progress: bool = True,
         seed: int = 0,
     ) -> KnowledgeBase:
-        """Encode ``dataset`` with ``model`` (batched, with a progress bar) and build the base; see :func:`encode_pairs`."""
+        """Encode ``dataset`` with ``model`` (batched, with a progress bar) and build the base.
+
+        See :func:`hf_atr.encoding.encode_pairs` for ``captions``, ``languages`` and ``batch_size``.
+        """
         audio_embeds, text_embeds = encode_pairs(
             model,
             processor,

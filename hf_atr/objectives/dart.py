@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from ..ot import unbalanced_sinkhorn_plan
@@ -149,18 +148,6 @@ def marginal_entropy(marginal: torch.Tensor) -> float:
     return float(-(positive * positive.log()).sum())
 
 
-def _average_across_ranks(values: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` over the processes of the default group (DART §3.3), or ``values`` when not distributed."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return values
-    world_size = dist.get_world_size()
-    if world_size == 1:
-        return values
-    summed = values.clone()
-    dist.all_reduce(summed, op=dist.ReduceOp.SUM)
-    return summed / world_size
-
-
 def _check_optional_int(value: Any, field: str, minimum: int) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
         raise ValueError(f"dart: `{field}` must be None or an integer ≥ {minimum}, got {value!r}.")
@@ -182,10 +169,13 @@ class UnbalancedFeatureTransport(nn.Module):
 
     - ``"reliability"`` (RAM, §3.3, App. B): ``u = v = r / Σ r`` with ``r_j = σ(corr − var − kurt)``
       (:func:`reliability_scores`). In training mode (with autograd enabled) each batch's scores are
-      averaged across processes and folded into an EMA, ``r ← β r + (1 − β) r̂`` (Eq. 13), kept in the
+      folded into an EMA, ``r ← β r + (1 − β) r̂`` (Eq. 13), kept in the
       buffer ``reliability_ema`` (it round-trips through ``state_dict`` / safetensors); the first batch
       initialises it. Otherwise (eval mode, or under ``torch.no_grad``) the stored EMA is used as is
-      (the batch's own scores before any training update).
+      (the batch's own scores before any training update). Under several processes the scores must be
+      those of the global batch, as DART averages them across processes: :class:`~hf_atr.AtrTrainer`
+      gathers every rank's embeddings before the objective (``hf_atr.training.distributed``), so every
+      rank computes the same scores and holds the same EMA.
     - ``"uniform"``, ``"norm"`` (``‖U[:, j]‖₂`` for u, ``‖V[:, j]‖₂`` for v), ``"variance"`` (the
       batch variance of each channel): the alternatives of App. I, recomputed per batch.
 
@@ -289,7 +279,7 @@ class UnbalancedFeatureTransport(nn.Module):
         return self.freeze_after_steps is not None and int(self.num_updates) >= self.freeze_after_steps
 
     def update_reliability(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> None:
-        """Fold this batch's reliabilities (averaged across processes) into the EMA (Eq. 13), then update
+        """Fold this (global) batch's reliabilities into the EMA (Eq. 13), then update
         the hysteresis state. A no-op once frozen.
 
         Args:
@@ -298,7 +288,7 @@ class UnbalancedFeatureTransport(nn.Module):
         """
         if self.frozen:
             return
-        batch_reliability = _average_across_ranks(reliability_scores(audio_embeds, text_embeds))
+        batch_reliability = reliability_scores(audio_embeds, text_embeds)
         dim = batch_reliability.shape[0]
         if self.reliability_ema.numel() == 0:
             self.reliability_ema = batch_reliability.to(torch.float32).clone()

@@ -28,7 +28,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES
-from hf_atr.evaluation.evaluator import encode_audio, encode_text
+from hf_atr.encoding import encode_audio, encode_text
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint
 from hf_atr.processing_atr import AtrProcessor
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.schema import ENGLISH, captions_in_language
+from ..data.schema import ENGLISH, captions_in_language, check_caption
 from ..processing_atr import AtrProcessor, audio_batch
 
 METADATA_KEYS = ("audio_ids", "caption_indices", "languages")
@@ -63,10 +63,7 @@ class AtrDataCollator:
                 index = 0
             else:
                 index = int(torch.randint(len(clip_captions), ()).item())
-            caption = clip_captions[index]
-            if not isinstance(caption, str) or not caption.strip():
-                raise ValueError(f"Clip {audio_id!r}: {language} caption {index} is empty ({caption!r}).")
-            captions.append(caption)
+            captions.append(check_caption(clip_captions[index], index, audio_id, language))
             caption_indices.append(index)
             languages.append(language)
         batch = audio_batch(self.processor, rows, audio_ids)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.schema import ENGLISH, LANGUAGES, captions_in_language
+from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
 from ..processing_atr import AtrProcessor, audio_batch
 from .collator import caption_columns
 
@@ -58,10 +58,7 @@ def caption_in_language(row: Mapping[str, Any], language: str, slot: int, audio_
     captions = captions_in_language(row, language)
     if captions is None or slot >= len(captions):
         return None
-    caption = captions[slot]
-    if not isinstance(caption, str) or not caption.strip():
-        raise ValueError(f"Clip {audio_id!r}: {language} caption {slot} is empty ({caption!r}).")
-    return caption
+    return check_caption(captions[slot], slot, audio_id, language)
 
 
 def _check_languages(languages: Sequence[str], owner: str) -> list[str]:

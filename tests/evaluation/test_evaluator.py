@@ -4,62 +4,12 @@ import numpy as np
 import ot
 import pytest
 import torch
-from datasets import Dataset
 from tiny_models import make_model, make_processor
+from tiny_models import translated_feature_dataset as _clips
 
-from hf_atr.evaluation.evaluator import (
-    RetrievalEvaluator,
-    caption_table,
-    encode_audio,
-    encode_text,
-    head_similarity,
-    ot_plan_scores,
-)
+from hf_atr.encoding import caption_table, encode_audio, encode_text
+from hf_atr.evaluation.evaluator import RetrievalEvaluator, head_similarity, ot_plan_scores
 from hf_atr.evaluation.retrieval import retrieval_metrics
-
-
-def _clips(n=6, seed=0):
-    rng = np.random.default_rng(seed)
-    return Dataset.from_dict(
-        {
-            "audio_id": [f"c{i}" for i in range(n)],
-            "captions": [[f"a dog barks {i}", f"a siren wails {i}"] for i in range(n)],
-            "translations": [
-                {
-                    "fra": [f"un chien {i}", f"une sirène {i}"],
-                    "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"],
-                }
-                for i in range(n)
-            ],
-            "input_values": [rng.standard_normal((100, 32)).astype(np.float32) for _ in range(n)],
-        }
-    )
-
-
-def test_caption_table_flattens_languages_and_skips_missing_translations():
-    table = caption_table(_clips(3), ["eng", "deu"])
-    assert table.captions == [
-        "a dog barks 0",
-        "a siren wails 0",
-        "ein Hund 0",
-        "eine Sirene 0",
-        "a dog barks 1",
-        "a siren wails 1",
-        "ein Hund 1",
-        "eine Sirene 1",
-        "a dog barks 2",
-        "a siren wails 2",
-    ]
-    assert table.text_to_audio.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
-    assert table.languages == ["eng", "eng", "deu", "deu"] * 2 + ["eng", "eng"]
-    assert table.caption_groups.tolist() == [0, 1, 0, 1, 2, 3, 2, 3, 4, 5]
-
-
-def test_caption_table_names_missing_columns_and_empty_captions():
-    with pytest.raises(ValueError, match=r"lacks column\(s\) \['translations'\]"):
-        caption_table(Dataset.from_dict({"captions": [["x"]]}), ["eng", "fra"])
-    with pytest.raises(ValueError, match="Clip 0: eng caption 1 is empty"):
-        caption_table(Dataset.from_dict({"captions": [["x", " "]]}))
 
 
 @pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])

@@ -6,7 +6,7 @@ import torch
 from datasets import Dataset
 from tiny_models import make_model, make_processor
 
-from hf_atr.evaluation.evaluator import encode_text
+from hf_atr.encoding import encode_text
 from hf_atr.evaluation.multilingual import (
     embedding_gap,
     format_multilingual_table,

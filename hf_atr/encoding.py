@@ -1,0 +1,168 @@
+"""The one way a model encodes audio, captions and (audio, caption) pairs: batched, with a progress bar.
+
+The evaluator, the ASK knowledge base and its refresh callback, the retrieval pipeline (and so
+``hf-atr index``) and the demo all encode through these functions, as sentence-transformers' evaluators
+and search go through ``SentenceTransformer.encode``. Each function runs the model in eval mode without
+gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .data.schema import ENGLISH, captions_in_language, check_caption
+from .processing_atr import AtrProcessor, audio_batch
+
+CAPTION_MODES = ("all", "first")
+"""Which captions :func:`encode_pairs` pairs with their clip: every one, or the first of each clip."""
+
+
+@dataclass
+class CaptionTable:
+    """Every caption of a dataset, flattened.
+
+    ``captions[i]`` belongs to clip ``text_to_audio[i]``, is in language ``languages[i]``, and
+    ``caption_groups[i]`` is shared by the translations of one English caption (clip, slot).
+    """
+
+    captions: list[str]
+    text_to_audio: torch.Tensor
+    languages: list[str]
+    caption_groups: torch.Tensor
+
+
+def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> CaptionTable:
+    """Flatten the ``captions`` (English) and ``translations[lang]`` of a shared-schema dataset.
+
+    Args:
+        languages: ISO 639-3 codes to include; ``None`` means English only. Clips without a
+            translation in a language are skipped for that language.
+    """
+    languages = list(languages) if languages else [ENGLISH]
+    columns = ["captions"] + (["translations"] if any(lang != ENGLISH for lang in languages) else [])
+    missing_columns = [column for column in columns if column not in dataset.column_names]
+    if missing_columns:
+        raise ValueError(
+            f"Evaluation set lacks column(s) {missing_columns} needed for languages {languages}."
+        )
+    rows = dataset.select_columns(columns)
+    slots_per_clip = max((len(captions) for captions in rows["captions"]), default=0)
+    captions, text_to_audio, caption_languages, caption_groups = [], [], [], []
+    for clip_index, row in enumerate(rows):
+        for language in languages:
+            for slot, caption in enumerate(captions_in_language(row, language) or []):
+                captions.append(check_caption(caption, slot, clip_index, language))
+                text_to_audio.append(clip_index)
+                caption_languages.append(language)
+                caption_groups.append(clip_index * slots_per_clip + slot)
+    return CaptionTable(
+        captions, torch.tensor(text_to_audio), caption_languages, torch.tensor(caption_groups)
+    )
+
+
+@contextmanager
+def _evaluating(model: Any) -> Iterator[torch.device]:
+    """Eval mode and no gradients inside; the model's own train/eval mode again after. Yields its device."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield next(model.parameters()).device
+    finally:
+        model.train(was_training)
+
+
+def encode_audio(
+    model: Any, processor: AtrProcessor, dataset: Any, *, batch_size: int = 64, show_progress: bool = False
+) -> torch.Tensor:
+    """``(n_clips, dim)`` audio embeddings of a dataset with precomputed features (or raw ``audio``).
+
+    ``dataset`` is a ``datasets.Dataset`` or a list of row dicts (``audio`` or precomputed features, and
+    optionally ``audio_id``, which names a clip that cannot be decoded or stacked).
+    """
+    chunks = []
+    with _evaluating(model) as device:
+        for start in tqdm(
+            range(0, len(dataset), batch_size), desc="Encoding audio", disable=not show_progress
+        ):
+            rows = [dataset[index] for index in range(start, min(start + batch_size, len(dataset)))]
+            audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
+            inputs = audio_batch(processor, rows, audio_ids)
+            embeds = model.get_audio_features(**{name: value.to(device) for name, value in inputs.items()})
+            chunks.append(embeds.float().cpu())
+    return torch.cat(chunks)
+
+
+def encode_text(
+    model: Any,
+    processor: AtrProcessor,
+    captions: Sequence[str],
+    *,
+    batch_size: int = 256,
+    show_progress: bool = False,
+) -> torch.Tensor:
+    """``(n_captions, dim)`` caption embeddings."""
+    chunks = []
+    with _evaluating(model) as device:
+        for start in tqdm(
+            range(0, len(captions), batch_size), desc="Encoding captions", disable=not show_progress
+        ):
+            tokens = processor(text=list(captions[start : start + batch_size]), return_tensors="pt")
+            embeds = model.get_text_features(**{name: value.to(device) for name, value in tokens.items()})
+            chunks.append(embeds.float().cpu())
+    return torch.cat(chunks)
+
+
+def encode_pairs(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    captions: str = "all",
+    languages: Sequence[str] | None = None,
+    batch_size: int = 64,
+    show_progress: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encode a shared-schema dataset into paired ``(audio, text)`` embeddings (ASK Eq. 6).
+
+    Args:
+        model: the :class:`~hf_atr.AtrDualEncoderModel`.
+        processor: its :class:`~hf_atr.AtrProcessor`.
+        dataset: rows with ``audio_id``, ``captions`` and precomputed audio features (or raw ``audio``).
+        captions: ``"all"`` pairs every caption with its clip (the paper's "all audio-text pairs"; a clip
+            with 5 captions gives 5 pairs sharing one audio embedding), ``"first"`` one pair per clip.
+        languages: caption languages (ISO 639-3) for ``"all"``; default English.
+        batch_size: clips per forward pass (captions go four times as many).
+
+    Returns:
+        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair.
+    """
+    if captions not in CAPTION_MODES:
+        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
+    if len(dataset) == 0:
+        raise ValueError("encode_pairs: the dataset is empty; there is nothing to encode.")
+    if captions == "all":
+        table = caption_table(dataset, languages)
+        caption_texts, text_to_audio = table.captions, table.text_to_audio
+    else:
+        if "captions" not in dataset.column_names:
+            raise ValueError(f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names}).")
+        caption_texts = [
+            check_caption(clip_captions[0] if clip_captions else None, 0, clip_index)
+            for clip_index, clip_captions in enumerate(dataset["captions"])
+        ]
+        text_to_audio = torch.arange(len(caption_texts))
+    audio_embeds = encode_audio(model, processor, dataset, batch_size=batch_size, show_progress=show_progress)
+    text_embeds = encode_text(
+        model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
+    )
+    return audio_embeds[text_to_audio], text_embeds
+
+
+__all__ = ["CAPTION_MODES", "CaptionTable", "caption_table", "encode_audio", "encode_pairs", "encode_text"]
