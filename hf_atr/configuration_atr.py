@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
+from transformers.utils import logging
 
 from .objectives.registry import validate_objective_config
+
+logger = logging.get_logger(__name__)
 
 SCORING_KINDS = ("cosine", "euclidean", "mahalanobis")
 POOLING_KINDS = ("mean", "cls", "pooler")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
+
+FORMAT_VERSION = 1
+"""Version of the saved ``config.json`` format. Files written before versioning (hf-atr up to issue 12) are
+format 0 and read through :data:`MIGRATIONS`."""
+
+
+def _from_format_0(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Format 0 -> 1: the fields are the same; format 1 only records its version."""
+    return {**config_dict, "format_version": 1}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0}
+"""Format ``n`` -> the function that turns a saved format-``n`` dict into format ``n + 1``."""
+
+_loading_saved_config: ContextVar[bool] = ContextVar("_loading_saved_config", default=False)
 
 
 @strict
@@ -39,7 +59,12 @@ class AtrConfig(PreTrainedConfig):
             Initial log inverse temperature of the scoring head (CLIP's 2.6592).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
             Training objective: a registered name and its hyperparameters, e.g.
-            `{"name": "triplet", "margin": 0.2}`. See `hf_atr.objectives.available_objectives()`.
+            `{"name": "triplet", "margin": 0.2}`. See `hf_atr.objectives.available_objectives()`. A new
+            config with an unknown objective raises; a saved one (`from_pretrained`, `from_dict`) whose
+            objective is not installed here only warns, so the model still loads for search, and building
+            its objective (training) is what fails.
+        format_version (`int`):
+            Version of the saved format (:data:`FORMAT_VERSION`); older files are migrated on load.
 
     Example:
 
@@ -66,6 +91,16 @@ class AtrConfig(PreTrainedConfig):
     scoring: str = "cosine"
     logit_scale_init: float = math.log(1 / 0.07)
     objective: dict[str, Any] | None = None
+    format_version: int = FORMAT_VERSION
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> AtrConfig:
+        """Read a saved config: migrate older formats, and only warn when its objective is not installed."""
+        token = _loading_saved_config.set(True)
+        try:
+            return super().from_dict(migrate_config_dict(config_dict), **kwargs)
+        finally:
+            _loading_saved_config.reset(token)
 
     def __post_init__(self, **kwargs):
         if self.objective is None:
@@ -86,7 +121,28 @@ class AtrConfig(PreTrainedConfig):
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
         if not math.isfinite(self.logit_scale_init):
             raise ValueError(f"`logit_scale_init` must be finite, got {self.logit_scale_init!r}.")
-        validate_objective_config(self.objective)
+        try:
+            validate_objective_config(self.objective)
+        except ValueError as error:
+            if not _loading_saved_config.get():
+                raise
+            logger.warning(
+                f"{error} The model loads and encodes as usual; training it needs that objective installed."
+            )
 
 
-__all__ = ["AtrConfig", "SCORING_KINDS", "POOLING_KINDS"]
+def migrate_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """A saved config dict in the current :data:`FORMAT_VERSION` (a dict without a version is format 0)."""
+    version = config_dict.get("format_version", 0)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"This config was saved in format {version!r}, but this hf-atr reads formats up to {FORMAT_VERSION}; "
+            "upgrade hf-atr to load it."
+        )
+    while version < FORMAT_VERSION:
+        config_dict = MIGRATIONS[version](config_dict)
+        version += 1
+    return config_dict
+
+
+__all__ = ["AtrConfig", "FORMAT_VERSION", "POOLING_KINDS", "SCORING_KINDS", "migrate_config_dict"]

@@ -22,6 +22,7 @@ from .data.schema import LANGUAGES, all_captions
 from .data.synthcaps import load_synthcaps
 from .encoding import encode_audio, encode_text
 from .evaluation.evaluator import RetrievalEvaluator, head_similarity
+from .evaluation.tables import results_table
 from .modeling_atr import AtrDualEncoderModel
 from .processing_atr import AtrProcessor
 from .tokenization import train_caption_tokenizer
@@ -193,24 +194,12 @@ def search_examples(
 
 
 def format_results_table(result: DemoResult, languages: tuple[str, ...] = LANGUAGES) -> str:
-    """A Markdown table: one row per language plus the average, R@1/5/10 both ways, mAP@10, then MRV."""
-    columns = ["t2a_R@1", "t2a_R@5", "t2a_R@10", "a2t_R@1", "a2t_R@5", "a2t_R@10", "t2a_mAP@10", "a2t_mAP@10"]
-    lines = [
-        "| language | " + " | ".join(columns) + " |",
-        "|---|" + "---|" * len(columns),
-    ]
-    for language in (*languages, None):
-        suffix = "" if language is None else f"/{language}"
-        label = "avg" if language is None else language
-        values = [result.metrics.get(f"{column}{suffix}") for column in columns]
-        lines.append(
-            f"| {label} | " + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in values) + " |"
-        )
-    lines.append("")
-    lines.append(
-        f"MRV (mean rank variance across languages, lower is more consistent): {result.metrics.get('MRV', float('nan')):.2f}"
+    """The demo's report: the results table (one row per language plus the average, MRV) and chance level."""
+    return "\n".join(
+        [
+            results_table(result.metrics, languages),
+            "",
+            "MRV: mean rank variance across languages, lower is more consistent.",
+            f"Chance level: T2A R@1 = {100 * result.chance_r1:.1f}% ({round(1 / result.chance_r1)} test clips)",
+        ]
     )
-    lines.append(
-        f"Chance level: T2A R@1 = {100 * result.chance_r1:.1f}% ({round(1 / result.chance_r1)} test clips)"
-    )
-    return "\n".join(lines)

@@ -13,13 +13,13 @@ from transformers import pipeline
 from hf_atr import AtrTrainer
 from hf_atr.hub import push_to_hub, stage_upload
 from hf_atr.model_card import (
-    OBJECTIVE_REFERENCES,
     ModelCardCallback,
     build_model_card,
     evaluation_table,
     normalize_metric_names,
     write_model_card,
 )
+from hf_atr.objectives import get_objective_class
 from hf_atr.pipelines.index import IndexFormatError
 from hf_atr.pipelines.retrieval_pipeline import register_pipeline
 
@@ -51,7 +51,7 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
         "- `margin`: `0.3`",
         "VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. BMVC 2018.",
         "- training data: synthcaps",
-        "| captions | t2a_R@1 | t2a_mAP@10 | a2t_R@1 |",
+        "| language | t2a_R@1 | t2a_mAP@10 | a2t_R@1 |",
         "| eng | 30.0 | — | 50.0 |",
         "| fra | 20.0 | — | 30.0 |",
         "| avg | 25.0 | 35.0 | 40.0 |",
@@ -86,7 +86,7 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
     ],
 )
 def test_objectives_cite_their_papers(objective, citation):
-    assert any(citation in reference for reference in OBJECTIVE_REFERENCES[objective][1])
+    assert any(citation in reference for reference in get_objective_class(objective).citation)
 
 
 def test_card_lists_default_hyperparameters_and_citation_of_the_objective():

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoProcessor, pipeline
 
 import hf_atr  # noqa: F401  (registers the Auto classes and the pipeline)
+from hf_atr.configuration_atr import FORMAT_VERSION
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "format_v0"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
@@ -36,7 +37,9 @@ def test_saved_model_and_processor_give_the_same_embeddings(name, fixture_copy):
     model_dir = fixture_copy / f"model_{name}"
     model = AutoModel.from_pretrained(model_dir)
     processor = AutoProcessor.from_pretrained(model_dir)
-    assert model.config.objective == json.loads((model_dir / "config.json").read_text())["objective"]
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert "format_version" not in saved and model.config.format_version == FORMAT_VERSION  # migrated
+    assert model.config.objective == saved["objective"]
     clips = [str(fixture_copy / clip) for clip in EXPECTED["clips"]]
     with torch.no_grad():
         audio_embeds = model.get_audio_features(**processor(audio=clips))

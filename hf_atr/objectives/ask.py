@@ -124,6 +124,9 @@ class AskObjective(ContrastiveObjective):
         output = objective(audio_embeds, text_embeds, batch={"audio_ids": ids}, model=model)
     """
 
+    description = "contrastive learning with an adaptive self-improving knowledge base (ASK)"
+    citation = ("ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. ACL submission.",)
+
     def __init__(
         self,
         temperature: float | None = None,

@@ -20,6 +20,11 @@ from .batch import batch_audio_ids, same_clip_mask
 from .contrastive import ContrastiveObjective, pair_similarity
 from .registry import ObjectiveOutput, register_objective
 
+ATRI_CITATION = (
+    "Yin et al. ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies by Reducing Data Distribution "
+    "Errors. ACL 2025."
+)
+
 
 def masked_symmetric_info_nce(
     logits: torch.Tensor,
@@ -111,6 +116,9 @@ class RandomLanguageObjective(ContrastiveObjective):
         objective = build_objective({"name": "random_language"})
     """
 
+    description = "contrastive learning on one random caption language per step (ATRI baseline)"
+    citation = (ATRI_CITATION,)
+
 
 @register_objective("kcl")
 class KclObjective(ContrastiveObjective):
@@ -134,6 +142,9 @@ class KclObjective(ContrastiveObjective):
         output = build_objective({"name": "kcl"})(audio_embeds, text_embeds,   # (B, D), (B, K, D)
                                                   batch={"audio_ids": ids, "language_mask": mask})
     """
+
+    description = "K-language contrastive learning over all caption translations (ATRI)"
+    citation = (ATRI_CITATION,)
 
     def forward(
         self,
@@ -194,6 +205,9 @@ class CaclObjective(ContrastiveObjective):
         output = build_objective({"name": "cacl"})(audio_embeds, text_embeds,  # (B, D), (B, 2, D)
                                                    batch={"audio_ids": ids, "language_mask": mask})
     """
+
+    description = "contrastive learning with a cross-language consistency term (ATRI)"
+    citation = (ATRI_CITATION,)
 
     def forward(
         self,

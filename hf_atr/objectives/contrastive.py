@@ -13,6 +13,13 @@ from torch import nn
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .registry import Objective, ObjectiveOutput, register_objective
 
+CLIP_CITATION = (
+    "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021."
+)
+CLAP_CITATION = (
+    "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023."
+)
+
 
 def pair_similarity(
     audio_embeds: torch.Tensor, text_embeds: torch.Tensor, model: nn.Module | None
@@ -46,6 +53,8 @@ class ContrastiveObjective(Objective):
         output.loss.backward()
     """
 
+    description = "symmetric InfoNCE over in-batch pairs (CLIP / CLAP)"
+    citation = (CLIP_CITATION, CLAP_CITATION)
     DEFAULT_TEMPERATURE = 0.07
 
     def __init__(self, temperature: float | None = None) -> None:

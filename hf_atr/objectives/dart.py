@@ -461,6 +461,14 @@ class DartObjective(Objective):
         output.logs  # {"loss_t2a": ..., "loss_a2t": ..., "loss_uwd": ..., "reliability_entropy": ...}
     """
 
+    description = (
+        "instance-level alignment plus reliability-weighted unbalanced Wasserstein feature alignment (DART)"
+    )
+    citation = (
+        "Guo, Tu, Xu. Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval "
+        "(DART). ICLR 2026.",
+    )
+
     def __init__(
         self,
         base: str | Mapping[str, Any] | None = None,

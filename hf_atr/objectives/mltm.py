@@ -21,6 +21,9 @@ from ..ot.utils import DEFAULT_MAX_ITER, DEFAULT_TOL, check_positive, check_solv
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .registry import Objective, ObjectiveOutput, register_objective
 
+MLTM_CITATION = (
+    "Luong et al. Revisiting Deep Audio-Text Retrieval Through the Lens of Transportation (m-LTM). ICLR 2024."
+)
 # m-LTM §5.3 (Tables 6 and 8): ε = 0.05 gave the best retrieval; ε ≤ 0.02 collapsed with their solver.
 DEFAULT_REG = 0.05
 # m-LTM §3.3 / Fig. 2: the best transported mass tracks the noise ratio; 0.95 suits a few percent of noise.
@@ -123,6 +126,8 @@ class InverseOTObjective(Objective):
         objective.on_optimizer_step(model)
     """
 
+    description = "inverse optimal transport with a learned ground metric (m-LTM)"
+    citation = (MLTM_CITATION,)
     grad_modes = GRAD_MODES
 
     def __init__(
@@ -218,6 +223,7 @@ class PartialInverseOTObjective(InverseOTObjective):
         objective = build_objective({"name": "iot_partial", "mass": 0.8})
     """
 
+    description = "inverse partial optimal transport, robust to noisy pairs (m-LTM)"
     grad_modes = PARTIAL_GRAD_MODES
 
     def __init__(

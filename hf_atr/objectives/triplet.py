@@ -32,6 +32,9 @@ class TripletObjective(Objective):
         max_violation: hardest negative only (default True) or sum over negatives.
     """
 
+    description = "hinge triplet loss on the hardest in-batch negatives (VSE++)"
+    citation = ("Faghri et al. VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. BMVC 2018.",)
+
     def __init__(self, margin: float = 0.2, max_violation: bool = True) -> None:
         super().__init__()
         if not isinstance(margin, (int, float)) or margin < 0:
