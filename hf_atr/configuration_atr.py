@@ -131,6 +131,11 @@ class AtrConfig(PreTrainedConfig):
             )
 
 
+def register_auto_config() -> None:
+    """Make ``AutoConfig`` resolve ``model_type="audio-text-retrieval"`` without remote code."""
+    AutoConfig.register(AtrConfig.model_type, AtrConfig, exist_ok=True)
+
+
 def migrate_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
     """A saved config dict in the current :data:`FORMAT_VERSION` (a dict without a version is format 0)."""
     version = config_dict.get("format_version", 0)
@@ -145,4 +150,11 @@ def migrate_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
     return config_dict
 
 
-__all__ = ["AtrConfig", "FORMAT_VERSION", "POOLING_KINDS", "SCORING_KINDS", "migrate_config_dict"]
+__all__ = [
+    "AtrConfig",
+    "FORMAT_VERSION",
+    "POOLING_KINDS",
+    "SCORING_KINDS",
+    "migrate_config_dict",
+    "register_auto_config",
+]

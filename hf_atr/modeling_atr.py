@@ -7,12 +7,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import ModelOutput
 from transformers.utils import logging
 
-from .configuration_atr import AtrConfig
+from . import hub
+from .configuration_atr import AtrConfig, register_auto_config
+from .model_card import write_model_card
 
 logger = logging.get_logger(__name__)
 
@@ -304,15 +306,15 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``)."""
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
-            from .model_card import write_model_card
-
             write_model_card(self, save_directory)
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:
-        """Upload weights, config, the generated card (and optionally processor and index), see :func:`hf_atr.hub.push_to_hub`."""
-        from .hub import push_to_hub
+        """Upload weights, config, the generated card (and optionally the processor) in one commit.
 
-        return push_to_hub(self, repo_id, **kwargs)
+        See :func:`hf_atr.hub.push_to_hub` for the options. A retrieval index goes with the pipeline that
+        built it: ``pipe.push_to_hub(repo_id)``.
+        """
+        return hub.push_to_hub(self, repo_id, **kwargs)
 
     @classmethod
     def from_audio_text_pretrained(
@@ -344,5 +346,5 @@ __all__ = ["AtrDualEncoderModel", "AtrOutput", "AtrPreTrainedModel", "AtrScoring
 
 def register_auto_classes() -> None:
     """Make ``AutoConfig`` / ``AutoModel`` resolve ``model_type="audio-text-retrieval"`` without remote code."""
-    AutoConfig.register(AtrConfig.model_type, AtrConfig, exist_ok=True)
+    register_auto_config()
     AutoModel.register(AtrConfig, AtrDualEncoderModel, exist_ok=True)

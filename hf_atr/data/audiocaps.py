@@ -22,7 +22,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from datasets import DatasetDict
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CAPTION_IDS_COLUMN,
@@ -43,8 +42,9 @@ from hf_atr.data.corpus_utils import (
     split_audio_dir,
 )
 from hf_atr.data.schema import atr_features
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 AUDIOCAPS_SPLIT_FILES: dict[str, str] = {"train": "train.csv", "validation": "val.csv", "test": "test.csv"}
 """Canonical split name -> metadata file name (the names AudioCaps ships)."""

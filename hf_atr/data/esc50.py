@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from datasets import DatasetDict
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -29,8 +28,9 @@ from hf_atr.data.corpus_utils import (
     record_problem,
 )
 from hf_atr.data.schema import atr_features
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 ESC50_FOLDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 ESC50_DEFAULT_TEMPLATES: tuple[str, ...] = ("This is a sound of {class}.",)

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 from datasets import Dataset, DatasetDict
 from scipy.fft import next_fast_len
-from scipy.signal import chirp, sawtooth
 
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column
@@ -450,6 +449,8 @@ def _beeps(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np
 
 def _chirp(start_hz: tuple[float, float], end_hz: tuple[float, float]) -> Callable:
     def generate(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+        from scipy.signal import chirp  # scipy.signal costs 0.5 s to import: only when generating
+
         span = max(time[-1], 1 / sampling_rate)
         return chirp(time, rng.uniform(*start_hz), span, rng.uniform(*end_hz), method="logarithmic")
 
@@ -481,6 +482,8 @@ def _clicks(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> n
 
 
 def _buzz(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    from scipy.signal import sawtooth  # see _chirp
+
     return sawtooth(2 * np.pi * rng.uniform(100, 160) * time + rng.uniform(0, 2 * np.pi))
 
 

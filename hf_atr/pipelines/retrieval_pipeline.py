@@ -27,6 +27,7 @@ from transformers import AutoModel, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
+from hf_atr import hub
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES
 from hf_atr.encoding import encode_audio, encode_text
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint
@@ -79,7 +80,8 @@ class AudioTextRetrievalPipeline(Pipeline):
       similarity: cosine, or the negative Euclidean/Mahalanobis distance.
     - :meth:`classify` does zero-shot classification with caption templates.
     - :meth:`save_index` / :meth:`load_index` persist the indexes (safetensors + JSON); an index saved in
-      ``<model dir>/retrieval_index`` (or in the model's Hub repository) is loaded automatically.
+      ``<model dir>/retrieval_index`` (or in the model's Hub repository) is loaded automatically;
+      :meth:`push_to_hub` uploads it with the model.
 
     Args:
         index_dir: a directory written by :meth:`save_index` to load at construction.
@@ -282,7 +284,7 @@ class AudioTextRetrievalPipeline(Pipeline):
     def _hub_index_dir(self) -> Path | None:
         """The ``retrieval_index`` folder of the Hub repository the model came from, if it has one.
 
-        Downloads only that folder (``hf_atr.hub.push_to_hub`` puts it there); a model that is not from the
+        Downloads only that folder (:meth:`push_to_hub` puts it there); a model that is not from the
         Hub, a repository without an index, or no network (and nothing cached) gives ``None``.
         """
         repo_id = str(getattr(self.model, "name_or_path", "") or "")
@@ -338,6 +340,25 @@ class AudioTextRetrievalPipeline(Pipeline):
                 self.audio_index = index
             else:
                 self.text_index = index
+
+    def push_to_hub(self, repo_id: str, **upload: Any) -> Any:
+        """Upload the model, its processor, its card and this pipeline's index in one commit.
+
+        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (``eval_results``, ``private``, ...).
+        ``pipeline("audio-text-retrieval", model=repo_id)`` loads the index again with the model.
+        """
+        if self.audio_index is None and self.text_index is None:
+            raise ValueError(
+                "This pipeline holds no index to push: build one with `pipe.index(...)`, or push the model "
+                "alone with `model.push_to_hub(repo_id)`."
+            )
+        return hub.push_to_hub(
+            self.model,
+            repo_id,
+            processor=self.processor,
+            stage_extra=lambda staging: self.save_index(staging / INDEX_DIRNAME),
+            **upload,
+        )
 
     # Zero-shot classification ------------------------------------------------------------------------
 
