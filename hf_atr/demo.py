@@ -23,6 +23,7 @@ from .data.synthcaps import load_synthcaps
 from .encoding import encode_audio, encode_text
 from .evaluation.evaluator import RetrievalEvaluator, head_similarity
 from .evaluation.tables import results_table
+from .model_card import ModelCardCallback, write_model_card
 from .modeling_atr import AtrDualEncoderModel
 from .processing_atr import AtrProcessor
 from .tokenization import train_caption_tokenizer
@@ -31,6 +32,7 @@ from .training.trainer import AtrTrainer
 logger = logging.get_logger(__name__)
 
 EXAMPLE_QUERIES = ("a loud siren", "a high-pitched tone followed by a low tone")
+CORPUS = "synthcaps"
 
 
 def tiny_feature_extractor(sampling_rate: int = 16000, duration: float = 2.0) -> ASTFeatureExtractor:
@@ -105,6 +107,9 @@ def run_demo(
 ) -> DemoResult:
     """Train and evaluate a tiny model on synthcaps; write ``metrics.json`` and the model to ``output_dir``.
 
+    The model directory holds the weights, the processor and the model card with the test results
+    (``make model-cards`` copies it to ``model_cards/demo-contrastive/``).
+
     Returns the metrics (English + 7 translations, with per-language keys and MRV), the chance level
     of T2A R@1 (``1 / num_test``), and the top-3 clips for :data:`EXAMPLE_QUERIES`.
     """
@@ -147,6 +152,7 @@ def run_demo(
         train_dataset=features["train"],
         processing_class=processor,
         train_languages=list(LANGUAGES),
+        callbacks=[ModelCardCallback(training_data=CORPUS)],
     )
     train_started = time.perf_counter()
     trainer.train()
@@ -157,6 +163,7 @@ def run_demo(
     model_dir = output_dir / "model"
     model.save_pretrained(model_dir)
     processor.save_pretrained(model_dir)
+    write_model_card(model, model_dir, eval_results=metrics)  # the card with the test results
     (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
 
     searches = search_examples(model, processor, features["test"], EXAMPLE_QUERIES, top_k=3)

@@ -25,7 +25,7 @@ def run_fresh(code: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-HEAVY = ("torch", "transformers", "faiss", "scipy.signal", "hf_atr.modeling_atr", "hf_atr.configuration_atr")
+HEAVY = ("torch", "transformers", "faiss", "scipy", "hf_atr.modeling_atr", "hf_atr.configuration_atr")
 
 
 def test_package_data_loaders_and_cli_help_load_nothing_heavy():
@@ -47,7 +47,7 @@ def test_package_data_loaders_and_cli_help_load_nothing_heavy():
         """
     )
     assert loaded == {"package": [], "data": [], "help": []}, (
-        "hf_atr.data must stay light: defer scipy.signal to first use and log through hf_atr.lazy.get_logger"
+        "hf_atr.data must stay light: import scipy where it is used and log through hf_atr.lazy.get_logger"
     )
 
 
