@@ -8,8 +8,7 @@ gradients and leaves it in the train/eval mode it found; embeddings come back as
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,16 +65,31 @@ def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> Capti
     )
 
 
-@contextmanager
-def _evaluating(model: Any) -> Iterator[torch.device]:
-    """Eval mode and no gradients inside; the model's own train/eval mode again after. Yields its device."""
+def _encode_in_batches(
+    embed: Callable[..., torch.Tensor],
+    model: Any,
+    count: int,
+    batch_size: int,
+    batch_inputs: Callable[[int, int], Mapping[str, torch.Tensor]],
+    description: str,
+    show_progress: bool,
+) -> torch.Tensor:
+    """``(count, dim)`` float32 CPU embeddings: ``embed(**batch_inputs(start, stop))`` batch by batch, in eval
+    mode without gradients, leaving ``model`` in the train/eval mode it was in."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
+    chunks = []
     try:
         with torch.no_grad():
-            yield next(model.parameters()).device
+            for start in tqdm(range(0, count, batch_size), desc=description, disable=not show_progress):
+                inputs = batch_inputs(start, min(start + batch_size, count))
+                chunks.append(
+                    embed(**{name: value.to(device) for name, value in inputs.items()}).float().cpu()
+                )
     finally:
         model.train(was_training)
+    return torch.cat(chunks)
 
 
 def encode_audio(
@@ -86,17 +100,21 @@ def encode_audio(
     ``dataset`` is a ``datasets.Dataset`` or a list of row dicts (``audio`` or precomputed features, and
     optionally ``audio_id``, which names a clip that cannot be decoded or stacked).
     """
-    chunks = []
-    with _evaluating(model) as device:
-        for start in tqdm(
-            range(0, len(dataset), batch_size), desc="Encoding audio", disable=not show_progress
-        ):
-            rows = [dataset[index] for index in range(start, min(start + batch_size, len(dataset)))]
-            audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
-            inputs = audio_batch(processor, rows, audio_ids)
-            embeds = model.get_audio_features(**{name: value.to(device) for name, value in inputs.items()})
-            chunks.append(embeds.float().cpu())
-    return torch.cat(chunks)
+
+    def batch_inputs(start: int, stop: int) -> Mapping[str, torch.Tensor]:
+        rows = [dataset[index] for index in range(start, stop)]
+        audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
+        return audio_batch(processor, rows, audio_ids)
+
+    return _encode_in_batches(
+        model.get_audio_features,
+        model,
+        len(dataset),
+        batch_size,
+        batch_inputs,
+        "Encoding audio",
+        show_progress,
+    )
 
 
 def encode_text(
@@ -108,15 +126,19 @@ def encode_text(
     show_progress: bool = False,
 ) -> torch.Tensor:
     """``(n_captions, dim)`` caption embeddings."""
-    chunks = []
-    with _evaluating(model) as device:
-        for start in tqdm(
-            range(0, len(captions), batch_size), desc="Encoding captions", disable=not show_progress
-        ):
-            tokens = processor(text=list(captions[start : start + batch_size]), return_tensors="pt")
-            embeds = model.get_text_features(**{name: value.to(device) for name, value in tokens.items()})
-            chunks.append(embeds.float().cpu())
-    return torch.cat(chunks)
+
+    def batch_inputs(start: int, stop: int) -> Mapping[str, torch.Tensor]:
+        return processor(text=list(captions[start:stop]), return_tensors="pt")
+
+    return _encode_in_batches(
+        model.get_text_features,
+        model,
+        len(captions),
+        batch_size,
+        batch_inputs,
+        "Encoding captions",
+        show_progress,
+    )
 
 
 def encode_pairs(

@@ -66,12 +66,28 @@ class AtrDataCollator:
             captions.append(check_caption(clip_captions[index], index, audio_id, language))
             caption_indices.append(index)
             languages.append(language)
-        batch = audio_batch(self.processor, rows, audio_ids)
-        batch.update(self.processor(text=captions, max_length=self.max_length, return_tensors="pt"))
-        batch["audio_ids"] = audio_ids
-        batch["caption_indices"] = torch.tensor(caption_indices)
-        batch["languages"] = languages
-        return batch
+        return pair_batch(
+            self.processor, rows, audio_ids, captions, caption_indices, languages, self.max_length
+        )
+
+
+def pair_batch(
+    processor: AtrProcessor,
+    rows: Sequence[dict[str, Any]],
+    audio_ids: list[str],
+    captions: list[str],
+    caption_indices: list[int],
+    languages: list[Any],
+    max_length: int | None,
+) -> dict[str, Any]:
+    """The model inputs of ``rows`` (audio features, tokenised ``captions``) plus the objective's metadata
+    (:data:`METADATA_KEYS`): ``audio_ids``, ``caption_indices`` ``(n_captions,)`` and ``languages``."""
+    batch = audio_batch(processor, rows, audio_ids)
+    batch.update(processor(text=captions, max_length=max_length, return_tensors="pt"))
+    batch["audio_ids"] = audio_ids
+    batch["caption_indices"] = torch.tensor(caption_indices)
+    batch["languages"] = languages
+    return batch
 
 
 def caption_columns(clips: Any, languages: Sequence[str]) -> tuple[list, list]:

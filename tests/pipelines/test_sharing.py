@@ -71,24 +71,18 @@ def test_push_to_hub_uploads_model_processor_index_and_card(tmp_path):
     assert uploaded["retrieval_index/audio_index.json"] == (index_dir / "audio_index.json").read_bytes()
 
 
-def test_push_to_hub_without_a_saved_index_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    ("index", "error", "message"),
+    [("missing", FileNotFoundError, "No saved retrieval index"), ("stale", IndexFormatError, "fingerprint")],
+)
+def test_push_to_hub_refuses_a_missing_index_or_one_of_other_weights(tmp_path, index, error, message):
+    index_dir = model_with_index(tmp_path, seed=1)[2] if index == "stale" else tmp_path
     with (
         mock.patch.object(HfApi, "create_repo", return_value=mock.Mock(repo_id="team/x")),
         mock.patch.object(HfApi, "create_commit") as create_commit,
-        pytest.raises(FileNotFoundError, match="No saved retrieval index"),
+        pytest.raises(error, match=message),
     ):
-        push_to_hub(make_model(), "team/x", index_dir=tmp_path)
-    create_commit.assert_not_called()
-
-
-def test_push_to_hub_refuses_an_index_of_other_weights(tmp_path):
-    _, _, stale_index = model_with_index(tmp_path, seed=1)
-    with (
-        mock.patch.object(HfApi, "create_repo", return_value=mock.Mock(repo_id="team/x")),
-        mock.patch.object(HfApi, "create_commit") as create_commit,
-        pytest.raises(IndexFormatError, match="fingerprint"),
-    ):
-        push_to_hub(make_model(), "team/x", index_dir=stale_index)
+        push_to_hub(make_model(), "team/x", index_dir=index_dir)
     create_commit.assert_not_called()
 
 
