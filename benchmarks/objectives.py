@@ -43,7 +43,6 @@ import torch
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-import hf_atr.objectives  # noqa: F401  (registers the built-in objectives)
 from hf_atr.objectives.dart import (
     DEFAULT_UWD_MARGINAL_REG,
     DEFAULT_UWD_REG,

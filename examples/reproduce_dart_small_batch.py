@@ -43,7 +43,6 @@ import torch
 from datasets import Dataset, DatasetDict
 from transformers import TrainingArguments
 
-import hf_atr.objectives  # noqa: F401  (registers the built-in objectives)
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.evaluation.evaluator import RetrievalEvaluator

@@ -39,7 +39,6 @@ import torch
 from datasets import load_from_disk
 from transformers import get_cosine_schedule_with_warmup
 
-import hf_atr.objectives.atri  # noqa: F401  (registers kcl, cacl and random_language)
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.data.schema import ENGLISH, LANGUAGES
 from hf_atr.data.synthcaps import load_synthcaps

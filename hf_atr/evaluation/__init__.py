@@ -1,4 +1,4 @@
-"""Retrieval evaluation: chunked metrics, the `evaluate` module, and encoding a dataset once."""
+"""Retrieval evaluation: chunked metrics, the `evaluate` module, the evaluator and the results table."""
 
 from .retrieval import (
     DEFAULT_KS,

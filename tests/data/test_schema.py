@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import pytest
 from datasets import Dataset
 
-from hf_atr.data.schema import all_captions, atr_features, captions_in_language, finalize_audio_column
+from hf_atr.data.schema import (
+    all_captions,
+    atr_features,
+    captions_in_language,
+    check_caption,
+    finalize_audio_column,
+)
 
 
 def test_all_captions_collects_english_and_present_translations():
@@ -37,3 +44,11 @@ def test_captions_in_language_reads_english_or_the_translation():
     assert captions_in_language(row, "deu") is None
     assert captions_in_language({"captions": ["x"]}, "jpn") is None
     assert captions_in_language({"text": ["y"]}, "eng", english_column="text") == ["y"]
+
+
+def test_check_caption_returns_text_and_names_the_clip_of_an_empty_one():
+    assert check_caption("a dog barks", 0) == "a dog barks"
+    with pytest.raises(ValueError, match=r"^Clip 'c7': fra caption 2 is empty or not a string \(' '\)\.$"):
+        check_caption(" ", 2, "c7", "fra")
+    with pytest.raises(ValueError, match=r"^Caption 1 is empty or not a string \(None\)\.$"):
+        check_caption(None, 1)
