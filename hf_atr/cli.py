@@ -191,11 +191,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _pipeline(model: str, **pipeline_kwargs: Any) -> Any:
-    from transformers import pipeline
+    from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
 
-    from hf_atr.pipelines.retrieval_pipeline import register_pipeline
-
-    register_pipeline()
     return pipeline("audio-text-retrieval", model=model, **pipeline_kwargs)
 
 
