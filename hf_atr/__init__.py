@@ -1,16 +1,20 @@
 """hf-atr: audio-text retrieval for the Hugging Face stack.
 
-Importing the package registers the built-in objectives and the ``audio-text-retrieval`` model type
-with ``AutoConfig``, ``AutoModel`` and ``AutoProcessor`` (no ``trust_remote_code`` needed).
+Importing the package registers the built-in objectives, the ``audio-text-retrieval`` model type
+with ``AutoConfig``, ``AutoModel`` and ``AutoProcessor``, and the PANNs backbones (``model_type="panns"``)
+with ``AutoConfig``, ``AutoModel``, ``AutoModelForAudioClassification`` and ``AutoFeatureExtractor``
+(no ``trust_remote_code`` needed).
 """
 
 from .configuration_atr import AtrConfig
 from .modeling_atr import AtrDualEncoderModel, AtrOutput, AtrScoringHead, register_auto_classes
+from .models.panns import register_panns
 from .objectives import available_objectives, build_objective, register_objective
 from .pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
 from .processing_atr import AtrProcessor, register_auto_processor
 
 register_auto_classes()
+register_panns()
 register_auto_processor()
 register_pipeline()
 

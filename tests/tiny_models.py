@@ -16,6 +16,8 @@ from transformers import (
 )
 
 from hf_atr import AtrConfig, AtrDualEncoderModel, AtrProcessor
+from hf_atr.models.panns.configuration_panns import PannsConfig
+from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.tokenization import train_caption_tokenizer
 
 SAMPLING_RATE = 16000
@@ -58,9 +60,38 @@ def tiny_tokenizer():
     return train_caption_tokenizer(sentences * 3, vocab_size=200)
 
 
+def tiny_panns_feature_extractor() -> PannsFeatureExtractor:
+    """PANNs' 16 kHz front end (as Cnn14_16k: n_fft 512, hop 160, 50–8000 Hz) with 32 mel bins, 1-s clips."""
+    return PannsFeatureExtractor(
+        feature_size=32,
+        sampling_rate=SAMPLING_RATE,
+        fft_window_size=512,
+        hop_length=160,
+        frequency_min=50.0,
+        frequency_max=8000.0,
+        max_length_s=CLIP_SECONDS,
+    )
+
+
+def tiny_panns_config(architecture: str = "cnn14", **overrides) -> PannsConfig:
+    """A few channels per block; 32 mel bins (CNN14: 4 blocks, pooling by 8; ResNet38: 3 stages, by 16)."""
+    sizes = (
+        {"conv_block_channels": [4, 8, 8, 16]}
+        if architecture == "cnn14"
+        else {
+            "conv_block_channels": [4, 16],
+            "resnet_stage_channels": [4, 8, 8],
+            "resnet_stage_blocks": [2, 1, 2],
+        }
+    )
+    return PannsConfig(architecture=architecture, num_mel_bins=32, **{**sizes, **overrides})
+
+
 def tiny_feature_extractor(audio_family: str):
     if audio_family == "ast":
         return ASTFeatureExtractor(sampling_rate=SAMPLING_RATE, num_mel_bins=32, max_length=100)
+    if audio_family == "panns":
+        return tiny_panns_feature_extractor()
     return WhisperFeatureExtractor(
         feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=1, hop_length=160
     )
@@ -78,6 +109,8 @@ def tiny_audio_config(audio_family: str):
             frequency_stride=16,
             time_stride=16,
         )
+    if audio_family == "panns":
+        return tiny_panns_config()
     return WhisperConfig(
         d_model=32,
         encoder_layers=1,
