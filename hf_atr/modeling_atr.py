@@ -325,13 +325,15 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
 
         Keyword arguments prefixed ``audio_`` / ``text_`` go to the backbones' ``from_pretrained``
         (e.g. ``audio_revision="main"``); the others (``projection_dim``, ``scoring``, ``objective``, ...)
-        to :class:`AtrConfig`.
+        and :class:`AtrConfig`'s own ``audio_pooling`` / ``text_pooling`` to :class:`AtrConfig`.
         """
+        # AtrConfig's pooling fields start with a backbone prefix too; they are not from_pretrained arguments.
+        backbone_keys = [key for key in list(kwargs) if key not in ("audio_pooling", "text_pooling")]
         audio_kwargs = {
-            key[len("audio_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("audio_")
+            key[len("audio_") :]: kwargs.pop(key) for key in backbone_keys if key.startswith("audio_")
         }
         text_kwargs = {
-            key[len("text_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("text_")
+            key[len("text_") :]: kwargs.pop(key) for key in backbone_keys if key.startswith("text_")
         }
         audio_model = _encoder_only(AutoModel.from_pretrained(audio_model_name_or_path, **audio_kwargs))
         text_model = AutoModel.from_pretrained(text_model_name_or_path, **text_kwargs)

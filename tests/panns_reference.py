@@ -158,6 +158,22 @@ def randomise_batch_norms(module: torch.nn.Module, seed: int = 0) -> None:
                 submodule.running_var.copy_(0.5 + torch.rand(channels, generator=generator))
 
 
+TINY_CHANNELS = {
+    "cnn14": {"conv_block_channels": (4, 8, 8, 16)},
+    "resnet38": {"conv_block_channels": (4, 16), "stage_channels": (4, 8, 8), "stage_blocks": (2, 1, 2)},
+}
+"""Official-layout sizes matching ``tiny_models.tiny_panns_config``."""
+TINY_CLASSES = 5
+
+
+def tiny_official_state(architecture: str, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A tiny checkpoint in the official layout for ``tiny_models``' 16 kHz front end (torchlibrosa weights)."""
+    shapes = official_shapes(
+        architecture, n_fft=512, mel_bins=32, classes=TINY_CLASSES, **TINY_CHANNELS[architecture]
+    )
+    return random_official_state_dict(shapes, torchlibrosa_front_end(16000, 512, 160, 32, 50.0, 8000.0), seed)
+
+
 def official_resnet38_forward(
     state: dict[str, torch.Tensor], logmel: torch.Tensor
 ) -> dict[str, torch.Tensor]:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from panns_reference import official_shapes, random_official_state_dict, torchlibrosa_front_end
+from panns_reference import TINY_CLASSES as CLASSES
+from panns_reference import tiny_official_state
 from tiny_models import tiny_panns_config, tiny_panns_feature_extractor
 from transformers import AutoFeatureExtractor, AutoModel, AutoModelForAudioClassification
 
@@ -16,18 +17,6 @@ from hf_atr.models.panns.convert_panns_checkpoint import (
 )
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.models.panns.modeling_panns import PannsForAudioClassification, PannsModel
-
-TINY_CHANNELS = {"cnn14": {"conv_block_channels": (4, 8, 8, 16)}, "resnet38": {"conv_block_channels": (4, 16),
-                 "stage_channels": (4, 8, 8), "stage_blocks": (2, 1, 2)}}  # fmt: skip
-CLASSES = 5
-
-
-def tiny_official_state(architecture: str, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A tiny checkpoint in the official PANNs layout, its front end made by torchlibrosa (16 kHz settings)."""
-    shapes = official_shapes(
-        architecture, n_fft=512, mel_bins=32, classes=CLASSES, **TINY_CHANNELS[architecture]
-    )
-    return random_official_state_dict(shapes, torchlibrosa_front_end(16000, 512, 160, 32, 50.0, 8000.0), seed)
 
 
 def convert(path, out, architecture="cnn14", **kwargs):
