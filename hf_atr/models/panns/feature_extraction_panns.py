@@ -130,7 +130,6 @@ class PannsFeatureExtractor(SequenceFeatureExtractor):
         truncation: bool = True,
         max_length: int | None = None,
         return_tensors: str | None = None,
-        **kwargs: Any,
     ) -> BatchFeature:
         """Featurise one clip or a batch: ``input_features`` ``(batch, frames, feature_size)`` float32.
 

@@ -14,6 +14,7 @@ from hf_atr.models.panns.convert_panns_checkpoint import (
     convert_panns_checkpoint,
     load_official_state_dict,
     main,
+    read_audioset_labels,
 )
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.models.panns.modeling_panns import PannsForAudioClassification, PannsModel
@@ -130,6 +131,15 @@ def test_label_names_from_the_audioset_csv(tmp_path):
     (tmp_path / "short.csv").write_text("index,mid,display_name\n" + rows.split("\n", 1)[1])
     with pytest.raises(ValueError, match=r"short.csv has 4 labels .*classifier has 5 rows"):
         convert(tmp_path / "checkpoint.pth", tmp_path / "out2", labels_csv=tmp_path / "short.csv")
+
+
+def test_bad_label_files_are_named(tmp_path):
+    (tmp_path / "columns.csv").write_text("id,name\n0,Speech\n")
+    with pytest.raises(ValueError, match="columns.csv needs the columns index and display_name"):
+        read_audioset_labels(tmp_path / "columns.csv")
+    (tmp_path / "index.csv").write_text("index,mid,display_name\n0,/m/0,Speech\nx,/m/1,Dog\n")
+    with pytest.raises(ValueError, match="index.csv, line 3: index 'x' is not an integer"):
+        read_audioset_labels(tmp_path / "index.csv")
 
 
 def test_config_and_extractor_must_agree_on_mel_bins(tmp_path):

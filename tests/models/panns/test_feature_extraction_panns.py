@@ -79,6 +79,13 @@ def test_bad_audio_is_named(audio, sampling_rate, message):
         tiny_panns_feature_extractor()(audio, sampling_rate=sampling_rate)
 
 
+def test_unknown_options_are_refused_and_a_missing_rate_is_assumed():
+    extractor = tiny_panns_feature_extractor()
+    with pytest.raises(TypeError, match="return_attention_mask"):
+        extractor(np.zeros(16000), sampling_rate=16000, return_attention_mask=True)
+    assert extractor(np.zeros(16000), return_tensors="np")["input_features"].shape == (1, 101, 32)
+
+
 def test_frequency_max_above_nyquist_is_refused():
     with pytest.raises(ValueError, match="above the Nyquist frequency of 16000 Hz"):
         PannsFeatureExtractor(sampling_rate=16000, frequency_max=14000.0)
