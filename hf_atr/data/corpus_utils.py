@@ -409,7 +409,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     output = parser.add_argument_group("output")
     output.add_argument(
         "--output-dir",
-        type=Path,
+        type=expand_path,
         help="Directory to write to: DatasetDict.save_to_disk, or <split>.parquet files with --parquet.",
     )
     output.add_argument("--parquet", action="store_true", help="Write one Parquet file per split.")
