@@ -15,6 +15,7 @@ from hf_atr.data.audio_text_folder import load_audio_text_folder
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
     add_export_arguments,
+    add_overlap_arguments,
     check_export_arguments,
     expand_path,
     export_dataset_dict,
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--missing", choices=MISSING_POLICIES, default="error", help="Raise on or skip bad clips/rows."
     )
     parser.add_argument("--encoding", default="utf-8", help="Text encoding of the metadata files.")
+    add_overlap_arguments(parser)
     add_export_arguments(parser)
     return parser
 

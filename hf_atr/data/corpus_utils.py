@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datasets import Dataset, DatasetDict, Features, List, Value
+from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
 from datasets.table import embed_table_storage
 from transformers.utils import logging
 
 from hf_atr.data.audio import AudioDecodeError, check_audio_file
+from hf_atr.data.overlap import OVERLAP_CRITERIA, read_wavcaps_blocklist, remove_overlap
 from hf_atr.data.schema import finalize_audio_column, set_corpus_provenance
 
 logger = logging.get_logger(__name__)
@@ -433,6 +434,45 @@ def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Names
         parser.error("give --output-dir and/or --push-to-hub REPO.")
     if args.parquet and args.output_dir is None:
         parser.error("--parquet needs --output-dir.")
+
+
+def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the ``build_*.py`` scripts for training data: the overlap filter (:mod:`hf_atr.data.overlap`)."""
+    overlap = parser.add_argument_group("overlap filter (remove evaluation clips from training data)")
+    overlap.add_argument(
+        "--exclude-overlap-with",
+        nargs="+",
+        type=expand_path,
+        default=[],
+        metavar="DIR",
+        help="DatasetDicts saved by the other build_*.py scripts (e.g. Clotho and AudioCaps test): clips "
+        "that are clips of theirs are removed.",
+    )
+    overlap.add_argument(
+        "--blocklist",
+        type=expand_path,
+        metavar="JSON",
+        help="A WavCaps block list (json_files/blacklist/*.json): its Freesound and YouTube ids are removed.",
+    )
+    overlap.add_argument(
+        "--overlap-by",
+        nargs="+",
+        choices=OVERLAP_CRITERIA,
+        default=list(OVERLAP_CRITERIA),
+        help="Match by source id and/or audio content (default: both).",
+    )
+
+
+def apply_overlap_arguments(dataset: DatasetDict, args: argparse.Namespace) -> DatasetDict:
+    """Run the overlap filter the options of :func:`add_overlap_arguments` ask for (none: ``dataset``)."""
+    if not args.exclude_overlap_with and args.blocklist is None:
+        return dataset
+    references = [load_from_disk(str(path)) for path in args.exclude_overlap_with]
+    blocked = read_wavcaps_blocklist(args.blocklist) if args.blocklist is not None else set()
+    filtered, reports = remove_overlap(dataset, references, by=args.overlap_by, exclude_source_ids=blocked)
+    for split, report in reports.items():
+        print(f"{split}: {report.summary()}")
+    return filtered
 
 
 def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:
