@@ -271,7 +271,7 @@ def _flatten(reference: Dataset | DatasetDict | Sequence[Dataset | DatasetDict])
             if provenance.get("corpus"):
                 name = f"{provenance['corpus']} {provenance.get('split', split or '')}".strip()
             else:
-                name = f"{split or 'a dataset'} ({len(dataset)} clips)"
+                name = f"split '{split}'" if split else "an unnamed dataset"
             flat.append((name, dataset))
     return flat
 
