@@ -26,13 +26,13 @@ Audio files in the folder that no metadata row names are counted and named in a 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from datasets import DatasetDict
 from datasets.data_files import SPLIT_KEYWORDS
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -54,7 +54,7 @@ from hf_atr.data.corpus_utils import (
 )
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
 
-logger = logging.get_logger(__name__)
+logger = logging.getLogger(__name__)
 
 METADATA_FILE_NAMES: tuple[str, ...] = ("metadata.csv", "metadata.jsonl")
 """The metadata file names of the AudioFolder convention, tried in this order."""

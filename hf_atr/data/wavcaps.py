@@ -32,12 +32,12 @@ clips of FreeSound and the AudioCaps clips of AudioSet_SL.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path, PurePath
 
 from datasets import DatasetDict
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -55,7 +55,7 @@ from hf_atr.data.corpus_utils import (
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
 from hf_atr.data.source_ids import freesound_source_id, source_id, youtube_source_id
 
-logger = logging.get_logger(__name__)
+logger = logging.getLogger(__name__)
 
 WAVCAPS_OFFICIAL_CLIPS: dict[str, int] = {
     "FreeSound": 262300,
