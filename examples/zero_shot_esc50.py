@@ -27,12 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 from datasets import concatenate_datasets
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
+from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, class_prompts, load_esc50
 from hf_atr.evaluation.evaluator import encode_audio, encode_text, head_similarity
 from hf_atr.evaluation.retrieval import retrieval_metrics
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", required=True, help="Directory of a saved AtrDualEncoderModel + AtrProcessor."
     )
     parser.add_argument(
-        "--esc50-dir", type=Path, required=True, help="The ESC-50 directory (meta/ and audio/)."
+        "--esc50-dir", type=expand_path, required=True, help="The ESC-50 directory (meta/ and audio/)."
     )
     parser.add_argument(
         "--folds", type=int, nargs="+", choices=ESC50_FOLDS, help="Folds to test (default: all)."
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--output-json", type=Path, help="Also write the metrics to this JSON file.")
+    parser.add_argument("--output-json", type=expand_path, help="Also write the metrics to this JSON file.")
     return parser
 
 
