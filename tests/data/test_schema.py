@@ -1,8 +1,16 @@
 from __future__ import annotations
 
-from datasets import Dataset
+from datasets import Dataset, DatasetDict, concatenate_datasets, load_from_disk
 
-from hf_atr.data.schema import all_captions, atr_features, captions_in_language, finalize_audio_column
+from hf_atr.data.schema import (
+    all_captions,
+    atr_features,
+    captions_in_language,
+    corpus_provenance,
+    finalize_audio_column,
+    record_filter,
+    set_corpus_provenance,
+)
 
 
 def test_all_captions_collects_english_and_present_translations():
@@ -37,3 +45,32 @@ def test_captions_in_language_reads_english_or_the_translation():
     assert captions_in_language(row, "deu") is None
     assert captions_in_language({"captions": ["x"]}, "jpn") is None
     assert captions_in_language({"text": ["y"]}, "eng", english_column="text") == ["y"]
+
+
+def test_provenance_survives_save_load_and_dataset_operations(tmp_path):
+    dataset = Dataset.from_dict({"audio_id": ["a", "b", "c"]})
+    assert corpus_provenance(dataset) is None
+    provenance = {
+        "corpus": "Clotho",
+        "split": "test",
+        "official_clips": 1045,
+        "clips_found": 3,
+        "filters": [],
+    }
+    set_corpus_provenance(dataset, provenance)
+    assert corpus_provenance(dataset) == provenance
+    filtered = dataset.select([0, 2])
+    record_filter(filtered, {"name": "overlap", "removed": 1, "clips_after": 2})
+    assert corpus_provenance(dataset)["filters"] == []  # the source dataset is untouched
+    DatasetDict({"test": filtered}).save_to_disk(str(tmp_path / "saved"))
+    reloaded = load_from_disk(str(tmp_path / "saved"))["test"]
+    expected = {**provenance, "filters": [{"name": "overlap", "removed": 1, "clips_after": 2}]}
+    assert corpus_provenance(reloaded) == expected
+    assert corpus_provenance(reloaded.map(lambda row: {"x": 1}).remove_columns("x")) == expected
+    other = set_corpus_provenance(Dataset.from_dict({"audio_id": ["d"]}), {"corpus": "AudioCaps"})
+    both = concatenate_datasets([reloaded, other])
+    assert corpus_provenance(both) == {"concatenated": [expected, {"corpus": "AudioCaps"}]}
+    record_filter(both, {"name": "overlap", "removed": 0})
+    assert corpus_provenance(both)["filters"] == [{"name": "overlap", "removed": 0}]
+    dataset.info.description = "a description someone wrote"
+    assert corpus_provenance(dataset) is None
