@@ -57,8 +57,8 @@ TIE_RULE = (
 # Default block: as many captions as fit in 2**24 scores (64 MiB in float32). Large blocks matter on CPU,
 # where every tensor operation has a fixed cost.
 DEFAULT_BLOCK_ENTRIES = 2**24
-# Captions per block when scoring each caption against its own clips ahead of the main pass: small enough
-# to keep that pass cheap, large enough for BLAS to round as it does in the main blocks.
+# Captions per block when scoring each caption against its relevant clips ahead of the main pass: small
+# enough to keep that pass cheap, large enough for BLAS to round as it does in the main blocks.
 _POSITIVE_BLOCK_ROWS = 1024
 # Stands in for the missing relevant items of queries with fewer than the most: beyond every cutoff.
 _PADDING_POSITION = 2**62
@@ -450,12 +450,14 @@ def _rank_relevant_items(
         )
         for code in range(n_languages)
     ]
+    # Fewer captions per block when they have several clips, so that each block scores few distinct clips.
+    positive_block_rows = max(1, _POSITIVE_BLOCK_ROWS // relevant_clips.shape[1])
     expected_scores = torch.cat(
         [
             source.relevant_scores(sorted_text[start:stop], sorted_relevant[start:stop])
             for _, block_start, block_stop in blocks
-            for start in range(block_start, block_stop, _POSITIVE_BLOCK_ROWS)
-            for stop in (min(start + _POSITIVE_BLOCK_ROWS, block_stop),)
+            for start in range(block_start, block_stop, positive_block_rows)
+            for stop in (min(start + positive_block_rows, block_stop),)
         ]
     )
     for gallery in galleries:
@@ -761,6 +763,9 @@ def _as_labels(labels: ArrayLike, n_text: int, name: str) -> tuple[list[str], np
 def _check_cutoffs(
     ks: Sequence[int], map_cutoffs: Sequence[int], chunk_size: int
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    for name, values in (("ks", ks), ("map_cutoffs", map_cutoffs)):
+        if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
+            raise ValueError(f"{name} must be a sequence of positive integers, e.g. (10,), got {values!r}.")
     ks, map_cutoffs = tuple(ks), tuple(map_cutoffs)
     for name, values in (("ks", ks), ("map_cutoffs", map_cutoffs), ("chunk_size", (chunk_size,))):
         if not values or any(

@@ -481,6 +481,7 @@ def test_clip_without_captions_is_skipped_for_audio_to_text():
         ({"ks": ()}, "ks must be positive integer"),
         ({"map_cutoffs": (10, 0)}, "map_cutoffs must be positive integer"),
         ({"map_cutoffs": ()}, "map_cutoffs must be positive integer"),
+        ({"map_cutoffs": 10}, r"map_cutoffs must be a sequence of positive integers, e.g. \(10,\), got 10"),
         ({"chunk_size": 0}, "chunk_size must be positive integer"),
     ],
 )
