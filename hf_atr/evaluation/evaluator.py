@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -288,7 +289,7 @@ class RetrievalEvaluator:
         self.table = caption_table(dataset, self.languages)
         relevance_file = None
         if isinstance(relevance, (str, os.PathLike)):
-            relevance_file = os.fspath(relevance)
+            relevance_file = str(Path(relevance).expanduser())
             relevance = load_relevance_judgements(
                 relevance, dataset, threshold=relevance_threshold, missing=relevance_missing
             )
