@@ -80,34 +80,32 @@ def reflect_pad_ends(waveforms: torch.Tensor, lengths: torch.Tensor | None, padd
     return padded
 
 
-def power_spectrogram(
-    waveforms: torch.Tensor,
-    window: torch.Tensor,
-    hop_length: int,
-    fft_length: int,
-    lengths: torch.Tensor | None = None,
-    bins: int | None = None,
+def centered_frames(
+    waveforms: torch.Tensor, lengths: torch.Tensor | None, frame_length: int, hop_length: int
 ) -> torch.Tensor:
-    """``|STFT|^2`` of every clip with ``center=True`` reflect padding, as librosa / transformers compute it.
+    """Frames of a ``center=True`` STFT (reflect padding, as librosa / transformers / ``torch.stft``).
 
     Args:
         waveforms: ``(batch, samples)``.
-        window: ``(frame_length,)`` with ``frame_length == fft_length``.
         lengths: ``(batch,)`` true lengths; ``None`` when every clip fills ``samples``. With lengths, each
-            clip is reflected at its own end, so its frames equal those of the clip computed alone.
-        bins: keep the first ``bins`` frequencies only (default all ``fft_length // 2 + 1``).
+            clip is reflected at its own end, so its frames equal those of the clip framed alone.
 
     Returns:
-        ``(batch, bins, frames)`` where ``frames`` is that of the longest clip; frames past a clip's own
-        :func:`centered_frame_counts` are meaningless and must be masked by the caller.
+        A ``(batch, frames, frame_length)`` view, ``frames`` that of the longest clip; frames past a clip's
+        own :func:`centered_frame_counts` are meaningless and must be ignored by the caller.
     """
-    padded = reflect_pad_ends(waveforms, lengths, fft_length // 2)
+    padding = frame_length // 2
+    padded = reflect_pad_ends(waveforms, lengths, padding)
     if lengths is not None:
-        padded = padded[:, : int(lengths.max()) + 2 * (fft_length // 2)]
-    spectrum = torch.stft(
-        padded, n_fft=fft_length, hop_length=hop_length, window=window, center=False, return_complex=True
-    )
-    squares = torch.view_as_real(spectrum[:, :bins]).square_()
+        padded = padded[:, : int(lengths.max()) + 2 * padding]
+    return padded.unfold(1, frame_length, hop_length)
+
+
+def frame_power(frames: torch.Tensor, window: torch.Tensor, bins: int | None = None) -> torch.Tensor:
+    """``|rfft(frame * window)|^2`` of ``frames: (..., frame_length)`` for the first ``bins`` frequencies
+    (default all ``frame_length // 2 + 1``): ``(..., bins)``."""
+    spectrum = torch.fft.rfft(frames * window)[..., :bins]
+    squares = torch.view_as_real(spectrum).square_()
     return squares[..., 0] + squares[..., 1]
 
 

@@ -16,7 +16,7 @@ import torch
 from transformers.audio_utils import window_function
 
 from .base import BatchedFeatureExtractor
-from .spectrogram import apply_filter_bands, filter_bands, power_spectrogram, used_bins
+from .spectrogram import apply_filter_bands, centered_frames, filter_bands, frame_power, used_bins
 
 WINDOW = "hann"
 LOG_FLOOR = 1e-10
@@ -106,11 +106,9 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
 
     def log_mel(self, signal: torch.Tensor) -> torch.Tensor:
         """``(batch, n_samples) -> (batch, num_mel_bins, frames)``, scaled as Whisper expects."""
-        window = self.constant("window", signal)
-        power = power_spectrogram(signal, window, self.hop_length, self.n_fft, bins=used_bins(self.bands))[
-            ..., :-1
-        ]
-        mel = apply_filter_bands(power.transpose(1, 2), self.constant("mel_filters", signal), self.bands)
+        frames = centered_frames(signal, None, self.n_fft, self.hop_length)[:, :-1]
+        power = frame_power(frames, self.constant("window", signal), used_bins(self.bands))
+        mel = apply_filter_bands(power, self.constant("mel_filters", signal), self.bands)
         log_spec = mel.clamp_(min=LOG_FLOOR).log10_().transpose(1, 2)
         peak = log_spec.amax(dim=(1, 2), keepdim=True)
         return (torch.maximum(log_spec, peak - DYNAMIC_RANGE) + OFFSET) / SCALE

@@ -6,7 +6,7 @@ import torch
 from synthetic_audio import synthetic_clips
 from transformers import ClapFeatureExtractor
 
-from hf_atr.features import ClapLogMelFeatures
+from hf_atr.features import ClapLogMelFeatures, clap_log_mel
 
 RATE = 48000
 
@@ -113,3 +113,20 @@ def test_rand_trunc_crops_stay_in_the_clip_and_a_crop_made_earlier_stays_longer(
 def test_unknown_settings_are_rejected(setting, message):
     with pytest.raises(ValueError, match=message):
         ClapLogMelFeatures.from_extractor(ClapFeatureExtractor(**setting))
+
+
+def test_float32_frames_with_deep_bands_are_recomputed_in_float64(monkeypatch):
+    # A loud tone over a faint floor: bands ~100 dB below each frame's peak, where float32 STFT rounding
+    # alone misses the extractor's float64 result by more than 1e-3 dB.
+    time = np.arange(RATE) / RATE
+    clip = (
+        0.5 * np.sin(2 * np.pi * 440 * time) + 1e-5 * np.random.default_rng(0).standard_normal(RATE)
+    ).astype(np.float32)
+    extractor = ClapFeatureExtractor(max_length_s=1, truncation="rand_trunc")
+    features = ClapLogMelFeatures.from_extractor(extractor)
+    reference = extractor([clip], sampling_rate=RATE, return_tensors="np")["input_features"]
+    refined = features.featurize_arrays([clip])["input_features"].numpy()
+    np.testing.assert_allclose(refined, reference, atol=1e-3, rtol=0)
+    monkeypatch.setattr(clap_log_mel, "PRECISE_RANGE_DB", float("inf"))
+    float32_only = features.featurize_arrays([clip])["input_features"].numpy()
+    assert np.abs(float32_only - reference).max() > 1e-3

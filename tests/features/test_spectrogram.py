@@ -10,10 +10,11 @@ from transformers.audio_utils import spectrogram, window_function
 from hf_atr.features.spectrogram import (
     apply_filter_bands,
     centered_frame_counts,
+    centered_frames,
     filter_bands,
+    frame_power,
     linear_resize_time,
     pad_waveforms,
-    power_spectrogram,
     reflect_pad_ends,
     used_bins,
 )
@@ -55,20 +56,22 @@ def test_reflect_pad_ends_names_clips_too_short():
         reflect_pad_ends(waveforms, lengths, 3)
 
 
-def test_power_spectrogram_of_a_padded_batch_equals_each_clip_alone():
+def test_centered_frame_power_of_a_padded_batch_equals_each_clip_alone():
     # Reference: transformers' NumPy STFT (centre, reflect padding, periodic Hann), one clip at a time.
     lengths = [4000, 2500, 3333]
     clips = synthetic_clips(lengths, 16000)
     waveforms, lengths_tensor = pad_waveforms(clips, dtype=torch.float64)
     window = window_function(512, "hann")
-    power = power_spectrogram(waveforms, torch.from_numpy(window), 160, 512, lengths_tensor)
+    power = frame_power(centered_frames(waveforms, lengths_tensor, 512, 160), torch.from_numpy(window))
     frames = centered_frame_counts(lengths_tensor, 512, 160)
+    assert power.shape == (3, int(frames.max()), 257)
     for row, clip in enumerate(clips):
         expected = spectrogram(clip, window, frame_length=512, hop_length=160, power=2.0, dtype=np.float64)
         assert expected.shape[1] == frames[row]
-        np.testing.assert_allclose(power[row, :, : frames[row]].numpy(), expected, rtol=1e-5, atol=1e-9)
-    first_bins = power_spectrogram(waveforms, torch.from_numpy(window), 160, 512, lengths_tensor, bins=40)
-    torch.testing.assert_close(first_bins, power[:, :40])
+        np.testing.assert_allclose(power[row, : frames[row]].numpy(), expected.T, rtol=1e-5, atol=1e-9)
+    uniform = centered_frames(waveforms[:1], None, 512, 160)
+    first_bins = frame_power(uniform, torch.from_numpy(window), bins=40)
+    torch.testing.assert_close(first_bins, power[:1, : frames[0], :40])
 
 
 def test_linear_resize_time_equals_bilinear_interpolate_per_clip():
