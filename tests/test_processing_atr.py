@@ -13,6 +13,7 @@ from transformers import AutoProcessor, Wav2Vec2FeatureExtractor
 import hf_atr  # noqa: F401  (registers AutoProcessor)
 from hf_atr import AtrConfig, AtrProcessor
 from hf_atr.data.audio import AudioDecodeError, encode_wav
+from hf_atr.processing_atr import model_audio_inputs
 
 
 def test_audio_and_text_in_one_call():
@@ -153,3 +154,8 @@ def test_extract_audio_features_with_the_torch_backend():
     features = processor.extract_audio_features(dataset, feature_backend="torch")
     reference = processor(audio=random_waveforms(2))["input_values"].numpy()
     np.testing.assert_allclose(np.asarray(features["input_values"]), reference, atol=2e-4)
+
+
+def test_model_audio_inputs_renames_the_extractors_attention_mask():
+    inputs = model_audio_inputs({"input_features": 1, "attention_mask": 2, "is_longer": 3})
+    assert inputs == {"input_features": 1, "audio_attention_mask": 2, "is_longer": 3}

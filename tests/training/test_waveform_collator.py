@@ -12,7 +12,7 @@ from hf_atr import AtrProcessor
 from hf_atr.data.audio import decode_audio, encode_wav
 from hf_atr.data.schema import atr_features, finalize_audio_column
 from hf_atr.training.collator import METADATA_KEYS, CaptionPairDataset
-from hf_atr.training.waveform_collator import WaveformCollator, featurize_waveforms
+from hf_atr.training.waveform_collator import WaveformCollator, featurize_waveforms, item_seed
 
 FILE_RATE = 44100
 
@@ -130,3 +130,9 @@ def test_bad_configurations_and_batches_are_named():
         collator([{"audio_id": "x", "captions": ["a dog"], "input_values": [0.0]}])
     with pytest.raises(ValueError, match="was not built by WaveformCollator"):
         featurize_waveforms({"input_values": torch.zeros(1)}, collator.features)
+
+
+def test_item_seeds_are_stable_and_distinct():
+    assert item_seed(0, 1, "clip", "eng", 2) == item_seed(0, 1, "clip", "eng", 2) < 2**63
+    seeds = {item_seed(0, epoch, "clip", "eng", index) for epoch in range(3) for index in range(3)}
+    assert len(seeds) == 9
