@@ -34,33 +34,20 @@ import numpy as np
 import torch
 from transformers.audio_utils import window_function
 
-from .base import BatchedFeatureExtractor, RandomSource
-from .spectrogram import (
-    apply_filter_bands,
-    centered_frame_counts,
-    centered_frames,
-    filter_bands,
-    frame_power,
-    linear_resize_time,
-    power_to_db,
-    used_bins,
-)
+from .base import RandomSource
+from .decibel_mel import DecibelMelFeatures
+from .spectrogram import linear_resize_time
 
 WINDOW = "hann"
 POWER_FLOOR = 1e-10
 """Floor of the mel power before decibels (-100 dB), as transformers' ``spectrogram(..., log_mel="dB")``."""
 TRUNCATIONS = ("fusion", "rand_trunc")
 PADDINGS = ("repeatpad", "repeat", "pad")
-PRECISE_RANGE_DB = 65.0
-"""A float32 STFT's rounding is relative to the whole frame, so bands far below a frame's loudest one lose
-precision: on 10-s clips of real recordings, bands 65-95 dB down were off by up to 3.4e-3 dB, while in
-frames whose bands span at most 65 dB every band was within 3.1e-4 dB. Frames spanning more (about 20 %
-of the frames of those recordings) are recomputed in float64."""
 FUSION_CROPS = 3
 """Crops taken from a long clip in fusion mode (front, middle, back thirds), besides the shrunk whole."""
 
 
-class ClapLogMelFeatures(BatchedFeatureExtractor):
+class ClapLogMelFeatures(DecibelMelFeatures):
     """Batched ``ClapFeatureExtractor``: ``input_features: (batch, 4 | 1, chunk_frames, feature_size)``
     (four for ``truncation="fusion"``, one for ``"rand_trunc"``) and ``is_longer: (batch, 1)`` bool."""
 
@@ -78,7 +65,6 @@ class ClapLogMelFeatures(BatchedFeatureExtractor):
         truncation: str,
         padding: str,
     ) -> None:
-        super().__init__(sampling_rate)
         if truncation not in TRUNCATIONS:
             raise ValueError(
                 f"ClapFeatureExtractor truncation must be one of {TRUNCATIONS}, got {truncation!r}."
@@ -87,11 +73,13 @@ class ClapLogMelFeatures(BatchedFeatureExtractor):
             raise ValueError(f"ClapFeatureExtractor padding must be one of {PADDINGS}, got {padding!r}.")
         # Fusion reads the HTK filterbank, rand_trunc the Slaney one (transformers' choice, after the
         # original implementation).
-        self.register_array("mel_filters", mel_filters if truncation == "fusion" else mel_filters_slaney)
-        self.register_array("window", window_function(fft_window_size, WINDOW))
-        self.bands = filter_bands(self._arrays["mel_filters"])
-        self.fft_window_size = fft_window_size
-        self.hop_length = hop_length
+        super().__init__(
+            sampling_rate,
+            mel_filters=mel_filters if truncation == "fusion" else mel_filters_slaney,
+            window=window_function(fft_window_size, WINDOW),
+            hop_length=hop_length,
+            power_floor=POWER_FLOOR,
+        )
         self.max_length = max_length
         self.truncation = truncation
         self.padding = padding
@@ -119,9 +107,6 @@ class ClapLogMelFeatures(BatchedFeatureExtractor):
     @property
     def random_window(self) -> bool:
         return self.truncation == "rand_trunc"
-
-    def frame_counts(self, lengths: torch.Tensor) -> torch.Tensor:
-        return centered_frame_counts(lengths, self.fft_window_size, self.hop_length)
 
     def fused(self, lengths: torch.Tensor) -> torch.Tensor:
         """Which clips fusion turns into (shrunk whole, three crops): ``(batch,)`` bool."""
@@ -173,7 +158,7 @@ class ClapLogMelFeatures(BatchedFeatureExtractor):
     ) -> dict[str, torch.Tensor]:
         signal_lengths = self.signal_lengths(lengths)
         frames = self.frame_counts(signal_lengths)
-        mel = waveforms.new_empty(len(lengths), int(frames.max()), self._arrays["mel_filters"].shape[1])
+        mel = waveforms.new_empty(len(lengths), int(frames.max()), self.num_mel_bins)
         crop_offsets = random_choices.get("crop_offsets", torch.zeros_like(lengths))
         for chunk in self.chunks(len(lengths), mel.shape[1], waveforms.device):
             signal = self.model_signal(waveforms[chunk], lengths[chunk], crop_offsets[chunk])
@@ -213,30 +198,6 @@ class ClapLogMelFeatures(BatchedFeatureExtractor):
             else:
                 signal[row, :length] = clip
         return signal
-
-    def log_mel(self, signal: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
-        """``(batch, samples) -> (batch, frames, feature_size)`` in dB.
-
-        Below float64, frames whose bands span more than :data:`PRECISE_RANGE_DB` are recomputed in
-        float64 (see there), so that every band stays within 1e-3 dB of transformers' float64 result.
-        """
-        frames = centered_frames(signal, lengths, self.fft_window_size, self.hop_length)
-        mel_db = self.frames_to_db(frames)
-        if signal.dtype != torch.float64:
-            deep = torch.nonzero(mel_db.amax(-1) - mel_db.amin(-1) > PRECISE_RANGE_DB, as_tuple=True)
-            if deep[0].numel() > 0:
-                mel_db[deep] = self.frames_to_db(frames[deep], torch.float64)
-        return mel_db
-
-    def frames_to_db(self, frames: torch.Tensor, fft_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """``(..., fft_window_size)`` frames to ``(..., feature_size)`` mel dB in the frames' dtype, the
-        STFT computed in ``fft_dtype`` (default the frames' dtype). The mel projection sums non-negative
-        powers, which loses no precision in float32; only the FFT needs more."""
-        spectrum_frames = frames if fft_dtype is None else frames.to(fft_dtype)
-        window = self.constant("window", spectrum_frames)
-        power = frame_power(spectrum_frames, window, used_bins(self.bands)).to(frames.dtype)
-        mel = apply_filter_bands(power, self.constant("mel_filters", frames), self.bands)
-        return power_to_db(mel, POWER_FLOOR)
 
     def fuse(self, mel: torch.Tensor, frames: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """Fusion stack ``(batch, 4, chunk_frames, feature_size)``: fused clips get (shrunk whole, front,

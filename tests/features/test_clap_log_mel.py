@@ -6,7 +6,7 @@ import torch
 from synthetic_audio import synthetic_clips
 from transformers import ClapFeatureExtractor
 
-from hf_atr.features import ClapLogMelFeatures, clap_log_mel
+from hf_atr.features import ClapLogMelFeatures, decibel_mel
 
 RATE = 48000
 
@@ -127,6 +127,6 @@ def test_float32_frames_with_deep_bands_are_recomputed_in_float64(monkeypatch):
     reference = extractor([clip], sampling_rate=RATE, return_tensors="np")["input_features"]
     refined = features.featurize_arrays([clip])["input_features"].numpy()
     np.testing.assert_allclose(refined, reference, atol=1e-3, rtol=0)
-    monkeypatch.setattr(clap_log_mel, "PRECISE_RANGE_DB", float("inf"))
+    monkeypatch.setattr(decibel_mel, "PRECISE_RANGE_DB", float("inf"))
     float32_only = features.featurize_arrays([clip])["input_features"].numpy()
     assert np.abs(float32_only - reference).max() > 1e-3
