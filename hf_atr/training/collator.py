@@ -69,12 +69,16 @@ class AtrDataCollator:
             captions.append(caption)
             caption_indices.append(index)
             languages.append(language)
-        batch = audio_batch(self.processor, rows, audio_ids)
+        batch = self.audio_inputs(rows, audio_ids)
         batch.update(self.processor(text=captions, max_length=self.max_length, return_tensors="pt"))
         batch["audio_ids"] = audio_ids
         batch["caption_indices"] = torch.tensor(caption_indices)
         batch["languages"] = languages
         return batch
+
+    def audio_inputs(self, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
+        """The batch's audio part: precomputed features stacked (or raw audio featurised now)."""
+        return audio_batch(self.processor, rows, audio_ids)
 
 
 def caption_columns(clips: Any, languages: Sequence[str]) -> tuple[list, list]:
