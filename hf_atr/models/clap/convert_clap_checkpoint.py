@@ -26,11 +26,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers import ClapConfig, ClapModel
+import transformers
 from transformers.utils import logging
+
+if TYPE_CHECKING:
+    from transformers import ClapConfig, ClapModel
 
 logger = logging.get_logger(__name__)
 
@@ -135,7 +138,8 @@ def load_clap_checkpoint(clap_name_or_path: str | os.PathLike, **kwargs: Any) ->
     Keyword arguments go to ``from_pretrained`` (``revision``, ``cache_dir``, ``dtype``, ...). Shape mismatches are
     collected (``ignore_mismatched_sizes``) so that the error names them, then refused like missing weights.
     """
-    clap, loading_info = ClapModel.from_pretrained(
+    # Through transformers' lazy module: CLAP's modeling code loads when a checkpoint is converted, not on import.
+    clap, loading_info = transformers.ClapModel.from_pretrained(
         clap_name_or_path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
     )
     check_clap_loading_info(loading_info, str(clap_name_or_path))
