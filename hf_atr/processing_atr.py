@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoProcessor, BatchFeature
+from transformers import (
+    AutoFeatureExtractor,
+    AutoProcessor,
+    AutoTokenizer,
+    BatchFeature,
+    ClapFeatureExtractor,
+    ClapProcessor,
+)
 from transformers.processing_utils import ProcessorMixin
 
 from .configuration_atr import AtrConfig
 from .data.audio import decode_audio
 from .features.registry import batched_features_for
+from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 
 AUDIO_INPUT_NAMES = ("input_values", "input_features")
 """Names feature extractors give their main output (AST/wav2vec2 vs Whisper/CLAP)."""
@@ -40,6 +49,52 @@ class AtrProcessor(ProcessorMixin):
 
     def __init__(self, feature_extractor: Any, tokenizer: Any) -> None:
         super().__init__(feature_extractor, tokenizer)
+
+    @classmethod
+    def from_clap(cls, clap_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
+        """The feature extractor and tokenizer of a CLAP checkpoint (``ClapProcessor.from_pretrained``).
+
+        Pair with :meth:`hf_atr.AtrDualEncoderModel.from_clap`. The CLAP feature extractor's ``is_longer``
+        output reaches the model (fused checkpoints use it). Keyword arguments go to ``from_pretrained``.
+        """
+        clap_processor = ClapProcessor.from_pretrained(clap_name_or_path, **kwargs)
+        if not isinstance(clap_processor.feature_extractor, ClapFeatureExtractor):
+            raise ValueError(
+                f"{clap_name_or_path} has a {type(clap_processor.feature_extractor).__name__}, not a "
+                "ClapFeatureExtractor: it is not a CLAP checkpoint."
+            )
+        return cls(clap_processor.feature_extractor, clap_processor.tokenizer)
+
+    @classmethod
+    def from_audio_text_pretrained(
+        cls, audio_name_or_path: str | os.PathLike, text_name_or_path: str | os.PathLike, **kwargs: Any
+    ) -> AtrProcessor:
+        """The audio checkpoint's feature extractor and the text checkpoint's tokenizer.
+
+        Pair with :meth:`hf_atr.AtrDualEncoderModel.from_audio_text_pretrained`. For a sentence-transformers
+        directory the tokenizer comes from its transformer's folder and truncates at its ``max_seq_length``,
+        as sentence-transformers does. Keyword arguments prefixed ``audio_`` / ``text_`` go to the
+        feature extractor's / tokenizer's ``from_pretrained``.
+        """
+        audio_kwargs = {
+            key[len("audio_") :]: value for key, value in kwargs.items() if key.startswith("audio_")
+        }
+        text_kwargs = {key[len("text_") :]: value for key, value in kwargs.items() if key.startswith("text_")}
+        unexpected = sorted(
+            set(kwargs) - {f"audio_{key}" for key in audio_kwargs} - {f"text_{key}" for key in text_kwargs}
+        )
+        if unexpected:
+            raise TypeError(f"Arguments must be prefixed 'audio_' or 'text_'; got {unexpected}.")
+        layout = read_sentence_transformer(text_name_or_path)
+        if layout is not None:
+            if layout.transformer_subfolder:
+                text_kwargs.setdefault("subfolder", layout.transformer_subfolder)
+            if layout.max_seq_length is not None:
+                text_kwargs.setdefault("model_max_length", layout.max_seq_length)
+        return cls(
+            AutoFeatureExtractor.from_pretrained(audio_name_or_path, **audio_kwargs),
+            AutoTokenizer.from_pretrained(text_name_or_path, **text_kwargs),
+        )
 
     @property
     def sampling_rate(self) -> int:

@@ -7,8 +7,8 @@ import pytest
 import soundfile
 import torch
 from datasets import Dataset
-from tiny_models import SAMPLING_RATE, make_processor, random_waveforms
-from transformers import AutoProcessor, Wav2Vec2FeatureExtractor
+from tiny_models import SAMPLING_RATE, make_processor, random_waveforms, save_tiny_clap_checkpoint
+from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExtractor
 
 import hf_atr  # noqa: F401  (registers AutoProcessor)
 from hf_atr import AtrConfig, AtrProcessor
@@ -159,3 +159,22 @@ def test_extract_audio_features_with_the_torch_backend():
 def test_model_audio_inputs_renames_the_extractors_attention_mask():
     inputs = model_audio_inputs({"input_features": 1, "attention_mask": 2, "is_longer": 3})
     assert inputs == {"input_features": 1, "audio_attention_mask": 2, "is_longer": 3}
+
+
+def test_from_audio_text_pretrained_pairs_an_extractor_and_a_tokenizer(tmp_path, processor):
+    processor.feature_extractor.save_pretrained(tmp_path / "audio")
+    processor.tokenizer.save_pretrained(tmp_path / "text")
+    paired = AtrProcessor.from_audio_text_pretrained(tmp_path / "audio", tmp_path / "text")
+    assert type(paired.feature_extractor) is type(processor.feature_extractor)
+    assert paired.tokenizer("a dog barks")["input_ids"] == processor.tokenizer("a dog barks")["input_ids"]
+    with pytest.raises(TypeError, match=r"prefixed 'audio_' or 'text_'; got \['revision'\]"):
+        AtrProcessor.from_audio_text_pretrained(tmp_path / "audio", tmp_path / "text", revision="main")
+
+
+def test_clap_processor_round_trip_keeps_is_longer(tmp_path):
+    save_tiny_clap_checkpoint(tmp_path / "clap", fused=True)
+    AtrProcessor.from_clap(tmp_path / "clap").save_pretrained(tmp_path / "atr")
+    loaded = AutoProcessor.from_pretrained(tmp_path / "atr")
+    features = loaded(audio=random_waveforms(2), text=["a dog"], return_tensors="pt")
+    assert isinstance(loaded, AtrProcessor) and isinstance(loaded.feature_extractor, ClapFeatureExtractor)
+    assert features["input_features"].shape[:2] == (2, 4) and features["is_longer"].shape == (2, 1)
