@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS, load_audiocaps
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
     add_export_arguments,
     check_export_arguments,
+    expand_path,
     export_dataset_dict,
 )
 
@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Turn AudioCaps (train.csv/val.csv/test.csv + audio) into a datasets.DatasetDict.",
     )
-    parser.add_argument("data_dir", type=Path, help="Directory with train.csv, val.csv, test.csv.")
+    parser.add_argument("data_dir", type=expand_path, help="Directory with train.csv, val.csv, test.csv.")
     parser.add_argument(
-        "--audio-dir", type=Path, help="Audio directory (default: <data_dir>/audio or <data_dir>)."
+        "--audio-dir", type=expand_path, help="Audio directory (default: <data_dir>/audio or <data_dir>)."
     )
     parser.add_argument(
         "--splits", nargs="+", help="Splits to load: train validation test (default: all present)."

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from hf_atr.data.clotho import load_clotho
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
     add_export_arguments,
     check_export_arguments,
+    expand_path,
     export_dataset_dict,
 )
 
@@ -25,10 +25,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Turn Clotho (clotho_captions_<split>.csv + audio folders) into a datasets.DatasetDict.",
     )
-    parser.add_argument("data_dir", type=Path, help="Directory with the clotho_captions_<split>.csv files.")
+    parser.add_argument(
+        "data_dir", type=expand_path, help="Directory with the clotho_captions_<split>.csv files."
+    )
     parser.add_argument(
         "--audio-dir",
-        type=Path,
+        type=expand_path,
         help="Directory with development/ validation/ evaluation/ (default: data_dir).",
     )
     parser.add_argument(

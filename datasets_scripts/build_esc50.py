@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
     add_export_arguments,
     check_export_arguments,
+    expand_path,
     export_dataset_dict,
 )
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, load_esc50
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Turn ESC-50 (meta/esc50.csv + audio/) into a datasets.DatasetDict with splits fold1..fold5.",
     )
-    parser.add_argument("data_dir", type=Path, help="The ESC-50 directory (with meta/ and audio/).")
+    parser.add_argument("data_dir", type=expand_path, help="The ESC-50 directory (with meta/ and audio/).")
     parser.add_argument(
         "--folds", type=int, nargs="+", choices=ESC50_FOLDS, help="Folds to load (default: all five)."
     )

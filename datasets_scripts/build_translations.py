@@ -15,7 +15,12 @@ from pathlib import Path
 
 from datasets import load_from_disk
 
-from hf_atr.data.corpus_utils import add_export_arguments, check_export_arguments, export_dataset_dict
+from hf_atr.data.corpus_utils import (
+    add_export_arguments,
+    check_export_arguments,
+    expand_path,
+    export_dataset_dict,
+)
 from hf_atr.data.multilingual import load_translations, normalize_language_code
 
 
@@ -24,14 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Add translated captions (CSV or JSON per language) to a saved DatasetDict.",
     )
     parser.add_argument(
-        "base_dir", type=Path, help="A DatasetDict saved with save_to_disk (e.g. by build_audiocaps.py)."
+        "base_dir",
+        type=expand_path,
+        help="A DatasetDict saved with save_to_disk (e.g. by build_audiocaps.py).",
     )
     parser.add_argument(
         "--translation",
         action="append",
         required=True,
         metavar="[SPLIT:]LANG=PATH",
-        help="A translation file; LANG is ISO 639-3 (fra) or NLLB (fra_Latn); SPLIT restricts it to one split. Repeat.",
+        help="A translation file; LANG is ISO 639-1 (fr), ISO 639-3 (fra) or NLLB (fra_Latn); SPLIT restricts it to one split. Repeat.",
     )
     parser.add_argument(
         "--key", help="Key column/field of the translation files (default: audiocap_id, else file_name, ...)."
@@ -61,11 +68,11 @@ def parse_translation_arguments(
                 parser.error(
                     f"--translation {value!r}: {language} is given both for all splits and for {split}."
                 )
-            per_split[split] = Path(path).expanduser()
+            per_split[split] = expand_path(path)
         elif language in translations:
             parser.error(f"--translation {value!r}: {language} is given twice.")
         else:
-            translations[language] = Path(path).expanduser()
+            translations[language] = expand_path(path)
     return translations
 
 

@@ -11,6 +11,10 @@ classes as the gallery (one relevant class per clip):
 - ``mAP@10``: audio -> class mAP@10, i.e. the mean reciprocal rank of the true class within the top 10;
 - ``class_to_audio_mAP@10``: each class text retrieving the fold's clips of that class.
 
+Each fold's clip count is printed; a fold with fewer clips than ``--min-clips`` (default: one per class)
+gets no metrics (clips skipped with ``--missing skip`` can leave a fold nearly empty, and its numbers
+would mean nothing).
+
 Example::
 
     python examples/zero_shot_esc50.py --model runs/atr-clotho --esc50-dir ~/data/ESC-50-master
@@ -23,12 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 from datasets import concatenate_datasets
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
+from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, class_prompts, load_esc50
 from hf_atr.encoding import encode_audio, encode_text
 from hf_atr.evaluation.evaluator import head_similarity
@@ -64,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", required=True, help="Directory of a saved AtrDualEncoderModel + AtrProcessor."
     )
     parser.add_argument(
-        "--esc50-dir", type=Path, required=True, help="The ESC-50 directory (meta/ and audio/)."
+        "--esc50-dir", type=expand_path, required=True, help="The ESC-50 directory (meta/ and audio/)."
     )
     parser.add_argument(
         "--folds", type=int, nargs="+", choices=ESC50_FOLDS, help="Folds to test (default: all)."
@@ -78,9 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--missing", choices=("error", "skip"), default="error", help="Raise on or skip bad clips."
     )
+    parser.add_argument(
+        "--min-clips",
+        type=int,
+        help="Folds with fewer clips get no metrics (default: the number of classes, one clip per class).",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--output-json", type=Path, help="Also write the metrics to this JSON file.")
+    parser.add_argument("--output-json", type=expand_path, help="Also write the metrics to this JSON file.")
     return parser
 
 
@@ -94,21 +103,40 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
     class_embeds = class_embeddings(model, processor, class_names, templates)
     similarity = head_similarity(model)
 
+    min_clips = args.min_clips if args.min_clips is not None else len(class_names)
+    counts = {split: len(fold) for split, fold in folds.items()}
+    evaluated = [split for split, count in counts.items() if count >= min_clips]
+    print(f"Zero-shot ESC-50, {len(class_names)} classes, templates {list(templates)}")
+    for split, count in counts.items():
+        verdict = "" if split in evaluated else f" < {min_clips} (--min-clips): no metrics"
+        print(f"{split}: {count} clip(s){verdict}")
+    if not evaluated:
+        raise SystemExit(
+            f"No fold has at least {min_clips} clips ({counts}): no metrics. Check the clips skipped above, "
+            "or lower --min-clips."
+        )
+
     results: dict[str, dict[str, float]] = {}
     all_scores, all_labels = [], []
-    for split, fold in folds.items():
+    for split in evaluated:
+        fold = folds[split]
         audio_embeds = encode_audio(model, processor, fold, batch_size=args.batch_size)
         scores = similarity(class_embeds, audio_embeds).T
-        results[split] = zero_shot_metrics(scores, fold["label"], class_names)
+        results[split] = {**zero_shot_metrics(scores, fold["label"], class_names), "clips": len(fold)}
         all_scores.append(scores)
         all_labels.extend(fold["label"])
-    if len(folds) > 1:
-        results["all"] = zero_shot_metrics(torch.cat(all_scores), all_labels, class_names)
+    if len(evaluated) > 1:
+        results["all"] = {
+            **zero_shot_metrics(torch.cat(all_scores), all_labels, class_names),
+            "clips": len(all_labels),
+        }
 
-    print(f"Zero-shot ESC-50, {len(class_names)} classes, templates {list(templates)}")
-    print(f"{'split':>8} " + " ".join(f"{name:>22}" for name in METRICS))
+    print(f"{'split':>8} {'clips':>6} " + " ".join(f"{name:>22}" for name in METRICS))
     for split, metrics in results.items():
-        print(f"{split:>8} " + " ".join(f"{100 * metrics[name]:>22.2f}" for name in METRICS))
+        print(
+            f"{split:>8} {metrics['clips']:>6} "
+            + " ".join(f"{100 * metrics[name]:>22.2f}" for name in METRICS)
+        )
     if args.output_json is not None:
         args.output_json.write_text(json.dumps(results, indent=2))
     return results

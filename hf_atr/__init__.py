@@ -3,8 +3,10 @@
 Every public name resolves on first use (``from hf_atr import AtrTrainer`` imports the trainer then, not
 before), so ``import hf_atr``, ``import hf_atr.data`` and ``hf-atr --help`` stay light. Importing the
 package also arranges the registration of the ``audio-text-retrieval`` model type with ``AutoConfig``,
-``AutoModel``, ``AutoProcessor`` and ``pipeline()`` (no ``trust_remote_code`` needed); it happens as soon
-as transformers loads those, before or after this import (:mod:`hf_atr.auto_registration`).
+``AutoModel``, ``AutoProcessor`` and ``pipeline()``, and of the PANNs backbones (``model_type="panns"``) with
+``AutoConfig``, ``AutoModel``, ``AutoModelForAudioClassification`` and ``AutoFeatureExtractor`` (no
+``trust_remote_code`` needed); each happens as soon as transformers loads those, before or after this
+import (:mod:`hf_atr.auto_registration`).
 """
 
 from .auto_registration import install_registration_hook
@@ -24,6 +26,9 @@ _LAZY_NAMES = {
     "register_objective": ".objectives.registry",
     "AtrTrainer": ".training.trainer",
     "AtrDataCollator": ".training.collator",
+    "WaveformCollator": ".training.waveform_collator",
+    "featurize_waveforms": ".training.waveform_collator",
+    "register_tower": ".towers",
     "retrieval_metrics": ".evaluation.retrieval",
     "retrieval_metrics_from_embeddings": ".evaluation.retrieval",
     "load_retrieval_metric": ".evaluation.retrieval",

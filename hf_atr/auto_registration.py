@@ -2,18 +2,21 @@
 
 ``import hf_atr`` must stay light: Python imports ``hf_atr/__init__.py`` before any submodule, so
 registering eagerly would load transformers' modeling code and our model into ``import hf_atr.data`` and
-``hf-atr --help``. Instead an import hook watches four transformers modules and the four hf-atr modules
-that register with them; each registration runs as soon as both of its modules have been imported, in
-either order:
+``hf-atr --help``. Instead an import hook watches five transformers modules and the hf-atr modules that
+register with them (:data:`REGISTRATIONS`); each registration runs as soon as both of its modules have been
+imported, in either order:
 
 - ``transformers.models.auto.configuration_auto`` + ``hf_atr.configuration_atr``: ``AutoConfig``;
 - ``transformers.models.auto.modeling_auto`` + ``hf_atr.modeling_atr``: ``AutoModel``;
 - ``transformers.models.auto.processing_auto`` + ``hf_atr.processing_atr``: ``AutoProcessor``;
-- ``transformers.pipelines`` + ``hf_atr.pipelines.retrieval_pipeline``: ``pipeline("audio-text-retrieval")``.
+- ``transformers.pipelines`` + ``hf_atr.pipelines.retrieval_pipeline``: ``pipeline("audio-text-retrieval")``;
+- the PANNs backbones (``model_type="panns"``, :mod:`hf_atr.models.panns`): their configuration with
+  ``AutoConfig``, their models with ``AutoModel`` and ``AutoModelForAudioClassification``, their feature
+  extractor with ``AutoFeatureExtractor`` (``transformers.models.auto.feature_extraction_auto``).
 
 When transformers loads its side first (``from transformers import AutoModel`` after ``import hf_atr``, or
-before it), the hf-atr module is imported right then, so the Auto class resolves our model type on its
-first use. Once all four registrations have run, the hook removes itself from ``sys.meta_path``.
+before it), the hf-atr module is imported right then, so the Auto class resolves our model types on its
+first use. Once every registration has run, the hook removes itself from ``sys.meta_path``.
 """
 
 from __future__ import annotations
@@ -55,6 +58,21 @@ REGISTRATIONS = (
         "transformers.pipelines",
         "hf_atr.pipelines.retrieval_pipeline",
         "hf_atr.pipelines.retrieval_pipeline:register_pipeline",
+    ),
+    Registration(
+        "transformers.models.auto.configuration_auto",
+        "hf_atr.models.panns.configuration_panns",
+        "hf_atr.models.panns.configuration_panns:register_auto_config",
+    ),
+    Registration(
+        "transformers.models.auto.modeling_auto",
+        "hf_atr.models.panns.modeling_panns",
+        "hf_atr.models.panns.modeling_panns:register_auto_models",
+    ),
+    Registration(
+        "transformers.models.auto.feature_extraction_auto",
+        "hf_atr.models.panns.feature_extraction_panns",
+        "hf_atr.models.panns.feature_extraction_panns:register_auto_feature_extractor",
     ),
 )
 

@@ -17,7 +17,8 @@ from .objectives.registry import validate_objective_config
 logger = logging.get_logger(__name__)
 
 SCORING_KINDS = ("cosine", "euclidean", "mahalanobis")
-POOLING_KINDS = ("mean", "cls", "pooler")
+POOLING_KINDS = ("mean", "cls", "max", "pooler")
+PROJECTION_KINDS = ("linear", "mlp")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
 
 FORMAT_VERSION = 1
@@ -39,7 +40,7 @@ _loading_saved_config: ContextVar[bool] = ContextVar("_loading_saved_config", de
 @strict
 class AtrConfig(PreTrainedConfig):
     r"""Configuration of an :class:`~hf_atr.AtrDualEncoderModel`: any transformers audio backbone, any text
-    backbone, linear projections to a shared space and a scoring head.
+    backbone, projections to a shared space and a scoring head.
 
     Args:
         audio_config (`dict` or `PreTrainedConfig`):
@@ -50,8 +51,25 @@ class AtrConfig(PreTrainedConfig):
         projection_dim (`int`, defaults to 512):
             Size of the shared embedding space.
         audio_pooling / text_pooling (`str`, defaults to `"mean"`):
-            How a sequence of hidden states becomes one vector: `"mean"` (masked mean), `"cls"` (first token)
-            or `"pooler"` (the backbone's `pooler_output`).
+            How a sequence of hidden states becomes one vector: `"mean"` (masked mean), `"cls"` (first token),
+            `"max"` (masked maximum over the sequence) or `"pooler"` (the backbone's `pooler_output`; CLAP's
+            towers).
+        text_pooling_normalize (`bool`, defaults to `False`):
+            L2-normalise the pooled text vector before the projection (a sentence-transformers `Normalize`
+            module after its `Pooling`).
+        projection (`str`, defaults to `"linear"`):
+            `"linear"`: one bias-free linear map per tower to `projection_dim`. `"mlp"`: CLAP's projection
+            head, linear (with bias) → `projection_hidden_act` → linear (with bias), both to `projection_dim`.
+        projection_hidden_act (`str`, defaults to `"relu"`):
+            Activation between the two layers of the `"mlp"` projection (a `transformers.activations` name).
+        separate_logit_scales (`bool`, defaults to `False`):
+            `False`: one learnable logit scale. `True`: two, as CLAP (`logit_scale_t`, `logit_scale_a`):
+            `logits_per_text` (text→audio) use the head's `logit_scale`, `logits_per_audio` (audio→text, and
+            zero-shot classification) its `audio_logit_scale`.
+        freeze_audio / freeze_text (`bool`, defaults to `False`):
+            Keep a tower's weights fixed: its parameters do not require gradients (so the Trainer's optimizer
+            holds no state for them), it runs in eval mode (dropout off, batch-norm statistics fixed) and
+            without autograd.
         scoring (`str`, defaults to `"cosine"`):
             Scoring head: `"cosine"` similarity, negative `"euclidean"` distance, or negative
             `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9).
@@ -91,6 +109,12 @@ class AtrConfig(PreTrainedConfig):
     scoring: str = "cosine"
     logit_scale_init: float = math.log(1 / 0.07)
     objective: dict[str, Any] | None = None
+    text_pooling_normalize: bool = False
+    projection: str = "linear"
+    projection_hidden_act: str = "relu"
+    separate_logit_scales: bool = False
+    freeze_audio: bool = False
+    freeze_text: bool = False
     format_version: int = FORMAT_VERSION
 
     @classmethod
@@ -106,6 +130,18 @@ class AtrConfig(PreTrainedConfig):
         if self.objective is None:
             self.objective = dict(DEFAULT_OBJECTIVE)
         self._check_values()
+        if "attn_implementation" not in kwargs:
+            # PreTrainedConfig sets its sub-configs' attention implementation to this config's (None): a tower
+            # built before this config, which reads the same sub-config object, would lose its own (and then
+            # pair eager attention with an SDPA-style padding mask: wrong outputs for padded captions).
+            kept = {
+                name: sub_config._attn_implementation
+                for name in ("audio_config", "text_config")
+                if isinstance(sub_config := getattr(self, name), PreTrainedConfig)
+                and sub_config._attn_implementation is not None
+            }
+            if kept:
+                kwargs["attn_implementation"] = kept
         super().__post_init__(**kwargs)
 
     def _check_values(self) -> None:
@@ -117,6 +153,16 @@ class AtrConfig(PreTrainedConfig):
                 raise ValueError(
                     f"`{field_name}` must be one of {POOLING_KINDS}, got {getattr(self, field_name)!r}."
                 )
+        if self.projection not in PROJECTION_KINDS:
+            raise ValueError(f"`projection` must be one of {PROJECTION_KINDS}, got {self.projection!r}.")
+        # transformers.activations loads its kernel hub (~1 s): read the config module without it.
+        from transformers.activations import ACT2FN
+
+        if self.projection_hidden_act not in ACT2FN:
+            raise ValueError(
+                f"`projection_hidden_act` must be a transformers activation name (e.g. 'relu', 'gelu'), "
+                f"got {self.projection_hidden_act!r}."
+            )
         if not isinstance(self.projection_dim, int) or self.projection_dim <= 0:
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
         if not math.isfinite(self.logit_scale_init):
@@ -150,10 +196,15 @@ def migrate_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
     return config_dict
 
 
+ATR_CONFIG_FIELDS = tuple(AtrConfig.__annotations__)
+"""The options :class:`AtrConfig` adds to ``PreTrainedConfig`` (how ``from_*`` constructors route keyword arguments)."""
+
 __all__ = [
+    "ATR_CONFIG_FIELDS",
     "AtrConfig",
     "FORMAT_VERSION",
     "POOLING_KINDS",
+    "PROJECTION_KINDS",
     "SCORING_KINDS",
     "migrate_config_dict",
     "register_auto_config",

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from tiny_models import make_model, make_processor
-from transformers import AutoConfig, AutoModel, BertConfig, WhisperConfig, XLMRobertaConfig
+from transformers import AutoConfig, AutoModel, BertConfig, BertModel, WhisperConfig, XLMRobertaConfig
 
 import hf_atr  # noqa: F401  (registers the Auto classes)
 from hf_atr import AtrConfig, build_objective
@@ -34,7 +34,13 @@ def test_subconfigs_from_dicts_resolve_any_model_type():
     ("kwargs", "message"),
     [
         ({"scoring": "dot"}, "`scoring` must be one of ('cosine', 'euclidean', 'mahalanobis')"),
-        ({"audio_pooling": "max"}, "`audio_pooling` must be one of ('mean', 'cls', 'pooler')"),
+        ({"audio_pooling": "attention"}, "`audio_pooling` must be one of ('mean', 'cls', 'max', 'pooler')"),
+        ({"text_pooling": "lasttoken"}, "`text_pooling` must be one of ('mean', 'cls', 'max', 'pooler')"),
+        ({"projection": "mlp3"}, "`projection` must be one of ('linear', 'mlp')"),
+        (
+            {"projection_hidden_act": "relu7"},
+            "`projection_hidden_act` must be a transformers activation name",
+        ),
         ({"projection_dim": 0}, "`projection_dim` must be a positive integer"),
         (
             {"objective": {"name": "nope"}},
@@ -104,3 +110,36 @@ def test_configs_carry_their_format_version_and_older_formats_are_migrated(tmp_p
     assert AtrConfig.from_dict(unversioned).projection_dim == 8
     with pytest.raises(ValueError, match="saved in format 2, but this hf-atr reads formats up to 1; upgrade"):
         AtrConfig.from_dict({**unversioned, "format_version": 2})
+
+
+def test_options_added_later_default_to_the_behaviour_of_configs_saved_without_them(tmp_path):
+    config = AtrConfig(text_config=BertConfig(hidden_size=32, num_attention_heads=2), projection_dim=24)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    later_options = (
+        "text_pooling_normalize",
+        "projection",
+        "projection_hidden_act",
+        "separate_logit_scales",
+        "freeze_audio",
+        "freeze_text",
+    )
+    for option in (*later_options, "format_version"):  # as saved before these options and versioning
+        del saved[option]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert (loaded.projection, loaded.separate_logit_scales, loaded.text_pooling_normalize) == (
+        "linear",
+        False,
+        False,
+    )
+    assert (loaded.freeze_audio, loaded.freeze_text, loaded.text_pooling) == (False, False, "mean")
+
+
+def test_a_built_tower_keeps_its_attention_implementation_in_the_composite_config():
+    tower = BertModel(
+        BertConfig(hidden_size=32, num_attention_heads=2, num_hidden_layers=1, attn_implementation="eager")
+    )
+    config = AtrConfig(text_config=tower.config)
+    assert tower.config._attn_implementation == "eager"
+    assert config.text_config is tower.config

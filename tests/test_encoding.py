@@ -67,3 +67,17 @@ def test_encoding_leaves_the_model_in_its_mode_and_matches_the_forward_pass(tiny
     with torch.no_grad():
         expected = model.get_text_features(**processor(text=["a dog sound", "the siren"]))
     torch.testing.assert_close(text, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_in_training_mode_encodes_as_in_eval_mode_and_stays_in_training_mode():
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = _clips(3)
+    captions = caption_table(clips).captions
+    expected_audio = encode_audio(model.eval(), processor, clips)
+    expected_text = encode_text(model, processor, captions)
+    model.train()
+    # The tiny BERT's dropout of 0.1 would change the text embeddings if encoding ran in training mode.
+    assert torch.equal(encode_audio(model, processor, clips), expected_audio)
+    assert torch.equal(encode_text(model, processor, captions), expected_text)
+    assert all(module.training for module in model.modules())

@@ -26,6 +26,12 @@ FLOORS = {
     "hf_atr.tokenization": 0,
     "hf_atr.evaluation.retrieval": 0,
     "hf_atr.evaluation.tables": 0,
+    # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
+    # (PANNs, CLAP's checkpoint conversion, sentence-transformers layouts, the tower mapping, the batched
+    # torch twins of transformers' feature extractors)
+    "hf_atr.models": 0,
+    "hf_atr.towers": 0,
+    "hf_atr.features": 0,
     # 1 the objective registry: names, base class, hyperparameter checks
     "hf_atr.objectives.registry": 1,
     # 2 configuration
@@ -139,7 +145,26 @@ def test_ground_floor_solvers_import_nothing_else_of_hf_atr():
     assert {target for name in solvers for target in GRAPH[name]} <= set(solvers)
 
 
-@pytest.mark.parametrize("package", ["hf_atr", "hf_atr.objectives", "hf_atr.data", "hf_atr.ot"])
+@pytest.mark.parametrize("room", ["hf_atr.features", "hf_atr.models", "hf_atr.towers"])
+def test_backbones_and_features_import_nothing_of_hf_atr_outside_their_room(room):
+    """The dual encoder and the processor build on these; they must not know either (nor data, nor config)."""
+    members = [name for name in MODULES if name == room or name.startswith(f"{room}.")]
+    assert {target for name in members for target in GRAPH[name]} <= {*members, "hf_atr.lazy"}
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "hf_atr",
+        "hf_atr.objectives",
+        "hf_atr.data",
+        "hf_atr.ot",
+        "hf_atr.features",
+        "hf_atr.models.panns",
+        "hf_atr.training",
+        "hf_atr.evaluation",
+    ],
+)
 def test_every_public_name_resolves(package):
     module = importlib.import_module(package)
     missing = [name for name in module.__all__ if getattr(module, name, None) is None]

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_models import make_model, make_processor, tiny_panns_config, tiny_panns_feature_extractor
 
 FIXTURE_MODEL = Path(__file__).resolve().parent / "fixtures" / "format_v0" / "model_cosine"
 
@@ -78,6 +79,60 @@ RESOLVED = ["AtrConfig", "AtrDualEncoderModel", "AtrProcessor", "AudioTextRetrie
 def test_auto_classes_and_pipeline_resolve_in_either_import_order(imports):
     code = "import json, sys\n" + imports + "\n" + textwrap.dedent(REGISTRATION_CHECK)
     assert run_fresh(code) == RESOLVED  # and the hook removed itself once everything was registered
+
+
+@pytest.fixture(scope="module")
+def panns_directories(tmp_path_factory):
+    """A PANNs classifier with its feature extractor, and a dual encoder with a PANNs audio tower."""
+    from hf_atr.models.panns import PannsForAudioClassification
+
+    root = tmp_path_factory.mktemp("panns")
+    PannsForAudioClassification(tiny_panns_config(num_labels=3)).save_pretrained(root / "classifier")
+    tiny_panns_feature_extractor().save_pretrained(root / "classifier")
+    processor = make_processor("panns")
+    make_model("panns", processor=processor).save_pretrained(root / "dual_encoder")
+    processor.save_pretrained(root / "dual_encoder")
+    return root
+
+
+PANNS_CHECK = """
+    classifier, dual_encoder = {classifier!r}, {dual_encoder!r}
+    from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
+    model = AutoModel.from_pretrained(dual_encoder)
+    print(json.dumps([
+        type(AutoConfig.from_pretrained(classifier)).__name__,
+        type(AutoModel.from_pretrained(classifier)).__name__,
+        type(AutoModelForAudioClassification.from_pretrained(classifier)).__name__,
+        type(AutoFeatureExtractor.from_pretrained(classifier)).__name__,
+        type(model).__name__,
+        type(model.audio_model).__name__,
+        type(AutoProcessor.from_pretrained(dual_encoder).feature_extractor).__name__,
+    ]))
+"""
+PANNS_RESOLVED = [
+    "PannsConfig",
+    "PannsModel",
+    "PannsForAudioClassification",
+    "PannsFeatureExtractor",
+    "AtrDualEncoderModel",
+    "PannsModel",
+    "PannsFeatureExtractor",
+]
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import hf_atr\nfrom transformers import AutoConfig, AutoModel, AutoProcessor",
+        "from transformers import AutoConfig, AutoModel, AutoProcessor\nimport hf_atr",
+    ],
+    ids=["hf_atr-first", "transformers-first"],
+)
+def test_panns_auto_classes_resolve_in_either_import_order(imports, panns_directories):
+    check = textwrap.dedent(PANNS_CHECK).format(
+        classifier=str(panns_directories / "classifier"), dual_encoder=str(panns_directories / "dual_encoder")
+    )
+    assert run_fresh("import json\n" + imports + "\n" + check) == PANNS_RESOLVED
 
 
 def test_checking_an_objective_imports_only_that_objective():

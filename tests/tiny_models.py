@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 from datasets import Dataset
+from tokenizers.pre_tokenizers import ByteLevel
 from transformers import (
     ASTConfig,
     ASTFeatureExtractor,
     BertConfig,
+    ClapConfig,
+    ClapFeatureExtractor,
+    ClapModel,
+    ClapProcessor,
+    RobertaTokenizer,
     TrainingArguments,
     WhisperConfig,
     WhisperFeatureExtractor,
@@ -16,6 +22,8 @@ from transformers import (
 )
 
 from hf_atr import AtrConfig, AtrDualEncoderModel, AtrProcessor
+from hf_atr.models.panns.configuration_panns import PannsConfig
+from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.tokenization import train_caption_tokenizer
 
 SAMPLING_RATE = 16000
@@ -58,9 +66,109 @@ def tiny_tokenizer():
     return train_caption_tokenizer(sentences * 3, vocab_size=200)
 
 
+def tiny_panns_feature_extractor() -> PannsFeatureExtractor:
+    """PANNs' 16 kHz front end (as Cnn14_16k: n_fft 512, hop 160, 50–8000 Hz) with 32 mel bins, 1-s clips."""
+    return PannsFeatureExtractor(
+        feature_size=32,
+        sampling_rate=SAMPLING_RATE,
+        fft_window_size=512,
+        hop_length=160,
+        frequency_min=50.0,
+        frequency_max=8000.0,
+        max_length_s=CLIP_SECONDS,
+    )
+
+
+def tiny_panns_config(architecture: str = "cnn14", **overrides) -> PannsConfig:
+    """A few channels per block; 32 mel bins (CNN14: 4 blocks, pooling by 8; ResNet38: 3 stages, by 16)."""
+    sizes = (
+        {"conv_block_channels": [4, 8, 8, 16]}
+        if architecture == "cnn14"
+        else {
+            "conv_block_channels": [4, 16],
+            "resnet_stage_channels": [4, 8, 8],
+            "resnet_stage_blocks": [2, 1, 2],
+        }
+    )
+    return PannsConfig(architecture=architecture, num_mel_bins=32, **{**sizes, **overrides})
+
+
+ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+"""RoBERTa's special tokens at ids 0–4 (ClapTextConfig: bos 0, pad 1, eos 2)."""
+
+
+def tiny_roberta_tokenizer() -> RobertaTokenizer:
+    """A byte-level BPE tokenizer of CLAP's kind (RoBERTa) without merges: every byte is one token."""
+    alphabet = sorted(ByteLevel.alphabet())
+    vocab = {token: index for index, token in enumerate([*ROBERTA_SPECIAL_TOKENS, *alphabet])}
+    return RobertaTokenizer(vocab=vocab, merges=[], model_max_length=64)
+
+
+def tiny_clap_feature_extractor(fused: bool = False) -> ClapFeatureExtractor:
+    """CLAP's front end at 16 kHz with 1-s clips (LAION: 48 kHz, 10 s) and LAION's 64 mel bins (the fusion
+    path of ``ClapFeatureExtractor`` assumes 64).
+
+    As the LAION checkpoints: ``truncation="fusion"`` (4 stacked mel views and ``is_longer``) for the fused
+    model, ``"rand_trunc"`` (one view) for the unfused one.
+    """
+    return ClapFeatureExtractor(
+        truncation="fusion" if fused else "rand_trunc",
+        feature_size=64,
+        sampling_rate=SAMPLING_RATE,
+        hop_length=160,
+        max_length_s=1,
+        fft_window_size=400,
+        frequency_max=8000,
+    )
+
+
+def tiny_clap_config(fused: bool = False) -> ClapConfig:
+    """HTS-AT with two Swin stages on a 128 × 128 spectrogram image (64 mel bins × 2 time folds; LAION: 256 ×
+    256, 4 folds), a one-layer RoBERTa.
+
+    ``fused`` builds the feature-fusion variant of ``laion/clap-htsat-fused`` (``aff_2d``).
+    """
+    audio_config = dict(
+        spec_size=128,
+        num_mel_bins=64,
+        window_size=4,
+        patch_size=4,
+        patch_stride=[4, 4],
+        patch_embeds_hidden_size=16,
+        hidden_size=32,
+        depths=[1, 1],
+        num_attention_heads=[2, 2],
+        enable_fusion=fused,
+        fusion_type="aff_2d" if fused else None,
+    )
+    text_config = dict(
+        vocab_size=len(ROBERTA_SPECIAL_TOKENS) + 256,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=80,
+    )
+    return ClapConfig(audio_config=audio_config, text_config=text_config, projection_dim=24)
+
+
+def save_tiny_clap_checkpoint(directory, fused: bool = False, seed: int = 0) -> ClapModel:
+    """A random-init ``ClapModel`` and its ``ClapProcessor`` saved as the LAION checkpoints are laid out."""
+    torch.manual_seed(seed)
+    clap = ClapModel(tiny_clap_config(fused)).eval()
+    with torch.no_grad():  # distinct scales, so a swap of logit_scale_a / logit_scale_t shows
+        clap.logit_scale_a.fill_(np.log(20.0))
+        clap.logit_scale_t.fill_(np.log(8.0))
+    clap.save_pretrained(directory)
+    ClapProcessor(tiny_clap_feature_extractor(fused), tiny_roberta_tokenizer()).save_pretrained(directory)
+    return clap
+
+
 def tiny_feature_extractor(audio_family: str):
     if audio_family == "ast":
         return ASTFeatureExtractor(sampling_rate=SAMPLING_RATE, num_mel_bins=32, max_length=100)
+    if audio_family == "panns":
+        return tiny_panns_feature_extractor()
     return WhisperFeatureExtractor(
         feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=1, hop_length=160
     )
@@ -78,6 +186,8 @@ def tiny_audio_config(audio_family: str):
             frequency_stride=16,
             time_stride=16,
         )
+    if audio_family == "panns":
+        return tiny_panns_config()
     return WhisperConfig(
         d_model=32,
         encoder_layers=1,

@@ -1,12 +1,14 @@
 """Datasets in the shared schema (see :mod:`hf_atr.data.schema`): corpus loaders and the embedded synthcaps."""
 
 from .audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav, resample
+from .audio_text_folder import load_audio_text_folder
 from .audiocaps import load_audiocaps
 from .clotho import load_clotho
-from .corpus_utils import CorpusFormatError
+from .corpus_utils import CorpusFormatError, MetadataEncodingError
 from .esc50 import class_prompts, load_esc50
 from .multilingual import load_translations, normalize_language_code
-from .schema import LANGUAGES, atr_features
+from .relevance import load_relevance_judgements
+from .schema import LANGUAGES, atr_features, corpus_provenance
 from .synthcaps import (
     SOUND_EVENTS,
     event_phrase,
@@ -16,24 +18,30 @@ from .synthcaps import (
     write_clotho_layout,
     write_esc50_layout,
 )
+from .wavcaps import load_wavcaps
 
 __all__ = [
     "LANGUAGES",
     "SOUND_EVENTS",
     "AudioDecodeError",
     "CorpusFormatError",
+    "MetadataEncodingError",
     "atr_features",
     "check_audio_file",
     "class_prompts",
+    "corpus_provenance",
     "decode_audio",
     "encode_wav",
     "event_phrase",
     "generate_clip",
+    "load_audio_text_folder",
     "load_audiocaps",
     "load_clotho",
     "load_esc50",
+    "load_relevance_judgements",
     "load_synthcaps",
     "load_translations",
+    "load_wavcaps",
     "normalize_language_code",
     "resample",
     "write_audiocaps_layout",

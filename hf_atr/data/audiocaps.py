@@ -13,6 +13,9 @@ Audio is whatever the user downloaded: ``<audio_dir>/<split>/`` (``train``, ``va
 ``test``) when such a folder exists, else ``<audio_dir>/`` itself; ``audio_dir`` defaults to
 ``<data_dir>/audio`` when that exists, else ``data_dir``. File names follow ``filename_pattern`` or, when
 it is ``None``, whichever of :data:`AUDIOCAPS_FILENAME_PATTERNS` matches the most clips of the split.
+
+``source_id`` is ``youtube:<youtube_id>`` (WavCaps-style: from file names such as ``Y<youtube_id>.wav``),
+which the overlap filter (:mod:`hf_atr.data.overlap`) matches against AudioSet-based corpora.
 """
 
 from __future__ import annotations
@@ -29,25 +32,36 @@ from hf_atr.data.corpus_utils import (
     CorpusFormatError,
     CorpusProblems,
     CsvRecord,
+    assemble_splits,
     audio_root,
     audio_value,
     build_split,
     caption_columns,
+    check_caption_slots,
     check_clip_audio,
+    expand_path,
     list_files,
     location,
     read_csv_records,
     record_problem,
     select_splits,
     split_audio_dir,
+    split_provenance,
 )
-from hf_atr.data.schema import atr_features
+from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
+from hf_atr.data.source_ids import youtube_source_id
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 AUDIOCAPS_SPLIT_FILES: dict[str, str] = {"train": "train.csv", "validation": "val.csv", "test": "test.csv"}
 """Canonical split name -> metadata file name (the names AudioCaps ships)."""
+
+AUDIOCAPS_OFFICIAL_CLIPS: dict[str, int] = {"train": 49838, "validation": 495, "test": 975}
+"""Clips per split of the AudioCaps (v1) release's CSVs; YouTube downloads usually find 90-95 % of them."""
+
+AUDIOCAPS_RELEASE = "AudioCaps v1"
+AUDIOCAPS_EVAL_CAPTIONS_PER_CLIP = 5
 
 _SPLIT_ALIASES = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
 
@@ -71,6 +85,7 @@ def load_audiocaps(
     splits: Iterable[str] | str | None = None,
     missing: str = "error",
     filename_pattern: str | None = None,
+    encoding: str = "utf-8",
 ) -> DatasetDict:
     """Load AudioCaps into a ``DatasetDict`` with splits ``train``, ``validation``, ``test``.
 
@@ -83,12 +98,16 @@ def load_audiocaps(
             file and CSV line; ``"skip"`` drops them and logs how many and which.
         filename_pattern: official layout only: audio file name with ``{youtube_id}`` and
             ``{start_time}`` fields, e.g. ``"Y{youtube_id}.wav"``; ``None`` detects it per split.
+        encoding: text encoding of the CSVs.
 
     Returns:
         ``DatasetDict`` of rows ``audio`` (``Audio(decode=False)``, absolute path), ``audio_id``,
-        ``captions`` and, for the official layout, ``caption_ids`` (the ``audiocap_id`` of each caption).
+        ``captions``, ``source_id`` (``youtube:<id>``) and, for the official layout, ``caption_ids`` (the
+        ``audiocap_id`` of each caption). A split left without clips is dropped with a warning
+        (``missing="skip"``) or refused (``"error"``); each split's provenance
+        (:func:`hf_atr.data.schema.corpus_provenance`) counts the clips found against AudioCaps v1's.
     """
-    data_dir = Path(data_dir)
+    data_dir = expand_path(data_dir)
     if not data_dir.is_dir():
         raise FileNotFoundError(f"AudioCaps data_dir {data_dir} is not a directory.")
     if filename_pattern is not None:
@@ -101,19 +120,21 @@ def load_audiocaps(
                 f"No AudioCaps metadata in {data_dir}: expected one of {sorted(AUDIOCAPS_SPLIT_FILES.values())}."
             )
     root = audio_root(data_dir, audio_dir, "audio")
-    dataset = DatasetDict()
+    loaded, sources = {}, {}
     for split in chosen:
         csv_path = data_dir / AUDIOCAPS_SPLIT_FILES[split]
         split_dir = split_audio_dir(root, [split, Path(AUDIOCAPS_SPLIT_FILES[split]).stem])
         problems = CorpusProblems(missing, "AudioCaps", split)
-        header, records = read_csv_records(csv_path, ())
+        header, records = read_csv_records(csv_path, (), encoding)
         if all(column in header for column in _OFFICIAL_COLUMNS):
+            layout = "official CSV"
             rows = _official_rows(csv_path, header, records, split_dir, filename_pattern, problems)
-            features = atr_features()
+            features = atr_features(with_source_id=True)
             features[CAPTION_IDS_COLUMN] = CAPTION_IDS_FEATURE
         elif "file_name" in header and caption_columns(header):
+            layout = "WavCaps-style CSV"
             rows = _file_name_rows(csv_path, header, records, split_dir, problems)
-            features = atr_features()
+            features = atr_features(with_source_id=True)
         else:
             raise CorpusFormatError(
                 f"{location(csv_path, 1)}: header {header} is neither the official AudioCaps layout "
@@ -121,9 +142,19 @@ def load_audiocaps(
                 "file_name,caption_1,...,caption_5)."
             )
         problems.log_summary()
-        dataset[split] = build_split(rows, features)
+        provenance = split_provenance(
+            "AudioCaps",
+            layout,
+            split,
+            [csv_path],
+            (AUDIOCAPS_RELEASE, AUDIOCAPS_OFFICIAL_CLIPS[split]),
+            problems,
+            corpus_split=Path(AUDIOCAPS_SPLIT_FILES[split]).stem,
+        )
+        loaded[split] = build_split(rows, features, provenance)
+        sources[split] = str(csv_path)
         logger.info(f"AudioCaps {split}: {len(rows)} clips from {csv_path}, audio in {split_dir}")
-    return dataset
+    return assemble_splits(loaded, "AudioCaps", missing, sources)
 
 
 def _check_filename_pattern(filename_pattern: str) -> None:
@@ -185,6 +216,7 @@ def _official_rows(
                 "audio": audio_value(audio_path),
                 "audio_id": youtube_id,
                 "captions": clip["captions"],
+                SOURCE_ID_COLUMN: youtube_source_id(youtube_id),
                 CAPTION_IDS_COLUMN: clip["caption_ids"],
             }
         )
@@ -216,6 +248,8 @@ def _file_name_rows(
 ) -> list[dict]:
     """WavCaps-style records (``file_name`` + ``caption`` or ``caption_1..N``) grouped by ``file_name``."""
     columns = caption_columns(header)
+    if columns != ["caption"]:
+        check_caption_slots(csv_path, columns, AUDIOCAPS_EVAL_CAPTIONS_PER_CLIP)
     clips: dict[str, dict] = {}
     for record in records:
         problem = record_problem(csv_path, record, header, non_empty=["file_name", *columns])
@@ -237,5 +271,12 @@ def _file_name_rows(
         audio_path = split_dir / resolved
         if not check_clip_audio(audio_path, location(csv_path, clip["line"]), problems):
             continue
-        rows.append({"audio": audio_value(audio_path), "audio_id": file_name, "captions": clip["captions"]})
+        rows.append(
+            {
+                "audio": audio_value(audio_path),
+                "audio_id": file_name,
+                "captions": clip["captions"],
+                SOURCE_ID_COLUMN: youtube_source_id(file_name),
+            }
+        )
     return rows

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from datasets import Dataset, DatasetDict, Features, List, Value
+from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
 from datasets.table import embed_table_storage
 
 from hf_atr.data.audio import AudioDecodeError, check_audio_file
-from hf_atr.data.schema import finalize_audio_column
+from hf_atr.data.overlap import OVERLAP_CRITERIA, read_wavcaps_blocklist, remove_overlap
+from hf_atr.data.schema import finalize_audio_column, set_corpus_provenance
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
@@ -40,6 +43,16 @@ _LISTED_PROBLEMS_IN_WARNING = 20
 
 class CorpusFormatError(ValueError):
     """A corpus metadata file (CSV or JSON) is malformed; the message names the file and the record."""
+
+
+class MetadataEncodingError(CorpusFormatError):
+    """A metadata file is not in the expected text encoding; the message names the file, the line and an
+    encoding to try."""
+
+
+def expand_path(path: str | os.PathLike) -> Path:
+    """``Path(path)`` with a leading ``~`` / ``~user`` expanded (every path argument of the loaders)."""
+    return Path(path).expanduser()
 
 
 @dataclass(frozen=True)
@@ -98,13 +111,18 @@ class CorpusProblems:
 
 
 def read_csv_records(
-    path: str | os.PathLike, required_columns: Sequence[str]
+    path: str | os.PathLike, required_columns: Sequence[str], encoding: str = "utf-8"
 ) -> tuple[list[str], list[CsvRecord]]:
     """Read a CSV file with a header into records keyed by column name.
 
     Quoted fields may contain commas, quotes (doubled) and newlines; a UTF-8 byte-order mark is ignored;
     blank lines are skipped. Column names are stripped of surrounding white space, values are kept as
     they are.
+
+    Args:
+        path: the CSV file (``~`` is expanded).
+        required_columns: columns the header must have.
+        encoding: the file's text encoding (a Python codec name, e.g. ``"cp1252"``, ``"shift_jis"``).
 
     Returns:
         ``(header, records)``; records whose field count differs from the header's are returned too,
@@ -113,37 +131,66 @@ def read_csv_records(
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        MetadataEncodingError: the file is not valid ``encoding``; names the line and an encoding to try.
         CorpusFormatError: the file is empty or its header lacks one of ``required_columns``.
     """
-    path = Path(path)
+    path = expand_path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Corpus metadata file not found: {path}")
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
-        header_row = next(reader, None)
-        if header_row is None:
-            raise CorpusFormatError(
-                f"{path} is empty; expected a header with columns {list(required_columns)}."
-            )
-        header = [name.strip() for name in header_row]
-        absent = [name for name in required_columns if name not in header]
-        if absent:
-            raise CorpusFormatError(
-                f"{location(path, 1)}: header {header} lacks column(s) {absent}; "
-                f"expected at least {list(required_columns)}."
-            )
-        records = []
+    text = decode_metadata(path, path.read_bytes(), encoding)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header_row = next(reader, None)
+    if header_row is None:
+        raise CorpusFormatError(f"{path} is empty; expected a header with columns {list(required_columns)}.")
+    header = [name.strip() for name in header_row]
+    absent = [name for name in required_columns if name not in header]
+    if absent:
+        raise CorpusFormatError(
+            f"{location(path, 1)}: header {header} lacks column(s) {absent}; "
+            f"expected at least {list(required_columns)}."
+        )
+    records = []
+    previous_line = reader.line_num
+    for fields in reader:
+        first_line = previous_line + 1
         previous_line = reader.line_num
-        for fields in reader:
-            first_line = previous_line + 1
-            previous_line = reader.line_num
-            if not any(field.strip() for field in fields):
-                continue
-            values: dict = dict(zip(header, fields))
-            if len(fields) > len(header):
-                values[None] = fields[len(header) :]
-            records.append(CsvRecord(line=first_line, values=values))
+        if not any(field.strip() for field in fields):
+            continue
+        values: dict = dict(zip(header, fields))
+        if len(fields) > len(header):
+            values[None] = fields[len(header) :]
+        records.append(CsvRecord(line=first_line, values=values))
     return header, records
+
+
+def decode_metadata(path: Path, data: bytes, encoding: str) -> str:
+    """``data`` (the content of the metadata file ``path``) decoded with ``encoding``.
+
+    UTF-8 (the default) also drops a byte-order mark. A decoding error becomes a
+    :class:`MetadataEncodingError` naming the file, the line of the first bad byte and charset-normalizer's
+    guess of the encoding to pass instead.
+    """
+    codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    try:
+        return data.decode(codec)
+    except LookupError as error:
+        raise ValueError(f"encoding={encoding!r} is not a text encoding Python knows ({error}).") from error
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        guess = _guess_encoding(data)
+        hint = f"try encoding={guess!r} (charset-normalizer's guess)" if guess else "pass its encoding="
+        raise MetadataEncodingError(
+            f"{location(path, line)}: not valid {encoding} (byte 0x{data[error.start]:02x} at offset "
+            f"{error.start}); {hint}, or re-save the file as UTF-8."
+        ) from error
+
+
+def _guess_encoding(data: bytes) -> str | None:
+    # Imported here: only the error path needs it, and it is a heavy import for every loader call.
+    import charset_normalizer
+
+    best = charset_normalizer.from_bytes(data).best()
+    return best.encoding if best is not None else None
 
 
 def record_problem(
@@ -175,17 +222,33 @@ def caption_columns(header: Sequence[str]) -> list[str]:
     return ["caption"] if "caption" in header else []
 
 
+def check_caption_slots(path: str | os.PathLike, columns: Sequence[str], expected: int | None) -> None:
+    """Warn when numbered caption columns (``caption_1..caption_N``, from :func:`caption_columns`) skip a
+    number or stop short of ``expected`` (5 for Clotho and AudioCaps evaluation): every clip of the file
+    then has fewer captions than the corpus defines, and nothing else would say so."""
+    numbers = [int(match.group(1)) for name in columns if (match := re.fullmatch(r"caption_(\d+)", name))]
+    if not numbers:
+        return
+    absent = [k for k in range(1, max([*numbers, expected or 0]) + 1) if k not in numbers]
+    if absent:
+        names = ", ".join(f"caption_{k}" for k in absent)
+        logger.warning(
+            f"{path}: no column {names}; each clip gets {len(numbers)} caption(s)"
+            + (f" where the corpus has {expected}." if expected else ".")
+        )
+
+
 def audio_root(
     data_dir: str | os.PathLike, audio_dir: str | os.PathLike | None, default_subdir: str | None
 ) -> Path:
     """The directory that holds a corpus's audio: ``audio_dir`` when given (must exist), else
     ``data_dir/default_subdir`` when that exists, else ``data_dir``."""
     if audio_dir is not None:
-        root = Path(audio_dir)
+        root = expand_path(audio_dir)
         if not root.is_dir():
             raise FileNotFoundError(f"audio_dir {root} is not a directory.")
         return root.resolve()
-    data_dir = Path(data_dir)
+    data_dir = expand_path(data_dir)
     if default_subdir is not None and (data_dir / default_subdir).is_dir():
         return (data_dir / default_subdir).resolve()
     return data_dir.resolve()
@@ -232,10 +295,84 @@ def audio_value(audio_path: Path) -> dict[str, bytes | str | None]:
     return {"bytes": None, "path": os.path.abspath(audio_path)}
 
 
-def build_split(rows: list[dict], features: Features) -> Dataset:
-    """A ``Dataset`` of the shared schema from row dicts (possibly none), audio cast to ``Audio(decode=False)``."""
+def build_split(rows: list[dict], features: Features, provenance: Mapping[str, Any] | None = None) -> Dataset:
+    """A ``Dataset`` of the shared schema from row dicts (possibly none), audio cast to ``Audio(decode=False)``,
+    with ``provenance`` (:func:`split_provenance`) recorded in its ``info``."""
     columns = {name: [row[name] for row in rows] for name in features}
-    return finalize_audio_column(Dataset.from_dict(columns, features=features))
+    dataset = finalize_audio_column(Dataset.from_dict(columns, features=features))
+    if provenance is not None:
+        set_corpus_provenance(dataset, {**provenance, "clips_found": len(dataset)})
+    return dataset
+
+
+def split_provenance(
+    corpus: str,
+    layout: str,
+    split: str,
+    metadata: Iterable[str | os.PathLike],
+    official: tuple[str, int] | None,
+    problems: CorpusProblems | None = None,
+    corpus_split: str | None = None,
+    **details: Any,
+) -> dict[str, Any]:
+    """The provenance record of one loaded split (:func:`hf_atr.data.schema.set_corpus_provenance`).
+
+    Args:
+        corpus: the corpus's name (``"Clotho"``).
+        layout: the metadata layout read (``"official CSV"``, ``"WavCaps-style CSV"``, ...).
+        split: the hf-atr split name; ``corpus_split`` the corpus's own when it differs.
+        metadata: the metadata files read (only their names are kept: no local paths in a card).
+        official: ``(release, clips)``: the split's size in that official release; ``None`` if unknown.
+        problems: the split's :class:`CorpusProblems`, for the number of clips/rows skipped (``None``
+            when not counted per split).
+        details: further JSON-serialisable fields (e.g. ``source_ids``).
+    """
+    return {
+        "corpus": corpus,
+        "layout": layout,
+        "split": split,
+        "corpus_split": corpus_split or split,
+        "metadata": [Path(name).name for name in metadata],
+        "official_release": official[0] if official else None,
+        "official_clips": official[1] if official else None,
+        "skipped": len(problems.messages) if problems is not None else None,
+        **details,
+        "filters": [],
+    }
+
+
+def assemble_splits(
+    splits: Mapping[str, Dataset], corpus: str, missing: str, sources: Mapping[str, str]
+) -> DatasetDict:
+    """The ``DatasetDict`` of the loaded splits, none of them empty.
+
+    ``datasets`` cannot reload a saved split of 0 rows, and an empty split breaks every metric, so a
+    split without clips is refused under ``missing="error"`` (it can only come from metadata without
+    records) and dropped with a warning naming it under ``missing="skip"``.
+
+    Args:
+        sources: split name -> the metadata file (or description) it was read from, for the messages.
+
+    Raises:
+        CorpusFormatError: an empty split under ``missing="error"``, or no clip in any split.
+    """
+    empty = [split for split, dataset in splits.items() if len(dataset) == 0]
+    named = ", ".join(f"'{split}' ({sources[split]})" for split in empty)
+    if empty and missing == "error":
+        raise CorpusFormatError(
+            f"{corpus}: split(s) {named} have no records; remove the file(s) or choose other splits."
+        )
+    if len(empty) == len(splits):
+        raise CorpusFormatError(
+            f"{corpus}: no clip could be loaded: split(s) {named} are empty after skipping the problems "
+            "logged above (missing='skip'); check audio_dir= and the metadata files."
+        )
+    if empty:
+        logger.warning(
+            f"{corpus}: dropped empty split(s) {named}: every clip was skipped (see the warnings above) "
+            "or the file has no records."
+        )
+    return DatasetDict({split: dataset for split, dataset in splits.items() if len(dataset)})
 
 
 def select_splits(requested: Iterable[str] | str | None, aliases: dict[str, str], corpus: str) -> list[str]:
@@ -273,7 +410,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     output = parser.add_argument_group("output")
     output.add_argument(
         "--output-dir",
-        type=Path,
+        type=expand_path,
         help="Directory to write to: DatasetDict.save_to_disk, or <split>.parquet files with --parquet.",
     )
     output.add_argument("--parquet", action="store_true", help="Write one Parquet file per split.")
@@ -299,6 +436,45 @@ def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Names
         parser.error("--parquet needs --output-dir.")
 
 
+def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the ``build_*.py`` scripts for training data: the overlap filter (:mod:`hf_atr.data.overlap`)."""
+    overlap = parser.add_argument_group("overlap filter (remove evaluation clips from training data)")
+    overlap.add_argument(
+        "--exclude-overlap-with",
+        nargs="+",
+        type=expand_path,
+        default=[],
+        metavar="DIR",
+        help="DatasetDicts saved by the other build_*.py scripts (e.g. Clotho and AudioCaps test): clips "
+        "that are clips of theirs are removed.",
+    )
+    overlap.add_argument(
+        "--blocklist",
+        type=expand_path,
+        metavar="JSON",
+        help="A WavCaps block list (json_files/blacklist/*.json): its Freesound and YouTube ids are removed.",
+    )
+    overlap.add_argument(
+        "--overlap-by",
+        nargs="+",
+        choices=OVERLAP_CRITERIA,
+        default=list(OVERLAP_CRITERIA),
+        help="Match by source id and/or audio content (default: both).",
+    )
+
+
+def apply_overlap_arguments(dataset: DatasetDict, args: argparse.Namespace) -> DatasetDict:
+    """Run the overlap filter the options of :func:`add_overlap_arguments` ask for (none: ``dataset``)."""
+    if not args.exclude_overlap_with and args.blocklist is None:
+        return dataset
+    references = [load_from_disk(str(path)) for path in args.exclude_overlap_with]
+    blocked = read_wavcaps_blocklist(args.blocklist) if args.blocklist is not None else set()
+    filtered, reports = remove_overlap(dataset, references, by=args.overlap_by, exclude_source_ids=blocked)
+    for split, report in reports.items():
+        print(f"{split}: {report.summary()}")
+    return filtered
+
+
 def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:
     """Write ``dataset`` as the options of :func:`add_export_arguments` ask; returns what was written.
 
@@ -306,6 +482,13 @@ def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[
     local files of ``Audio`` columns), so their output no longer needs the corpus directory; Parquet keeps
     the absolute paths unless ``--embed-audio`` is given.
     """
+    empty = [split for split, split_dataset in dataset.items() if len(split_dataset) == 0]
+    if empty:
+        # datasets cannot reload a saved 0-row split (IndexError); an empty split is never worth writing.
+        logger.warning(f"Not writing empty split(s) {empty}.")
+        dataset = DatasetDict({split: data for split, data in dataset.items() if split not in empty})
+        if not dataset:
+            raise ValueError(f"Every split is empty ({empty}); nothing to write.")
     written = []
     if args.output_dir is not None:
         if args.parquet:

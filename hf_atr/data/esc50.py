@@ -6,33 +6,39 @@ Layout: ``meta/esc50.csv`` with header ``filename,fold,target,category,esc10,src
 tests on one fold or on all of them (``datasets.concatenate_datasets(list(dataset.values()))``).
 
 The class becomes text through templates (:func:`class_prompts`): ``captions`` holds one caption per
-template, ``label`` the category as written in the CSV (``chirping_birds``), ``audio_id`` the file name.
+template, ``label`` the category as written in the CSV (``chirping_birds``), ``audio_id`` the file name,
+``source_id`` ``freesound:<src_file>`` (ESC-50's clips are cut from Freesound recordings).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from datasets import DatasetDict
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
     CorpusProblems,
+    assemble_splits,
     audio_value,
     build_split,
     check_clip_audio,
+    expand_path,
     location,
     read_csv_records,
     record_problem,
+    split_provenance,
 )
-from hf_atr.data.schema import atr_features
+from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
+from hf_atr.data.source_ids import freesound_source_id
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 ESC50_FOLDS: tuple[int, ...] = (1, 2, 3, 4, 5)
+ESC50_CLIPS_PER_FOLD = 400
+"""2,000 clips in 5 folds of 400 (50 classes x 8 clips per fold)."""
 ESC50_DEFAULT_TEMPLATES: tuple[str, ...] = ("This is a sound of {class}.",)
 """Caption templates; ``{class}`` is replaced by the class name in words."""
 
@@ -80,6 +86,7 @@ def load_esc50(
     folds: Iterable[int] | int | None = None,
     templates: Sequence[str] | None = None,
     missing: str = "error",
+    encoding: str = "utf-8",
 ) -> DatasetDict:
     """Load ESC-50 into a ``DatasetDict`` with one split per selected fold (``fold1`` ... ``fold5``).
 
@@ -89,18 +96,22 @@ def load_esc50(
         templates: caption templates with ``{class}``; default :data:`ESC50_DEFAULT_TEMPLATES`.
         missing: ``"error"`` raises on the first absent or unreadable clip or malformed row (wrong field
             count, empty file name or category, fold not in 1-5), naming the file and CSV line;
-            ``"skip"`` drops them and logs how many and which.
+            ``"skip"`` drops them and logs how many and which. A fold left without clips is dropped with a
+            warning (``"skip"``) or refused (``"error"``).
+        encoding: text encoding of ``esc50.csv``.
 
     Returns:
         ``DatasetDict`` of rows ``audio`` (``Audio(decode=False)``, absolute path), ``audio_id`` (file
-        name), ``captions`` (one per template) and ``label`` (the category).
+        name), ``captions`` (one per template), ``label`` (the category) and ``source_id``
+        (``freesound:<src_file>``); each fold's provenance (:func:`hf_atr.data.schema.corpus_provenance`)
+        counts its clips against the 400 of the release.
     """
     templates = _checked_templates(templates)
     chosen_folds = _checked_folds(folds)
-    data_dir = Path(data_dir)
+    data_dir = expand_path(data_dir)
     csv_path = data_dir / "meta" / "esc50.csv"
     audio_dir = (data_dir / "audio").resolve()
-    header, records = read_csv_records(csv_path, ("filename", "fold", "category"))
+    header, records = read_csv_records(csv_path, ("filename", "fold", "category"), encoding)
     problems = CorpusProblems(missing, "ESC-50", ",".join(map(esc50_split_name, chosen_folds)))
     rows_per_fold: dict[int, list[dict]] = {fold: [] for fold in chosen_folds}
     for record in records:
@@ -124,15 +135,20 @@ def load_esc50(
                 "audio_id": filename,
                 "captions": class_prompts(category, templates),
                 "label": category,
+                SOURCE_ID_COLUMN: freesound_source_id(record.values.get("src_file")),
             }
         )
     problems.log_summary()
-    features = atr_features(with_label=True)
-    dataset = DatasetDict(
-        {esc50_split_name(fold): build_split(rows, features) for fold, rows in rows_per_fold.items()}
-    )
+    features = atr_features(with_label=True, with_source_id=True)
+    loaded = {}
+    for fold, rows in rows_per_fold.items():
+        split = esc50_split_name(fold)
+        provenance = split_provenance(
+            "ESC-50", "official CSV (meta/esc50.csv)", split, [csv_path], ("ESC-50", ESC50_CLIPS_PER_FOLD)
+        )
+        loaded[split] = build_split(rows, features, provenance)
     logger.info(f"ESC-50: {sum(len(rows) for rows in rows_per_fold.values())} clips from {csv_path}")
-    return dataset
+    return assemble_splits(loaded, "ESC-50", missing, dict.fromkeys(loaded, str(csv_path)))
 
 
 def _checked_folds(folds: Iterable[int] | int | None) -> list[int]:

@@ -9,7 +9,8 @@ consistency metric (MRV, Eq. 16). Layouts read, detected from the file's extensi
 - per-language CSV in Clotho layout (``file_name,caption_1,...,caption_5``): aligned by slot, rows
   matched to the base's ``audio_id``;
 - one CSV with translation columns beside the English ones
-  (``file_name,caption_1,fra_1,...,caption_5,fra_5``; ``fra_Latn_1`` works too): aligned by slot;
+  (``file_name,caption_1,fra_1,...,caption_5,fra_5``; ``fr_1`` and ``fra_Latn_1`` work too): aligned by
+  slot, and the join is verified by the English captions (below);
 - a key column with one ``caption`` per row (``file_name,caption``): rows of a clip in file order;
 - JSON (a list of records, ``{"data": [...]}``, or JSON Lines ``.jsonl``) with a key field,
   ``caption_1..caption_N`` and ``source_lang_1..source_lang_N``: the NLLB code of the language each
@@ -17,6 +18,12 @@ consistency metric (MRV, Eq. 16). Layouts read, detected from the file's extensi
 
 A clip gets ``None`` for a language when its translation is absent or incomplete (a caption missing or
 blank): never an empty string. Such clips are counted and named in a warning.
+
+One file may serve several splits, joined to the clips by file name; Clotho has file names in two splits.
+When the file carries the English captions beside the translated ones, a record is attached only to the
+clip whose English captions it repeats (a clip whose English differs gets ``None`` and is named in a
+warning). Without English captions, a file name found in more than one of the splits the file is given
+for is ambiguous and an error naming both rows.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +42,8 @@ from hf_atr.data.corpus_utils import (
     CAPTION_IDS_COLUMN,
     CorpusFormatError,
     caption_columns,
+    decode_metadata,
+    expand_path,
     location,
     read_csv_records,
     record_problem,
@@ -48,39 +58,79 @@ CLIP_KEY_COLUMNS: tuple[str, ...] = ("file_name", "youtube_id", "filename", "aud
 CAPTION_KEY_COLUMN = "audiocap_id"
 """The per-caption key: a translation file with this column is aligned through the base's ``caption_ids``."""
 
-_LANGUAGE_CODE = re.compile(r"([a-z]{3})(?:_([A-Z][a-z]{3}))?")
-_LANGUAGE_COLUMN = re.compile(r"([a-z]{3}(?:_[A-Z][a-z]{3})?)_(\d+)")
+_LANGUAGE_COLUMN = re.compile(r"([A-Za-z]{2,3}(?:_[A-Z][a-z]{3})?)_(\d+)")
 _LISTED_CLIPS_IN_WARNING = 20
 
 
 def normalize_language_code(code: str) -> str:
-    """The ISO 639-3 code of an ISO 639-3 (``"fra"``) or NLLB/FLORES-200 (``"fra_Latn"``) code.
+    """The ISO 639-3 code of a language code: ISO 639-1 (``"ja"``), ISO 639-3 (``"jpn"``), NLLB/FLORES-200
+    (``"jpn_Jpan"``) or a BCP 47 tag (``"ja-JP"``), in any letter case; resolved by ``langcodes``.
 
     Raises:
-        ValueError: ``code`` is of neither form (e.g. the ISO 639-1 ``"fr"``).
+        ValueError: ``code`` is not a code of a known language (``"xx"``, ``"und"``, ``""``).
     """
-    match = _LANGUAGE_CODE.fullmatch(code.strip()) if isinstance(code, str) else None
-    if match is None:
+    # langcodes costs ~40 ms to import; only code that reads language codes pays it.
+    import langcodes
+
+    language = None
+    if isinstance(code, str) and code.strip():
+        try:
+            parsed = langcodes.Language.get(code.strip().replace("_", "-"))
+            language = parsed.to_alpha3() if parsed.language and parsed.is_valid() else None
+        except (LookupError, ValueError):
+            language = None
+    if language is None or language in _NOT_A_LANGUAGE:
         raise ValueError(
-            f"Language code {code!r} is neither ISO 639-3 ('fra') nor NLLB ('fra_Latn'); use one of those forms."
+            f"Language code {code!r} is not an ISO 639-1 ('ja'), ISO 639-3 ('jpn') or NLLB ('jpn_Jpan') code "
+            "of a known language."
         )
-    return match.group(1)
+    return language
+
+
+_NOT_A_LANGUAGE = frozenset({"und", "mul", "zxx", "mis"})
+"""ISO 639 codes that name no language (undetermined, multiple, no linguistic content, uncoded)."""
+
+
+def _column_language(name: str) -> tuple[str, int] | None:
+    """``("fra", 2)`` for a translation column ``fra_2`` / ``fr_2`` / ``fra_Latn_2``, else ``None``."""
+    match = _LANGUAGE_COLUMN.fullmatch(name)
+    if match is None:
+        return None
+    try:
+        return normalize_language_code(match.group(1)), int(match.group(2))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _ClipTranslation:
+    """One record of a per-clip translation file: the translated captions in slot order, the English
+    captions it repeats (``None`` when the file has none) and where it is (``"<file>, line <n>"``)."""
+
+    texts: list[str | None]
+    english: list[str] | None
+    where: str
 
 
 @dataclass
 class _TranslationTable:
-    """One language's translations from one file: per caption id, or per clip key in slot order."""
+    """One language's translations from one file: per caption id, or per clip key (one record per key,
+    several when English captions tell apart clips of the same name in different splits)."""
 
     path: Path
     by_caption_id: dict[str, str | None] = field(default_factory=dict)
-    by_clip: dict[str, list[str | None]] = field(default_factory=dict)
-    clip_locations: dict[str, str] = field(default_factory=dict)
+    by_clip: dict[str, list[_ClipTranslation]] = field(default_factory=dict)
+
+    @property
+    def has_english(self) -> bool:
+        return any(record.english is not None for records in self.by_clip.values() for record in records)
 
 
 def load_translations(
     base: DatasetDict,
     translations: Mapping[str, str | os.PathLike | Mapping[str, str | os.PathLike]],
     key: str | None = None,
+    encoding: str = "utf-8",
 ) -> DatasetDict:
     """Add the translations of ``base``'s English captions as the ``translations`` column.
 
@@ -88,11 +138,12 @@ def load_translations(
         base: a ``DatasetDict`` in the shared schema (from ``load_audiocaps``, ``load_clotho``, ...);
             translations it already has are kept.
         translations: ``{language code: file}`` where ``file`` is one path used for every split (keys
-            absent from a split are ignored) or ``{split name: path}``. Codes are ISO 639-3 (``"fra"``)
-            or NLLB (``"fra_Latn"``); the column uses ISO 639-3.
+            absent from a split are ignored) or ``{split name: path}``. Codes are ISO 639-1 (``"fr"``),
+            ISO 639-3 (``"fra"``) or NLLB (``"fra_Latn"``); the column uses ISO 639-3.
         key: the field of the translation files that identifies what a record translates. ``None``
             detects it: ``audiocap_id`` (per-caption alignment through the base's ``caption_ids``) when
             present, else the first of :data:`CLIP_KEY_COLUMNS` (matched to the base's ``audio_id``).
+        encoding: text encoding of the translation files.
 
     Returns:
         A new ``DatasetDict``: ``base`` with ``translations: {iso639_3: list[str] | None}``.
@@ -100,7 +151,8 @@ def load_translations(
     Raises:
         CorpusFormatError: a malformed file (wrong field count, no key or caption columns, a duplicate
             key, a slot count different from the clip's English captions, a JSON ``source_lang_k`` of
-            another language), or a file none of whose records matches a clip of ``base``.
+            another language), a file none of whose records matches a clip of ``base``, or a file name
+            that names clips of two splits and no English captions tell which.
         ValueError: an unknown language code or split name, English or a language twice, a language
             ``base`` already has.
     """
@@ -122,17 +174,27 @@ def load_translations(
             raise ValueError(f"Split '{split}' already has translations for {already}.")
 
     tables = {
-        language: {path: _read_table(path, language, key) for path in set(files.values())}
+        language: {path: _read_table(path, language, key, encoding) for path in set(files.values())}
         for language, files in files_per_language.items()
     }
     _check_files_matched(files_per_language, tables, base)
+    joins = {
+        language: {
+            path: _join_clip_records(
+                table, base, [split for split in files if files[split] == path], language
+            )
+            for path, table in tables[language].items()
+        }
+        for language, files in files_per_language.items()
+    }
 
     result = DatasetDict()
     for split, dataset in base.items():
         columns = {language: _existing_column(dataset, language) for language in existing[split]}
         for language, files in files_per_language.items():
             table = tables[language][files[split]] if split in files else None
-            columns[language] = _translations_for_split(dataset, split, language, table)
+            join = joins[language][files[split]] if split in files else {}
+            columns[language] = _translations_for_split(dataset, split, language, table, join)
         if not columns:
             result[split] = dataset
             continue
@@ -153,8 +215,8 @@ def _files_per_split(
             raise ValueError(
                 f"translations[{code!r}] names split(s) {unknown} that base lacks ({list(base)})."
             )
-        return {split: Path(path) for split, path in files.items()}
-    return dict.fromkeys(base, Path(files))
+        return {split: expand_path(path) for split, path in files.items()}
+    return dict.fromkeys(base, expand_path(files))
 
 
 def _existing_languages(dataset) -> list[str]:
@@ -167,8 +229,74 @@ def _existing_column(dataset, language: str) -> list[list[str] | None]:
     return [row[language] for row in dataset["translations"]]
 
 
+def _join_clip_records(
+    table: _TranslationTable, base: DatasetDict, splits: Sequence[str], language: str
+) -> dict[tuple[str, int], _ClipTranslation]:
+    """Which record of a per-clip ``table`` translates which row of ``base[split]`` (for the ``splits`` the
+    file is given for), as ``{(split, row index): record}``.
+
+    Records are matched by file name; with English captions in the file, only to the row whose English
+    captions they repeat (rows whose English differs are left out and named in a warning). Without them,
+    a name that matches rows of two splits is ambiguous.
+    """
+    if not table.by_clip:
+        return {}
+    rows_by_key: dict[str, list[tuple[str, int, list[str]]]] = defaultdict(list)
+    for split in splits:
+        for index, (audio_id, english) in enumerate(zip(base[split]["audio_id"], base[split]["captions"])):
+            if audio_id in table.by_clip:
+                rows_by_key[audio_id].append((split, index, english))
+    join: dict[tuple[str, int], _ClipTranslation] = {}
+    differing = []
+    for audio_id, rows in rows_by_key.items():
+        records = table.by_clip[audio_id]
+        if not table.has_english:
+            if len(rows) > 1:
+                (split_a, index_a, _), (split_b, index_b, _) = rows[:2]
+                raise CorpusFormatError(
+                    f"{records[0].where}: {audio_id!r} is ambiguous: it names split '{split_a}' row {index_a} "
+                    f"and split '{split_b}' row {index_b}, and {table.path.name} has no English captions to "
+                    f"tell them apart; give one file per split ({{split: path}}) or a file with the English "
+                    f"captions beside the {language} ones (caption_k and {language}_k columns)."
+                )
+            split, index, _ = rows[0]
+            join[(split, index)] = records[0]
+            continue
+        for split, index, english in rows:
+            matching = [record for record in records if _same_captions(record.english, english)]
+            if matching:
+                join[(split, index)] = matching[0]
+            else:
+                differing.append(f"{audio_id!r} (split '{split}' row {index}; {records[0].where})")
+    if differing:
+        shown = ", ".join(differing[:_LISTED_CLIPS_IN_WARNING])
+        more = (
+            f" and {len(differing) - _LISTED_CLIPS_IN_WARNING} more"
+            if len(differing) > _LISTED_CLIPS_IN_WARNING
+            else ""
+        )
+        logger.warning(
+            f"{language}: {len(differing)} clip(s) whose English captions differ from those in {table.path} "
+            f"(not joined, set to None): {shown}{more}"
+        )
+    return join
+
+
+def _same_captions(first: Sequence[str] | None, second: Sequence[str]) -> bool:
+    """Equal caption lists up to letter case and white space (files re-typed or re-saved by translators)."""
+    if first is None or len(first) != len(second):
+        return False
+    return all(
+        " ".join(a.split()).casefold() == " ".join(b.split()).casefold() for a, b in zip(first, second)
+    )
+
+
 def _translations_for_split(
-    dataset, split: str, language: str, table: _TranslationTable | None
+    dataset,
+    split: str,
+    language: str,
+    table: _TranslationTable | None,
+    join: dict[tuple[str, int], _ClipTranslation],
 ) -> list[list[str] | None]:
     """One language's translations for every row of ``dataset`` (``None`` where absent), reported."""
     if table is None:
@@ -181,14 +309,14 @@ def _translations_for_split(
         values = [[table.by_caption_id.get(caption_id) for caption_id in ids] for ids in caption_ids]
     else:
         values = []
-        for audio_id, english in zip(audio_ids, captions):
-            translated = table.by_clip.get(audio_id)
-            if translated is not None and len(translated) != len(english):
+        for index, (audio_id, english) in enumerate(zip(audio_ids, captions)):
+            record = join.get((split, index))
+            if record is not None and len(record.texts) != len(english):
                 raise CorpusFormatError(
-                    f"{table.clip_locations[audio_id]}: {len(translated)} {language} caption(s) for clip "
+                    f"{record.where}: {len(record.texts)} {language} caption(s) for clip "
                     f"{audio_id!r}, which has {len(english)} English caption(s) in split '{split}'."
                 )
-            values.append(translated)
+            values.append(record.texts if record is not None else None)
     column = [None if row is None or any(text is None for text in row) else row for row in values]
     untranslated = [audio_id for audio_id, row in zip(audio_ids, column) if row is None]
     if untranslated:
@@ -205,25 +333,27 @@ def _translations_for_split(
     return column
 
 
-def _read_table(path: Path, language: str, key: str | None) -> _TranslationTable:
+def _read_table(path: Path, language: str, key: str | None, encoding: str) -> _TranslationTable:
     if not path.is_file():
         raise FileNotFoundError(f"Translation file for {language} not found: {path}")
     if path.suffix.lower() in (".json", ".jsonl"):
-        return _read_json_table(path, language, key)
-    return _read_csv_table(path, language, key)
+        return _read_json_table(path, language, key, encoding)
+    return _read_csv_table(path, language, key, encoding)
 
 
-def _read_csv_table(path: Path, language: str, key: str | None) -> _TranslationTable:
-    header, records = read_csv_records(path, () if key is None else (key,))
+def _read_csv_table(path: Path, language: str, key: str | None, encoding: str) -> _TranslationTable:
+    header, records = read_csv_records(path, () if key is None else (key,), encoding)
     table = _TranslationTable(path)
     language_columns = sorted(
-        (int(match.group(2)), name)
-        for name in header
-        if (match := _LANGUAGE_COLUMN.fullmatch(name)) and normalize_language_code(match.group(1)) == language
+        (column[1], name) for name in header if (column := _column_language(name)) and column[0] == language
     )
     key = key or _detect_key(header, path, per_caption=not language_columns)
+    english_columns: list[str] = []
     if language_columns:
         slot_columns = [name for _, name in language_columns]
+        english_columns = [f"caption_{slot}" for slot, _ in language_columns]
+        if not all(name in header for name in english_columns):
+            english_columns = []
     else:
         slot_columns = caption_columns(header)
         if not slot_columns:
@@ -237,21 +367,26 @@ def _read_csv_table(path: Path, language: str, key: str | None) -> _TranslationT
             raise CorpusFormatError(problem)
         record_key = _key_value(key, record.values[key])
         texts = [_text_or_none(record.values[column]) for column in slot_columns]
+        english = [record.values[column].strip() for column in english_columns] or None
         _add_record(
-            table, key, record_key, texts, location(path, record.line), grouped=slot_columns == ["caption"]
+            table,
+            key,
+            record_key,
+            _ClipTranslation(texts, english, location(path, record.line)),
+            grouped=slot_columns == ["caption"],
         )
     return table
 
 
-def _read_json_table(path: Path, language: str, key: str | None) -> _TranslationTable:
-    with open(path, encoding="utf-8") as handle:
-        try:
-            if path.suffix.lower() == ".jsonl":
-                records = [json.loads(line) for line in handle if line.strip()]
-            else:
-                records = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise CorpusFormatError(f"{path} is not valid JSON: {error}") from error
+def _read_json_table(path: Path, language: str, key: str | None, encoding: str) -> _TranslationTable:
+    text = decode_metadata(path, path.read_bytes(), encoding)
+    try:
+        if path.suffix.lower() == ".jsonl":
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            records = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CorpusFormatError(f"{path} is not valid JSON: {error}") from error
     if isinstance(records, dict) and isinstance(records.get("data"), list):
         records = records["data"]
     if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
@@ -282,8 +417,7 @@ def _read_json_table(path: Path, language: str, key: str | None) -> _Translation
             table,
             record_key_name,
             _key_value(record_key_name, str(record[record_key_name])),
-            texts,
-            where,
+            _ClipTranslation(texts, None, where),
             grouped=slot_columns == ["caption"],
         )
     return table
@@ -298,22 +432,28 @@ def _detect_key(fields: list[str], where: str | Path, per_caption: bool) -> str:
 
 
 def _add_record(
-    table: _TranslationTable, key: str, record_key: str, texts: list[str | None], where: str, grouped: bool
+    table: _TranslationTable, key: str, record_key: str, record: _ClipTranslation, grouped: bool
 ) -> None:
     """Add one record: per caption id (``key == "audiocap_id"``, one caption), else per clip; ``grouped``
-    records (one ``caption`` per row) of one clip are appended in file order."""
-    if key == CAPTION_KEY_COLUMN and len(texts) == 1:
+    records (one ``caption`` per row) of one clip are appended in file order. A clip key may repeat only
+    with different English captions (the same file name in two splits)."""
+    if key == CAPTION_KEY_COLUMN and len(record.texts) == 1:
         if record_key in table.by_caption_id:
-            raise CorpusFormatError(f"{where}: {key} {record_key!r} occurs twice.")
-        table.by_caption_id[record_key] = texts[0]
+            raise CorpusFormatError(f"{record.where}: {key} {record_key!r} occurs twice.")
+        table.by_caption_id[record_key] = record.texts[0]
         return
-    if record_key in table.by_clip and not grouped:
+    previous = table.by_clip.get(record_key)
+    if previous is None:
+        table.by_clip[record_key] = [record]
+    elif grouped:
+        previous[0].texts.extend(record.texts)
+    elif record.english is None or any(_same_captions(other.english, record.english) for other in previous):
         raise CorpusFormatError(
-            f"{where}: {key} {record_key!r} occurs twice (first at {table.clip_locations[record_key]}); "
+            f"{record.where}: {key} {record_key!r} occurs twice (first at {previous[0].where}); "
             "give one file per split as {split: path} when splits share clip names."
         )
-    table.by_clip.setdefault(record_key, []).extend(texts)
-    table.clip_locations.setdefault(record_key, where)
+    else:
+        previous.append(record)
 
 
 def _key_value(key: str, raw: str) -> str:

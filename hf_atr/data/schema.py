@@ -10,10 +10,17 @@ One row per audio clip:
 - ``translations`` (optional): ``{iso639_3_code: list[str] | None}``, caption ``k`` of a language
   is the translation of English caption ``k``; ``None`` when the clip has no translation.
 - ``label`` (optional): the class name (ESC-50).
+- ``source_id`` (optional): where the recording comes from, ``"<platform>:<id>"`` (``freesound:180913``,
+  ``youtube:b0RFKhbpFJA``; :mod:`hf_atr.data.source_ids`), ``None`` when unknown. The overlap filter
+  (:mod:`hf_atr.data.overlap`) matches clips of different corpora through it.
+
+Every loader also records the dataset's *provenance* (corpus, layout, split, official clip count, clips
+found, filters applied) in ``Dataset.info``; :func:`corpus_provenance` reads it back.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,8 +34,16 @@ LANGUAGES: tuple[str, ...] = ("eng", "fra", "deu", "spa", "nld", "cat", "jpn", "
 
 _STORAGE_AUDIO = {"bytes": Value("binary"), "path": Value("string")}
 
+SOURCE_ID_COLUMN = "source_id"
+"""Optional column: ``"<platform>:<id>"`` of the recording (see :mod:`hf_atr.data.source_ids`) or ``None``."""
 
-def atr_features(translation_languages: Iterable[str] = (), with_label: bool = False) -> Features:
+PROVENANCE_KEY = "hf_atr_provenance"
+"""Key of the JSON object that :func:`set_corpus_provenance` writes into ``Dataset.info.description``."""
+
+
+def atr_features(
+    translation_languages: Iterable[str] = (), with_label: bool = False, with_source_id: bool = False
+) -> Features:
     """The ``datasets.Features`` of the shared schema, with ``audio`` as an Arrow struct.
 
     Build rows with ``audio={"bytes": ..., "path": ...}`` and then call :func:`finalize_audio_column`.
@@ -43,6 +58,8 @@ def atr_features(translation_languages: Iterable[str] = (), with_label: bool = F
         features["translations"] = {language: List(Value("string")) for language in translation_languages}
     if with_label:
         features["label"] = Value("string")
+    if with_source_id:
+        features[SOURCE_ID_COLUMN] = Value("string")
     return Features(features)
 
 
@@ -85,3 +102,49 @@ def all_captions(dataset: Dataset) -> list[str]:
         for translated in (row.get("translations") or {}).values():
             captions.extend(translated or [])
     return captions
+
+
+def set_corpus_provenance(dataset: Dataset, provenance: Mapping[str, Any]) -> Dataset:
+    """Record where ``dataset`` comes from in its ``info`` (replacing what was recorded); returns ``dataset``.
+
+    The loaders call it with (:mod:`hf_atr.data.corpus_utils`, ``split_provenance``): ``corpus``,
+    ``layout``, ``split`` (the hf-atr name) and ``corpus_split`` (the corpus's own), ``metadata`` (file
+    names read), ``official_release`` and ``official_clips`` (the size of that split in the official
+    release, ``None`` when unknown), ``clips_found``, ``skipped`` (clips or rows dropped under
+    ``missing="skip"``) and ``filters`` (one record per filter applied afterwards, see :func:`record_filter`).
+
+    Stored as JSON in ``dataset.info.description``: ``DatasetInfo`` survives ``save_to_disk`` /
+    ``load_from_disk`` and is carried over by ``select``, ``filter``, ``map``, ``add_column``,
+    ``remove_columns`` and ``cast_column``; ``push_to_hub`` does not upload it (keep it in the card).
+    The value must be JSON-serialisable.
+    """
+    dataset.info.description = json.dumps({PROVENANCE_KEY: dict(provenance)}, ensure_ascii=False)
+    return dataset
+
+
+def corpus_provenance(dataset: Dataset) -> dict[str, Any] | None:
+    """The provenance recorded by :func:`set_corpus_provenance`, or ``None`` when there is none.
+
+    ``datasets.concatenate_datasets`` joins the descriptions of its inputs, so the provenance of a
+    concatenation of several loaded datasets is ``{"concatenated": [provenance, ...]}`` (plus ``filters``
+    applied to the concatenation).
+    """
+    parts = []
+    for chunk in (dataset.info.description or "").split("\n\n"):
+        try:
+            value = json.loads(chunk)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get(PROVENANCE_KEY), dict):
+            parts.append(value[PROVENANCE_KEY])
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"concatenated": parts}
+
+
+def record_filter(dataset: Dataset, record: Mapping[str, Any]) -> Dataset:
+    """Append ``record`` (a JSON-serialisable description of a filter that produced ``dataset``: its
+    ``name``, what it removed, ``clips_after``) to the provenance's ``filters``; returns ``dataset``."""
+    provenance = corpus_provenance(dataset) or {}
+    provenance.setdefault("filters", []).append(dict(record))
+    return set_corpus_provenance(dataset, provenance)

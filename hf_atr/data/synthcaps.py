@@ -25,6 +25,7 @@ import numpy as np
 from datasets import Dataset, DatasetDict
 
 from hf_atr.data.audio import encode_wav
+from hf_atr.data.multilingual import normalize_language_code
 from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column
 from hf_atr.data.synthcaps_grammar import (
     LOUDNESS_LEVELS,
@@ -162,7 +163,9 @@ def load_synthcaps(
         duration: clip length in seconds (``>= 0.5``); every clip has ``round(duration * sampling_rate)``
             samples.
         sampling_rate: Hz, ``>= 12000`` (the chirps reach 5.5 kHz).
-        languages: ISO 639-3 codes from :data:`LANGUAGES`; English captions are always produced.
+        languages: languages of :data:`LANGUAGES`, as ISO 639-1 (``"ja"``), ISO 639-3 (``"jpn"``) or NLLB
+            codes (:func:`hf_atr.data.multilingual.normalize_language_code`); English captions are always
+            produced.
         seed: base seed of the per-clip generators.
     """
     counts = {"train": num_train, "validation": num_validation, "test": num_test}
@@ -172,6 +175,7 @@ def load_synthcaps(
     _check_clip_format(duration, sampling_rate)
     if isinstance(languages, str):
         languages = (languages,)
+    languages = [normalize_language_code(language) for language in languages]
     unknown = [language for language in languages if language not in LANGUAGES]
     if unknown:
         raise ValueError(f"SynthCaps has no captions in {unknown}; available languages: {list(LANGUAGES)}.")

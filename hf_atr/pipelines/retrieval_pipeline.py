@@ -375,7 +375,8 @@ class AudioTextRetrievalPipeline(Pipeline):
 
         Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``); several
         templates are averaged into one label embedding and re-normalised (CLIP's prompt ensembles).
-        Scores are the softmax over labels of the model's logits (``scale · similarity``).
+        Scores are the softmax over labels of the model's ``logits_per_audio`` (audio scale · similarity), as
+        transformers' ``zero-shot-audio-classification`` pipeline scores a ``ClapModel``.
 
         Returns:
             ``[{"label", "score"}]`` best first, or one such list per clip for a list of clips.
@@ -397,7 +398,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             **{key: value.to(device) for key, value in inputs.items()}
         )
         head = self.model.scoring_head
-        probabilities = head(label_embeds.to(device), audio_embeds).T.softmax(dim=-1).cpu()
+        probabilities = head.audio_logits(audio_embeds, label_embeds.to(device)).softmax(dim=-1).cpu()
         results = [
             [{"label": labels[i], "score": float(row[i])} for i in row.argsort(descending=True).tolist()]
             for row in probabilities

@@ -67,22 +67,33 @@ class AtrDataCollator:
             caption_indices.append(index)
             languages.append(language)
         return pair_batch(
-            self.processor, rows, audio_ids, captions, caption_indices, languages, self.max_length
+            self.processor,
+            self.audio_inputs(rows, audio_ids),
+            audio_ids,
+            captions,
+            caption_indices,
+            languages,
+            self.max_length,
         )
+
+    def audio_inputs(self, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
+        """The batch's audio part: precomputed features stacked (or raw audio featurised now)."""
+        return audio_batch(self.processor, rows, audio_ids)
 
 
 def pair_batch(
     processor: AtrProcessor,
-    rows: Sequence[dict[str, Any]],
+    audio_inputs: dict[str, Any],
     audio_ids: list[str],
     captions: list[str],
     caption_indices: list[int],
     languages: list[Any],
     max_length: int | None,
 ) -> dict[str, Any]:
-    """The model inputs of ``rows`` (audio features, tokenised ``captions``) plus the objective's metadata
-    (:data:`METADATA_KEYS`): ``audio_ids``, ``caption_indices`` ``(n_captions,)`` and ``languages``."""
-    batch = audio_batch(processor, rows, audio_ids)
+    """The model inputs (``audio_inputs``, the batch's audio part, plus the tokenised ``captions``) and the
+    objective's metadata (:data:`METADATA_KEYS`): ``audio_ids``, ``caption_indices`` ``(n_captions,)`` and
+    ``languages``."""
+    batch = dict(audio_inputs)
     batch.update(processor(text=captions, max_length=max_length, return_tensors="pt"))
     batch["audio_ids"] = audio_ids
     batch["caption_indices"] = torch.tensor(caption_indices)

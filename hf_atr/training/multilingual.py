@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
-from ..processing_atr import AtrProcessor
+from ..processing_atr import AtrProcessor, audio_batch
 from .collator import caption_columns, pair_batch
 
 MULTILINGUAL_METADATA_KEYS = ("captions_per_audio", "language_mask")
@@ -150,7 +150,13 @@ class MultilingualCollator:
             row_languages.append(list(languages))
             language_mask.append(present)
         batch = pair_batch(
-            self.processor, rows, audio_ids, captions, caption_indices, row_languages, self.max_length
+            self.processor,
+            audio_batch(self.processor, rows, audio_ids),
+            audio_ids,
+            captions,
+            caption_indices,
+            row_languages,
+            self.max_length,
         )
         batch["captions_per_audio"] = self.captions_per_audio
         batch["language_mask"] = torch.tensor(language_mask, dtype=torch.bool)

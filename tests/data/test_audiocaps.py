@@ -14,6 +14,7 @@ from datasets import Audio, load_from_disk
 from hf_atr.data.audio import AudioDecodeError, decode_audio
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.corpus_utils import CorpusFormatError
+from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.synthcaps import load_synthcaps, write_audiocaps_layout
 
 SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_audiocaps.py"
@@ -208,3 +209,28 @@ def test_build_script_saves_to_disk_and_parquet(tmp_path, synthcaps, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([str(corpus)])
     assert exit_info.value.code == 2 and "--output-dir" in capsys.readouterr().err
+
+
+def test_source_ids_provenance_and_empty_split_through_the_script(tmp_path, synthcaps, caplog, monkeypatch):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path / "audiocaps", filename_pattern="Y{youtube_id}.wav")
+    loaded = load_audiocaps(corpus)
+    youtube_ids = [row[1] for row in _rows(corpus / "test.csv")[1:]]
+    assert loaded["test"]["source_id"] == [f"youtube:{i}" for i in dict.fromkeys(youtube_ids)]
+    provenance = corpus_provenance(loaded["validation"])
+    assert provenance["official_release"] == "AudioCaps v1" and provenance["official_clips"] == 495
+    assert provenance["corpus_split"] == "val" and provenance["clips_found"] == len(synthcaps["validation"])
+    for path in (corpus / "audio" / "val").iterdir():
+        path.unlink()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with caplog.at_level(logging.WARNING):
+        skipped = load_audiocaps("~/audiocaps", missing="skip")
+    assert (
+        list(skipped) == ["train", "test"] and "AudioCaps: dropped empty split(s) 'validation'" in caplog.text
+    )
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main(["~/audiocaps", "--missing", "skip", "--output-dir", "~/saved"]) == 0
+    assert list(load_from_disk(str(tmp_path / "saved"))) == ["train", "test"]
+    wavcaps = write_audiocaps_layout(
+        synthcaps, tmp_path / "wavcaps", filename_pattern="Y{youtube_id}.wav", variant="wavcaps"
+    )
+    assert load_audiocaps(wavcaps)["test"]["source_id"] == loaded["test"]["source_id"]

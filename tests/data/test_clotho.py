@@ -14,6 +14,7 @@ from datasets import Audio, load_from_disk
 from hf_atr.data.audio import AudioDecodeError, decode_audio
 from hf_atr.data.clotho import clotho_captions_file, load_clotho
 from hf_atr.data.corpus_utils import CorpusFormatError
+from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.synthcaps import load_synthcaps, write_clotho_layout
 
 SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_clotho.py"
@@ -171,3 +172,120 @@ def test_line_numbers_count_captions_that_span_lines(tmp_path, synthcaps):
         CorpusFormatError, match=r"clotho_captions_validation\.csv, line 6: expected 6 fields"
     ):
         load_clotho(tmp_path, splits="validation")
+
+
+def _to_wavcaps_layout(corpus: Path, audio_folders: dict[str, str]) -> None:
+    """Rename the official CSVs to WavCaps' train/val/test.csv and the audio folders as given."""
+    for official, wavcaps in [("development", "train"), ("validation", "val"), ("evaluation", "test")]:
+        (corpus / f"clotho_captions_{official}.csv").rename(corpus / f"{wavcaps}.csv")
+        (corpus / official).rename(corpus / audio_folders[official])
+
+
+@pytest.mark.parametrize(
+    "folders",
+    [
+        {"development": "development", "validation": "validation", "evaluation": "evaluation"},
+        {"development": "train", "validation": "val", "evaluation": "test"},
+    ],
+    ids=["official-folders", "wavcaps-folders"],
+)
+def test_wavcaps_style_csvs(tmp_path, synthcaps, folders):
+    corpus = write_clotho_layout(synthcaps, tmp_path)
+    expected = load_clotho(corpus)
+    _to_wavcaps_layout(corpus, folders)
+    loaded = load_clotho(corpus)
+    assert list(loaded) == ["train", "validation", "test"]
+    for split in loaded:
+        assert loaded[split]["audio_id"] == expected[split]["audio_id"]
+        assert loaded[split]["captions"] == expected[split]["captions"]
+        assert corpus_provenance(loaded[split])["layout"] == "WavCaps-style CSV"
+    assert Path(loaded["validation"][0]["audio"]["path"]).parent.name == folders["validation"]
+    assert list(load_clotho(corpus, splits="val")) == ["validation"]
+
+
+def test_official_csvs_with_train_val_test_audio_folders(tmp_path, synthcaps):
+    corpus = write_clotho_layout(synthcaps, tmp_path)
+    (corpus / "evaluation").rename(corpus / "test")
+    loaded = load_clotho(corpus, splits="test")
+    assert Path(loaded["test"][0]["audio"]["path"]).parent == (corpus / "test").resolve()
+    (corpus / "clotho_captions_evaluation.csv").unlink()
+    with pytest.raises(
+        FileNotFoundError, match=r"No captions for Clotho split 'test' .*evaluation\.csv or test\.csv"
+    ):
+        load_clotho(corpus, splits="test")
+
+
+def test_provenance_home_directory_and_source_ids_from_latin1_metadata(tmp_path, synthcaps, monkeypatch):
+    corpus = write_clotho_layout(synthcaps, tmp_path / "clotho")
+    names = [row[0] for row in _read(corpus / "clotho_captions_evaluation.csv")[1:]]
+    # Clotho v2.x ships its metadata in ISO-8859-1; the manufacturer column has non-ASCII names.
+    metadata = "file_name,keywords,sound_id,sound_link,start_end_samples,manufacturer,license\n"
+    for index, name in enumerate(names[:-1]):
+        quoted = '"' + name.replace('"', '""') + '"'
+        metadata += f"{quoted},rain;city,{1000 + index},https://freesound.org/s/{1000 + index},,Jos\u00e9 M\u00fcller,CC0\n"
+    (corpus / "clotho_metadata_evaluation.csv").write_bytes(metadata.encode("iso-8859-1"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    loaded = load_clotho("~/clotho", splits="test")["test"]
+    assert loaded["source_id"] == [f"freesound:{1000 + index}" for index in range(len(names) - 1)] + [None]
+    provenance = corpus_provenance(loaded)
+    assert provenance == {
+        "corpus": "Clotho",
+        "layout": "official CSV",
+        "split": "test",
+        "corpus_split": "evaluation",
+        "metadata": ["clotho_captions_evaluation.csv", "clotho_metadata_evaluation.csv"],
+        "official_release": "Clotho v2.1",
+        "official_clips": 1045,
+        "skipped": 0,
+        "source_ids": "freesound (clotho metadata sound_id)",
+        "filters": [],
+        "clips_found": len(names),
+    }
+    assert load_clotho(corpus, splits="train")["train"]["source_id"] == [None] * len(synthcaps["train"])
+
+
+def test_missing_caption_5_column_warns_naming_the_file(tmp_path, synthcaps, caplog):
+    write_clotho_layout(synthcaps, tmp_path)
+    csv_path = tmp_path / "clotho_captions_validation.csv"
+    _write(csv_path, [row[:5] for row in _read(csv_path)])
+    with caplog.at_level(logging.WARNING):
+        loaded = load_clotho(tmp_path, splits="validation")
+    assert all(len(captions) == 4 for captions in loaded["validation"]["captions"])
+    assert (
+        "clotho_captions_validation.csv: no column caption_5; each clip gets 4 caption(s) where the corpus has 5"
+        in caplog.text
+    )
+
+
+def test_split_left_empty_is_dropped_under_skip_and_refused_under_error(tmp_path, synthcaps, caplog, capsys):
+    write_clotho_layout(synthcaps, tmp_path / "corpus")
+    corpus = tmp_path / "corpus"
+    shutil.rmtree(corpus / "validation")
+    with caplog.at_level(logging.WARNING):
+        loaded = load_clotho(corpus, missing="skip")
+    assert list(loaded) == ["train", "test"]
+    assert "Clotho: dropped empty split(s) 'validation'" in caplog.text
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main([str(corpus), "--missing", "skip", "--output-dir", str(tmp_path / "saved")]) == 0
+    assert list(load_from_disk(str(tmp_path / "saved"))) == ["train", "test"]
+    csv_path = corpus / "clotho_captions_validation.csv"
+    _write(csv_path, _read(csv_path)[:1])
+    with pytest.raises(
+        CorpusFormatError,
+        match=r"Clotho: split\(s\) 'validation' \(.*clotho_captions_validation\.csv\) have no records",
+    ):
+        load_clotho(corpus)
+    with pytest.raises(CorpusFormatError, match="Clotho: no clip could be loaded"):
+        load_clotho(corpus, splits="validation", missing="skip")
+
+
+def test_non_utf8_captions_need_encoding(tmp_path, synthcaps):
+    write_clotho_layout(synthcaps, tmp_path)
+    csv_path = tmp_path / "clotho_captions_validation.csv"
+    rows = _read(csv_path)
+    rows[1][1] = "A caf\u00e9 with people talking"
+    csv_path.write_bytes("\n".join(",".join(f'"{v}"' for v in row) for row in rows).encode("cp1252"))
+    with pytest.raises(CorpusFormatError, match=r"clotho_captions_validation\.csv, line 2: not valid utf-8"):
+        load_clotho(tmp_path, splits="validation")
+    loaded = load_clotho(tmp_path, splits="validation", encoding="cp1252")
+    assert loaded["validation"][0]["captions"][0] == "A caf\u00e9 with people talking"

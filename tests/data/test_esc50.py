@@ -11,6 +11,7 @@ from datasets import Audio, DatasetDict, concatenate_datasets, load_from_disk
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.esc50 import class_prompts, load_esc50
+from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.synthcaps import SOUND_EVENTS, write_esc50_layout
 
 SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_esc50.py"
@@ -157,3 +158,27 @@ def test_build_script_pushes_only_when_asked(esc50_dir, monkeypatch, capsys):
     assert main([str(esc50_dir), "--folds", "2", "--push-to-hub", "someone/esc50", "--private"]) == 0
     assert pushed == [(["fold2"], "someone/esc50", {"private": True})]
     assert "hub:someone/esc50" in capsys.readouterr().out
+
+
+def test_source_ids_provenance_and_a_fold_left_empty(esc50_dir, tmp_path, caplog, capsys):
+    (tmp_path / "esc50").mkdir()
+    corpus = _copy_corpus(esc50_dir, tmp_path / "esc50")
+    metadata = {row["filename"]: row for row in _metadata(corpus)}
+    loaded = load_esc50(corpus, folds=[1, 2])
+    assert loaded["fold1"]["source_id"] == [
+        f"freesound:{metadata[name]['src_file']}" for name in loaded["fold1"]["audio_id"]
+    ]
+    provenance = corpus_provenance(loaded["fold2"])
+    assert provenance["official_clips"] == 400 and provenance["clips_found"] == len(loaded["fold2"])
+    for name, row in metadata.items():
+        if row["fold"] == "2":
+            (corpus / "audio" / name).unlink()
+    with caplog.at_level(logging.WARNING):
+        assert list(load_esc50(corpus, folds=[1, 2], missing="skip")) == ["fold1"]
+    assert "ESC-50: dropped empty split(s) 'fold2'" in caplog.text
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert (
+        main([str(corpus), "--folds", "1", "2", "--missing", "skip", "--output-dir", str(tmp_path / "saved")])
+        == 0
+    )
+    assert list(load_from_disk(str(tmp_path / "saved"))) == ["fold1"]

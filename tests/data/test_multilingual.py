@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import re
 import runpy
 from pathlib import Path
 
@@ -50,15 +51,28 @@ def _clotho_translation_csv(path: Path, base, synthcaps, split: str, language: s
 
 
 @pytest.mark.parametrize(
-    ("code", "expected"), [("fra", "fra"), ("fra_Latn", "fra"), ("zho_Hans", "zho"), ("jpn_Jpan", "jpn")]
+    ("code", "expected"),
+    [
+        ("fra", "fra"),
+        ("fra_Latn", "fra"),
+        ("zho_Hans", "zho"),
+        ("jpn_Jpan", "jpn"),
+        ("ja", "jpn"),
+        ("ko", "kor"),
+        ("de", "deu"),
+        ("zh", "zho"),
+        ("FRA", "fra"),
+        ("fr-FR", "fra"),
+        ("kor_Hang", "kor"),
+    ],
 )
 def test_normalize_language_code(code, expected):
     assert normalize_language_code(code) == expected
 
 
-@pytest.mark.parametrize("code", ["fr", "FRA", "fra-Latn", "fra_latn", ""])
-def test_normalize_language_code_rejects_other_forms(code):
-    with pytest.raises(ValueError, match="neither ISO 639-3"):
+@pytest.mark.parametrize("code", ["xx", "und", "zxx", "", "caption", None])
+def test_normalize_language_code_rejects_what_is_no_language(code):
+    with pytest.raises(ValueError, match=r"is not an ISO 639-1 \('ja'\), ISO 639-3"):
         normalize_language_code(code)
 
 
@@ -202,7 +216,12 @@ def test_json_with_nllb_source_languages(tmp_path, synthcaps, clotho, container)
         load_translations(base, {"jpn": {"test": path}})
     records[1]["source_lang_3"] = "ja"
     path.write_text(json.dumps(records), encoding="utf-8")
-    with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: Language code 'ja' is neither"):
+    assert load_translations(base, {"ja": {"test": path}})["test"]["translations"] == [
+        {"jpn": row["jpn"]} for row in synthcaps["test"]["translations"]
+    ]
+    records[1]["source_lang_3"] = "jp"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: Language code 'jp' is not an ISO"):
         load_translations(base, {"jpn": {"test": path}})
 
 
@@ -275,3 +294,68 @@ def test_build_script_adds_translations_to_a_saved_dataset(tmp_path, synthcaps, 
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0 and "--translation" in capsys.readouterr().out
+
+
+@pytest.fixture
+def clotho_shared_name(tmp_path, synthcaps):
+    """Clotho whose development and evaluation splits both have a clip named like the first development clip
+    (as real Clotho has), with different English captions."""
+    corpus = write_clotho_layout(synthcaps.remove_columns("translations"), tmp_path / "clotho")
+    development = _read(corpus / "clotho_captions_development.csv")
+    shared = development[1][0]
+    (corpus / "evaluation" / shared).write_bytes((corpus / "development" / shared).read_bytes())
+    evaluation = corpus / "clotho_captions_evaluation.csv"
+    _write(evaluation, [*_read(evaluation), [shared, *[f"evaluation caption {k}" for k in range(1, 6)]]])
+    return shared, load_clotho(corpus, splits=["train", "test"])
+
+
+def _korean_rows(base, splits, with_english: bool) -> list[list[str]]:
+    header = ["file_name"]
+    for k in range(1, 6):
+        header += [f"caption_{k}", f"ko_{k}"] if with_english else [f"caption_{k}"]
+    rows = [header]
+    for split in splits:
+        for audio_id, english in zip(base[split]["audio_id"], base[split]["captions"]):
+            korean = [f"{split} 한국어 {audio_id} {k}" for k in range(1, 6)]
+            rows.append(
+                [audio_id, *[text for pair in zip(english, korean) for text in pair]]
+                if with_english
+                else [audio_id, *korean]
+            )
+    return rows
+
+
+def test_one_file_for_two_splits_is_joined_by_its_english_captions(tmp_path, clotho_shared_name, caplog):
+    shared, base = clotho_shared_name
+    korean = _write(tmp_path / "clotho_kor.csv", _korean_rows(base, ["test", "train"], with_english=True))
+    translated = load_translations(base, {"ko": korean})
+    for split in ("train", "test"):
+        for row in translated[split]:
+            assert row["translations"]["kor"] == [
+                f"{split} 한국어 {row['audio_id']} {k}" for k in range(1, 6)
+            ]
+    assert translated["test"][-1]["audio_id"] == translated["train"][0]["audio_id"] == shared
+    rows = _read(korean)
+    rows[-1][1] = "an English caption the base does not have"
+    _write(korean, rows)
+    with caplog.at_level(logging.WARNING):
+        translated = load_translations(base, {"kor": korean})
+    assert translated["train"][-1]["translations"] == {"kor": None}
+    assert f"kor: 1 clip(s) whose English captions differ from those in {korean}" in caplog.text
+    assert f"(split 'train' row {len(base['train']) - 1}; {korean}, line {len(rows)})" in caplog.text
+
+
+def test_one_file_for_two_splits_without_english_rejects_an_ambiguous_name(tmp_path, clotho_shared_name):
+    shared, base = clotho_shared_name
+    rows = _korean_rows(base, ["train"], with_english=False)
+    korean = _write(tmp_path / "clotho_kor.csv", rows)
+    last_test_row = len(base["test"]) - 1
+    with pytest.raises(
+        CorpusFormatError,
+        match=rf"clotho_kor\.csv, line 2: {re.escape(repr(shared))} is ambiguous: it names split 'train' row 0 "
+        rf"and split 'test' row {last_test_row}, and clotho_kor\.csv has no English captions",
+    ):
+        load_translations(base, {"kor": korean})
+    translated = load_translations(base, {"kor": {"train": korean}})
+    assert translated["train"][0]["translations"]["kor"][0] == f"train 한국어 {shared} 1"
+    assert translated["test"][-1]["translations"] == {"kor": None}

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import pytest
-from datasets import Dataset
+from datasets import Dataset, DatasetDict, concatenate_datasets, load_from_disk
 
 from hf_atr.data.schema import (
     all_captions,
     atr_features,
     captions_in_language,
     check_caption,
+    corpus_provenance,
     finalize_audio_column,
+    record_filter,
+    set_corpus_provenance,
 )
 
 
@@ -52,3 +55,32 @@ def test_check_caption_returns_text_and_names_the_clip_of_an_empty_one():
         check_caption(" ", 2, "c7", "fra")
     with pytest.raises(ValueError, match=r"^Caption 1 is empty or not a string \(None\)\.$"):
         check_caption(None, 1)
+
+
+def test_provenance_survives_save_load_and_dataset_operations(tmp_path):
+    dataset = Dataset.from_dict({"audio_id": ["a", "b", "c"]})
+    assert corpus_provenance(dataset) is None
+    provenance = {
+        "corpus": "Clotho",
+        "split": "test",
+        "official_clips": 1045,
+        "clips_found": 3,
+        "filters": [],
+    }
+    set_corpus_provenance(dataset, provenance)
+    assert corpus_provenance(dataset) == provenance
+    filtered = dataset.select([0, 2])
+    record_filter(filtered, {"name": "overlap", "removed": 1, "clips_after": 2})
+    assert corpus_provenance(dataset)["filters"] == []  # the source dataset is untouched
+    DatasetDict({"test": filtered}).save_to_disk(str(tmp_path / "saved"))
+    reloaded = load_from_disk(str(tmp_path / "saved"))["test"]
+    expected = {**provenance, "filters": [{"name": "overlap", "removed": 1, "clips_after": 2}]}
+    assert corpus_provenance(reloaded) == expected
+    assert corpus_provenance(reloaded.map(lambda row: {"x": 1}).remove_columns("x")) == expected
+    other = set_corpus_provenance(Dataset.from_dict({"audio_id": ["d"]}), {"corpus": "AudioCaps"})
+    both = concatenate_datasets([reloaded, other])
+    assert corpus_provenance(both) == {"concatenated": [expected, {"corpus": "AudioCaps"}]}
+    record_filter(both, {"name": "overlap", "removed": 0})
+    assert corpus_provenance(both)["filters"] == [{"name": "overlap", "removed": 0}]
+    dataset.info.description = "a description someone wrote"
+    assert corpus_provenance(dataset) is None

@@ -167,7 +167,10 @@ def test_language_selection():
     two = load_synthcaps(2, 0, 0, languages=("jpn", "eng"))
     assert list(two["train"][0]["translations"]) == ["jpn"]
     assert list(load_synthcaps(1, 0, 0, languages="fra")["train"][0]["translations"]) == ["fra"]
-    with pytest.raises(ValueError, match=r"no captions in \['xx'\]"):
+    assert list(load_synthcaps(1, 0, 0, languages=("ja", "en"))["train"][0]["translations"]) == ["jpn"]
+    with pytest.raises(ValueError, match=r"no captions in \['kor'\]"):
+        load_synthcaps(1, 0, 0, languages=("eng", "ko"))
+    with pytest.raises(ValueError, match="Language code 'xx' is not an ISO 639-1"):
         load_synthcaps(1, 0, 0, languages=("eng", "xx"))
 
 
