@@ -104,10 +104,12 @@ def test_model_trained_with_a_plugin_objective_loads_and_encodes_without_the_plu
 def test_configs_carry_their_format_version_and_older_formats_are_migrated(tmp_path):
     AtrConfig().save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["format_version"] == FORMAT_VERSION == 1
-    unversioned = AtrConfig(projection_dim=8).to_dict()
-    del unversioned["format_version"]  # as written before formats were versioned
+    # As written before formats were versioned, by a version that already had the CLAP-style options.
+    unversioned = AtrConfig(projection_dim=8, projection="mlp", separate_logit_scales=True).to_dict()
+    del unversioned["format_version"]
     assert migrate_config_dict(unversioned)["format_version"] == 1
-    assert AtrConfig.from_dict(unversioned).projection_dim == 8
+    loaded = AtrConfig.from_dict(unversioned)
+    assert (loaded.projection_dim, loaded.projection, loaded.separate_logit_scales) == (8, "mlp", True)
     with pytest.raises(ValueError, match="saved in format 2, but this hf-atr reads formats up to 1; upgrade"):
         AtrConfig.from_dict({**unversioned, "format_version": 2})
 
