@@ -4,9 +4,9 @@ Side by side in one run, on the same 5-s and 10-s clips cut from 44.1-kHz record
 
 1. decode + resample, per clip (what a DataLoader worker does): soundfile decoding of the clip's WAV
    bytes (16-bit, as Clotho ships them), then ``scipy.signal.resample_poly`` from 44.1 kHz to 16 kHz
-   (AST, Whisper) and to 48 kHz (CLAP), through :func:`hf_atr.data.audio.decode_audio`;
-2. features only, waveforms already in memory at the extractor's rate, for AST, Whisper and CLAP with
-   their default (released-checkpoint) settings:
+   (AST, Whisper), 48 kHz (CLAP) and 32 kHz (PANNs), through :func:`hf_atr.data.audio.decode_audio`;
+2. features only, waveforms already in memory at the extractor's rate, for AST, Whisper, CLAP and PANNs
+   (hf_atr's NumPy ``PannsFeatureExtractor``) with their default (released-checkpoint) settings:
    - per clip, the transformers extractor's ``__call__`` (what ``AtrProcessor`` and ``Dataset.map`` run);
      for Whisper also its NumPy path (``_np_extract_fbank_features``, what transformers runs without
      torch), because with torch installed transformers' Whisper call is itself torch, per clip;
@@ -41,6 +41,7 @@ from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatu
 
 from hf_atr.data.audio import decode_audio, encode_wav
 from hf_atr.features import batched_features_for
+from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 
 FILE_RATE = 44100
 REALAUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio"
@@ -146,18 +147,22 @@ def main() -> None:
         "AST": ASTFeatureExtractor(),
         "Whisper": WhisperFeatureExtractor(),
         "CLAP": ClapFeatureExtractor(),
+        "PANNs": PannsFeatureExtractor(),
     }
+    rates = sorted({extractor.sampling_rate for extractor in extractors.values()})
     rows = []
     decode_rows = []
     for seconds in (5.0, 10.0):
         clips = cut_clips(sources, seconds, args.clips)
         encoded = [encode_wav(clip, FILE_RATE) for clip in clips]
-        at_rate = {rate: decode_all(encoded, rate) for rate in (16000, 48000)}
+        at_rate = {rate: decode_all(encoded, rate) for rate in rates}
         decode_timings = median_seconds(
             {
                 "decode": partial(decode_all, encoded, None),
-                "decode + resample to 16 kHz": partial(decode_all, encoded, 16000),
-                "decode + resample to 48 kHz": partial(decode_all, encoded, 48000),
+                **{
+                    f"decode + resample to {rate // 1000} kHz": partial(decode_all, encoded, rate)
+                    for rate in rates
+                },
             },
             args.repeats,
         )

@@ -1,4 +1,4 @@
-"""Shared base of the dB-scale log-mel families (CLAP now, PANNs next): centred STFT power -> mel -> dB.
+"""Shared base of the dB-scale log-mel families (CLAP, PANNs): centred STFT power -> mel -> dB.
 
 ``10 log10(max(mel, power_floor))`` of a centred (reflect-padded) STFT power spectrum, as transformers'
 ``spectrogram(..., log_mel="dB")`` and librosa / torchlibrosa's ``power_to_db(ref=1.0)`` compute it. In

@@ -3,7 +3,7 @@
 Built in: ``ASTFeatureExtractor`` -> :class:`AstFbankFeatures`, ``WhisperFeatureExtractor`` ->
 :class:`WhisperLogMelFeatures`, ``ClapFeatureExtractor`` -> :class:`ClapLogMelFeatures`. Another family
 plugs in with one call, made in the module that defines its extractor (so that holding an extractor
-instance implies the entry exists)::
+instance implies the entry exists), as ``hf_atr.models.panns.feature_extraction_panns`` does::
 
     register_batched_features(PannsFeatureExtractor, PannsLogMelFeatures)
 

@@ -10,6 +10,9 @@ from transformers import BatchFeature, SequenceFeatureExtractor
 from transformers.audio_utils import mel_filter_bank, spectrogram_batch, window_function
 from transformers.utils import logging
 
+from ...features.panns_log_mel import PannsLogMelFeatures
+from ...features.registry import register_batched_features
+
 logger = logging.get_logger(__name__)
 
 POWER_TO_DB_AMIN = 1e-10
@@ -79,6 +82,11 @@ class PannsFeatureExtractor(SequenceFeatureExtractor):
             norm="slaney",
             mel_scale="slaney",
         )
+
+    @property
+    def power_floor(self) -> float:
+        """Mel power floor before decibels (PANNs' ``amin``), read by the batched twin."""
+        return POWER_TO_DB_AMIN
 
     @property
     def max_length_samples(self) -> int:
@@ -188,5 +196,8 @@ def _as_mono_clips(raw_speech: Any) -> list[np.ndarray]:
         clips.append(clip)
     return clips
 
+
+# Holding a PannsFeatureExtractor implies this module ran: AtrProcessor(feature_backend="torch") finds the twin.
+register_batched_features(PannsFeatureExtractor, PannsLogMelFeatures)
 
 __all__ = ["PannsFeatureExtractor"]
