@@ -19,7 +19,7 @@ import torch
 from transformers.audio_utils import mel_filter_bank, window_function
 
 from .base import BatchedFeatureExtractor
-from .spectrogram import apply_filter_bands, filter_bands, used_bins
+from .spectrogram import filter_bands, interleave_bins, mel_power_
 
 HOP_LENGTH = 160
 FFT_LENGTH = 512
@@ -55,6 +55,7 @@ class AstFbankFeatures(BatchedFeatureExtractor):
     ) -> None:
         super().__init__(sampling_rate)
         self.register_array("mel_filters", mel_filters)
+        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
         self.register_array("window", window)
         self.bands = filter_bands(self._arrays["mel_filters"])
         self.frame_length = len(window)
@@ -135,7 +136,6 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         frame_length = self.frame_length
         samples = (frames - 1) * HOP_LENGTH + frame_length
         framed = waveforms[:, :samples].unfold(1, frame_length, HOP_LENGTH)
-        means = framed.mean(dim=-1, keepdim=True)
         # Pre-emphasis of the frame minus its mean m, per frame sample n:
         # (x[n] - m) - p (x[n-1] - m) = e[n] - (1 - p) m with e = x[n] - p x[n-1] for n >= 1, and
         # (1 - p)(x[0] - m) at n = 0. e is computed once on the signal; frames are views of it.
@@ -151,8 +151,8 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         windowed = buffer[..., :frame_length]
         torch.mul(emphasised_frames, window, out=windowed)
         windowed[..., 0] = (1 - PREEMPHASIS) * framed[..., 0] * window[0]
-        windowed.addcmul_(means, window, value=PREEMPHASIS - 1)
-        spectrum = torch.view_as_real(torch.fft.rfft(buffer)[..., : used_bins(self.bands)]).square_()
-        power = spectrum[..., 0] + spectrum[..., 1]
-        mel = apply_filter_bands(power, self.constant("mel_filters", waveforms), self.bands)
+        windowed.addcmul_(framed.mean(dim=-1, keepdim=True), window, value=PREEMPHASIS - 1)
+        mel = mel_power_(
+            torch.fft.rfft(buffer), self.constant("interleaved_mel_filters", waveforms), self.bands
+        )
         return mel.clamp_(min=MEL_FLOOR).log_()

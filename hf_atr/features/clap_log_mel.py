@@ -161,9 +161,8 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         mel = waveforms.new_empty(len(lengths), int(frames.max()), self.num_mel_bins)
         crop_offsets = random_choices.get("crop_offsets", torch.zeros_like(lengths))
         for chunk in self.chunks(len(lengths), mel.shape[1], waveforms.device):
-            signal = self.model_signal(waveforms[chunk], lengths[chunk], crop_offsets[chunk])
-            uniform = bool((signal_lengths[chunk] == signal.shape[1]).all())
-            chunk_mel = self.log_mel(signal, None if uniform else signal_lengths[chunk])
+            source, content_lengths = self.model_signal(waveforms[chunk], lengths[chunk], crop_offsets[chunk])
+            chunk_mel = self.log_mel(source, signal_lengths[chunk], content_lengths=content_lengths)
             mel[chunk, : chunk_mel.shape[1]] = chunk_mel
         is_longer = random_choices["is_longer"].to(torch.bool)[:, None]
         if self.truncation == "rand_trunc":
@@ -179,25 +178,39 @@ class ClapLogMelFeatures(DecibelMelFeatures):
             return lengths.clamp(min=self.max_length)
         return torch.full_like(lengths, self.max_length)
 
+    def content_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+        """Samples of each clip's signal that come from the clip (whole, cropped or repeated); zeros follow
+        up to :meth:`signal_lengths`: ``(batch,)``."""
+        longer = lengths > self.max_length
+        if self.padding == "repeat":
+            shorter_content = torch.full_like(lengths, self.max_length)
+        elif self.padding == "repeatpad":
+            shorter_content = torch.div(self.max_length, lengths, rounding_mode="floor") * lengths
+        else:
+            shorter_content = lengths
+        longer_content = lengths if self.truncation == "fusion" else torch.full_like(lengths, self.max_length)
+        return torch.where(longer, longer_content, shorter_content)
+
     def model_signal(
         self, waveforms: torch.Tensor, lengths: torch.Tensor, crop_offsets: torch.Tensor
-    ) -> torch.Tensor:
-        """The waveforms the mels are taken from, zero-padded to ``(batch, max(signal_lengths))``: a crop
-        (rand_trunc), the padded clip (short clips) or the whole clip (fusion's long clips)."""
-        signal = waveforms.new_zeros(len(lengths), int(self.signal_lengths(lengths).max()))
-        for row, (length, offset) in enumerate(zip(lengths.tolist(), crop_offsets.tolist())):
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The start of each clip's signal, ``(source, content_lengths)``: ``source[i, :content_lengths[i]]``
+        is a crop (rand_trunc), the repeated clip (short clips) or the whole clip (fusion's long clips); the
+        signal continues with zeros up to :meth:`signal_lengths`. ``source`` is ``waveforms`` itself when no
+        clip needs a crop or repeats."""
+        content_lengths = self.content_lengths(lengths)
+        copies = (crop_offsets > 0) | (lengths < content_lengths)
+        if not bool(copies.any()):
+            return waveforms, content_lengths
+        source = waveforms.new_empty(len(lengths), int(content_lengths.max()))
+        rows = zip(lengths.tolist(), crop_offsets.tolist(), content_lengths.tolist())
+        for row, (length, offset, content) in enumerate(rows):
             clip = waveforms[row, :length]
-            if length > self.max_length:
-                end = length if self.truncation == "fusion" else offset + self.max_length
-                signal[row, : end - offset] = clip[offset:end]
-            elif self.padding == "repeat":
-                signal[row, : self.max_length] = clip.repeat(self.max_length // length + 1)[: self.max_length]
-            elif self.padding == "repeatpad":
-                repeats = self.max_length // length
-                signal[row, : repeats * length] = clip.repeat(repeats)
+            if length < content:
+                source[row, :content] = clip.repeat(-(-content // length))[:content]
             else:
-                signal[row, :length] = clip
-        return signal
+                source[row, :content] = clip[offset : offset + content]
+        return source, content_lengths
 
     def fuse(self, mel: torch.Tensor, frames: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """Fusion stack ``(batch, 4, chunk_frames, feature_size)``: fused clips get (shrunk whole, front,

@@ -77,11 +77,15 @@ class PannsLogMelFeatures(DecibelMelFeatures):
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         batch = waveforms.shape[0]
-        signal = waveforms.new_full((batch, self.max_length), self.padding_value)
-        for row, length in enumerate(lengths.clamp(max=self.max_length).tolist()):
-            signal[row, :length] = waveforms[row, :length]
-        frames = int(self.frame_counts(torch.tensor([self.max_length])))
+        signal_lengths = torch.full_like(lengths, self.max_length)
+        content_lengths = lengths.clamp(max=self.max_length)
+        frames = int(self.frame_counts(signal_lengths[:1]))
         features = waveforms.new_empty(batch, frames, self.num_mel_bins)
         for chunk in self.chunks(batch, frames, waveforms.device):
-            features[chunk] = self.log_mel(signal[chunk], None)
+            features[chunk] = self.log_mel(
+                waveforms[chunk],
+                signal_lengths[chunk],
+                content_lengths=content_lengths[chunk],
+                padding_value=self.padding_value,
+            )
         return {"input_features": features}
