@@ -78,6 +78,10 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         return self.n_samples
 
     @property
+    def num_mel_bins(self) -> int:
+        return self._arrays["mel_filters"].shape[1]
+
+    @property
     def num_frames(self) -> int:
         return self.n_samples // self.hop_length
 
@@ -103,19 +107,22 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         signal_lengths = torch.full_like(clipped, self.n_samples)
         audible = audible_frame_counts(content_lengths, signal_lengths, self.n_fft, self.hop_length)
         audible = audible.clamp(max=self.num_frames)
-        features = waveforms.new_empty(batch, self._arrays["mel_filters"].shape[1], self.num_frames)
+        features = waveforms.new_empty(batch, self.num_mel_bins, self.num_frames)
         for chunk in self.chunks(batch, int(audible.max()), waveforms.device):
-            features[chunk] = self.log_mel(source[chunk], content_lengths[chunk], int(audible[chunk].max()))
+            self.log_mel(source[chunk], content_lengths[chunk], int(audible[chunk].max()), features[chunk])
         outputs = {"input_features": features}
         if self.return_attention_mask:
             frame_starts = torch.arange(self.num_frames, device=waveforms.device) * self.hop_length
             outputs["attention_mask"] = (frame_starts[None, :] < clipped[:, None]).to(torch.int32)
         return outputs
 
-    def log_mel(self, source: torch.Tensor, content_lengths: torch.Tensor, frames: int) -> torch.Tensor:
-        """``(batch, num_mel_bins, num_frames)`` scaled as Whisper expects, of the signals
-        ``source[i, :content_lengths[i]]`` padded with ``padding_value`` to ``n_samples``; only the first
-        ``frames`` frames are computed, later ones being the padding frame (see ``audible_frame_counts``)."""
+    def log_mel(
+        self, source: torch.Tensor, content_lengths: torch.Tensor, frames: int, features: torch.Tensor
+    ) -> None:
+        """Writes into ``features: (batch, num_mel_bins, num_frames)`` the log-mel, scaled as Whisper expects,
+        of the signals ``source[i, :content_lengths[i]]`` padded with ``padding_value`` to ``n_samples``.
+        Only the first ``frames`` frames are computed; later ones hold padding only (``frames`` is at least
+        each clip's ``audible_frame_counts``) and equal one padding frame, computed once."""
         signal_lengths = torch.full_like(content_lengths, self.n_samples)
         signal = centered_signal(
             source,
@@ -127,14 +134,16 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
             padding_value=self.padding_value,
         )
         log_spec = self.frames_to_log10(signal.unfold(1, self.n_fft, self.hop_length))
+        peak = log_spec.amax(dim=(1, 2))
         if frames < self.num_frames:
-            padding_frame = self.frames_to_log10(source.new_full((1, self.n_fft), self.padding_value))
-            log_spec = torch.cat(
-                [log_spec, padding_frame.expand(len(source), self.num_frames - frames, -1)], 1
+            padding_frame = self.frames_to_log10(source.new_full((self.n_fft,), self.padding_value))
+            peak = torch.maximum(peak, padding_frame.max())
+        floor = (peak - DYNAMIC_RANGE)[:, None, None]
+        features[..., :frames] = torch.maximum(log_spec, floor).add_(OFFSET).div_(SCALE).transpose(1, 2)
+        if frames < self.num_frames:
+            features[..., frames:] = (
+                torch.maximum(padding_frame[None, :, None], floor).add_(OFFSET).div_(SCALE)
             )
-        log_spec = log_spec.transpose(1, 2)
-        peak = log_spec.amax(dim=(1, 2), keepdim=True)
-        return (torch.maximum(log_spec, peak - DYNAMIC_RANGE) + OFFSET) / SCALE
 
     def frames_to_log10(self, frames: torch.Tensor) -> torch.Tensor:
         """``(..., n_fft)`` frames to ``log10(max(mel power, 1e-10))``: ``(..., num_mel_bins)``."""
