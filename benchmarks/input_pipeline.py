@@ -14,7 +14,8 @@ Side by side in one run, on the same 5-s and 10-s clips cut from 44.1-kHz record
      ``--batch-size``), padding and host-to-device copy included.
    The largest difference between the two outputs is printed (dB for CLAP, log-mel units for the others).
 
-Timings are medians over ``--repeats`` rounds in which the methods alternate; CPU runs use one thread
+Timings are the best (``--statistic median``: the median) of ``--repeats`` rounds in which the methods
+alternate, by wall clock and by this thread's CPU time; CPU runs use one thread
 (``torch.set_num_threads(1)``). Clips come from ``../shared/realaudio`` (the 44.1-kHz files) when it is
 there, else from synthetic audio (said so in the output).
 
@@ -97,11 +98,12 @@ def decode_all(encoded: list[bytes], rate: int | None) -> list[np.ndarray]:
     return [decode_audio({"bytes": data, "path": None}, rate) for data in encoded]
 
 
-def median_seconds(
-    functions: dict[str, Callable[[], object]], repeats: int
+def timed_seconds(
+    functions: dict[str, Callable[[], object]], repeats: int, statistic: str
 ) -> dict[str, tuple[float, float]]:
-    """Median (wall-clock, this thread's CPU) seconds of each function, the functions alternating in
-    every round. CPU time is less disturbed by other jobs on a shared machine; on a GPU it means nothing."""
+    """Best or median (wall-clock, this thread's CPU) seconds of each function over ``repeats`` rounds, the
+    functions alternating in every round. On a shared machine other jobs only ever add time, so the best
+    round is the least disturbed; CPU time is less disturbed than wall time; on a GPU it means nothing."""
     for function in functions.values():
         function()
     timings: dict[str, list[tuple[float, float]]] = {name: [] for name in functions}
@@ -110,8 +112,9 @@ def median_seconds(
             wall, cpu = time.perf_counter(), time.thread_time()
             function()
             timings[name].append((time.perf_counter() - wall, time.thread_time() - cpu))
+    summary = min if statistic == "best" else statistics.median
     return {
-        name: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
+        name: (summary(v[0] for v in values), summary(v[1] for v in values))
         for name, values in timings.items()
     }
 
@@ -124,6 +127,12 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=32, help="clips per duration")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--statistic", choices=("best", "median"), default="best", help="of the rounds")
+    parser.add_argument(
+        "--extractors",
+        default="AST,Whisper,CLAP,PANNs",
+        help="comma-separated subset of AST,Whisper,CLAP,PANNs",
+    )
     parser.add_argument("--realaudio", type=Path, default=REALAUDIO)
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -138,7 +147,8 @@ def main() -> None:
         sources = synthetic_recordings(8, 12.0, seed=0)
         origin = f"SYNTHETIC audio ({args.realaudio} not found)"
     print(
-        f"Clips cut from {origin}; {args.clips} clips per duration; torch threads {torch.get_num_threads()}; device {device}."
+        f"Clips cut from {origin}; {args.clips} clips per duration; torch threads {torch.get_num_threads()}; "
+        f"device {device}; {args.statistic} of {args.repeats} rounds."
     )
     if device.type == "cuda":
         print(f"GPU: {torch.cuda.get_device_name(device)}")
@@ -149,6 +159,10 @@ def main() -> None:
         "CLAP": ClapFeatureExtractor(),
         "PANNs": PannsFeatureExtractor(),
     }
+    unknown = sorted(set(args.extractors.split(",")) - set(extractors))
+    if unknown:
+        parser.error(f"unknown extractor(s) {unknown}; choose from {sorted(extractors)}")
+    extractors = {name: extractors[name] for name in args.extractors.split(",")}
     rates = sorted({extractor.sampling_rate for extractor in extractors.values()})
     rows = []
     decode_rows = []
@@ -156,7 +170,7 @@ def main() -> None:
         clips = cut_clips(sources, seconds, args.clips)
         encoded = [encode_wav(clip, FILE_RATE) for clip in clips]
         at_rate = {rate: decode_all(encoded, rate) for rate in rates}
-        decode_timings = median_seconds(
+        decode_timings = timed_seconds(
             {
                 "decode": partial(decode_all, encoded, None),
                 **{
@@ -165,6 +179,7 @@ def main() -> None:
                 },
             },
             args.repeats,
+            args.statistic,
         )
         decode_rows += [(name, seconds, wall / len(clips)) for name, (wall, _) in decode_timings.items()]
 
@@ -203,7 +218,7 @@ def main() -> None:
                     ]
 
                 methods = {"per-clip NumPy path": numpy_path, **methods}
-            timings = median_seconds(methods, args.repeats)
+            timings = timed_seconds(methods, args.repeats, args.statistic)
             key = extractors[name].model_input_names[0]
             reference = torch.cat([output[key] for output in per_clip()])
             ours = torch.cat([output[key].cpu() for output in torch_batches()])

@@ -117,22 +117,24 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         num_mel_bins = self._arrays["mel_filters"].shape[1]
         fbank = waveforms.new_empty(batch, self.max_length, num_mel_bins)
         # Frames past a clip's end are zeros before normalisation, as transformers pads them.
-        fbank[:, frames_used:] = self.normalize(torch.zeros((), dtype=waveforms.dtype)).item()
+        fbank[:, frames_used:] = self.normalize_(torch.zeros((), dtype=waveforms.dtype)).item()
         if frames_used > 0:
             for chunk in self.chunks(batch, frames_used, waveforms.device):
-                log_mel = self.log_mel(waveforms[chunk], frames_used)
+                log_mel = fbank[chunk, :frames_used]
+                self.log_mel(waveforms[chunk], frames_used, log_mel)
                 if bool((counts[chunk] < frames_used).any()):
                     frame_index = torch.arange(frames_used, device=waveforms.device)
                     log_mel.masked_fill_(frame_index[None, :, None] >= counts[chunk, None, None], 0.0)
-                fbank[chunk, :frames_used] = self.normalize(log_mel)
+                self.normalize_(log_mel)
         return {"input_values": fbank}
 
-    def normalize(self, fbank: torch.Tensor) -> torch.Tensor:
-        """``(fbank - mean) / (2 std)`` when ``do_normalize`` (transformers' AST convention), else unchanged."""
-        return (fbank - self.mean) / (self.std * 2) if self.do_normalize else fbank
+    def normalize_(self, fbank: torch.Tensor) -> torch.Tensor:
+        """In place, ``(fbank - mean) / (2 std)`` when ``do_normalize`` (transformers' AST convention)."""
+        return fbank.sub_(self.mean).div_(self.std * 2) if self.do_normalize else fbank
 
-    def log_mel(self, waveforms: torch.Tensor, frames: int) -> torch.Tensor:
-        """Log-mel energies of the first ``frames`` frames of every clip: ``(batch, frames, num_mel_bins)``."""
+    def log_mel(self, waveforms: torch.Tensor, frames: int, out: torch.Tensor) -> None:
+        """Writes the log-mel energies of the first ``frames`` frames of every clip into ``out: (batch,
+        frames, num_mel_bins)``."""
         frame_length = self.frame_length
         samples = (frames - 1) * HOP_LENGTH + frame_length
         framed = waveforms[:, :samples].unfold(1, frame_length, HOP_LENGTH)
@@ -155,4 +157,4 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         mel = mel_power_(
             torch.fft.rfft(buffer), self.constant("interleaved_mel_filters", waveforms), self.bands
         )
-        return mel.clamp_(min=MEL_FLOOR).log_()
+        torch.log(mel.clamp_(min=MEL_FLOOR), out=out)

@@ -107,7 +107,11 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
         """``(..., fft_length)`` frames to ``(..., num_mel_bins)`` mel dB in the frames' dtype, the STFT
         computed in ``fft_dtype`` (default the frames' dtype). The mel projection sums non-negative powers,
         which loses no precision in float32; only the FFT needs more."""
-        window = self.constant("window", frames, fft_dtype)
-        spectrum = torch.fft.rfft(frames * window)
+        if fft_dtype is None or fft_dtype == frames.dtype:
+            windowed = frames * self.constant("window", frames)
+        else:
+            # Cast, then window in place: twice as fast as a mixed-dtype product.
+            windowed = frames.to(fft_dtype).mul_(self.constant("window", frames, fft_dtype))
+        spectrum = torch.fft.rfft(windowed)
         mel = mel_power_(spectrum, self.constant("interleaved_mel_filters", frames), self.bands)
         return power_to_db(mel, self.power_floor)
