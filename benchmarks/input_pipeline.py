@@ -11,8 +11,12 @@ Side by side in one run, on the same 5-s and 10-s clips cut from 44.1-kHz record
      for Whisper also its NumPy path (``_np_extract_fbank_features``, what transformers runs without
      torch), because with torch installed transformers' Whisper call is itself torch, per clip;
    - batched, :func:`hf_atr.features.batched_features_for` on ``--device`` (float32, batches of
-     ``--batch-size``), padding and host-to-device copy included.
-   The largest difference between the two outputs is printed (dB for CLAP, log-mel units for the others).
+     ``--batch-size``): from the list of arrays (``featurize_arrays``: padding and host-to-device copy
+     included, what ``AtrProcessor(feature_backend="torch")`` runs), and from a batch already padded on the
+     device (what the training step runs on :class:`~hf_atr.training.waveform_collator.WaveformCollator`'s
+     output, whose DataLoader workers pad).
+   The largest difference between the per-clip and the batched outputs is printed (dB for CLAP and PANNs,
+   log-mel units for the others).
 
 Timings are the best (``--statistic median``: the median) of ``--repeats`` rounds in which the methods
 alternate, by wall clock and by this thread's CPU time; CPU runs use one thread
@@ -41,10 +45,12 @@ import torch
 from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
 
 from hf_atr.data.audio import decode_audio, encode_wav
-from hf_atr.features import batched_features_for
+from hf_atr.features import batched_features_for, pad_waveforms
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 
 FILE_RATE = 44100
+FROM_ARRAYS = "batched, from arrays"
+FROM_PADDED = "batched, padded batch"
 REALAUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio"
 
 
@@ -193,7 +199,7 @@ def main() -> None:
                     for waveform in waveforms
                 ]
 
-            def torch_batches(batched=batched, waveforms=waveforms):
+            def from_arrays(batched=batched, waveforms=waveforms):
                 outputs = [
                     batched.featurize_arrays(waveforms[start : start + args.batch_size], device=device)
                     for start in range(0, len(waveforms), args.batch_size)
@@ -202,7 +208,18 @@ def main() -> None:
                     torch.cuda.synchronize(device)
                 return outputs
 
-            methods = {"per-clip transformers": per_clip, "batched torch": torch_batches}
+            padded_batches = [
+                pad_waveforms(waveforms[start : start + args.batch_size], device=device)
+                for start in range(0, len(waveforms), args.batch_size)
+            ]
+
+            def from_padded(batched=batched, padded_batches=padded_batches):
+                outputs = [batched(padded, lengths) for padded, lengths in padded_batches]
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                return outputs
+
+            baselines = {"per-clip extractor": per_clip}
             if name == "Whisper":
 
                 def numpy_path(extractor=extractor, waveforms=waveforms):
@@ -217,14 +234,24 @@ def main() -> None:
                         for waveform in waveforms
                     ]
 
-                methods = {"per-clip NumPy path": numpy_path, **methods}
-            timings = timed_seconds(methods, args.repeats, args.statistic)
-            key = extractors[name].model_input_names[0]
+                baselines = {
+                    "per-clip, transformers' torch path": per_clip,
+                    "per-clip NumPy path": numpy_path,
+                }
+            timings = timed_seconds(
+                {**baselines, FROM_ARRAYS: from_arrays, FROM_PADDED: from_padded},
+                args.repeats,
+                args.statistic,
+            )
+            key = extractor.model_input_names[0]
             reference = torch.cat([output[key] for output in per_clip()])
-            ours = torch.cat([output[key].cpu() for output in torch_batches()])
+            ours = torch.cat([output[key].cpu() for output in from_arrays()])
             difference = float((reference - ours).abs().max())
-            for method, (wall, cpu) in timings.items():
-                rows.append((name, seconds, method, len(clips) / wall, len(clips) / cpu, difference))
+            clips_per_second = {
+                method: (len(clips) / wall, len(clips) / cpu) for method, (wall, cpu) in timings.items()
+            }
+            for baseline in baselines:
+                rows.append((name, seconds, baseline, clips_per_second, difference))
 
     print("\nDecode + resample (soundfile + scipy resample_poly, per clip, 16-bit WAV bytes in memory):")
     print("| step | clip | ms per clip | clips/s |")
@@ -232,22 +259,25 @@ def main() -> None:
     for name, seconds, value in decode_rows:
         print(f"| {name} | {seconds:.0f} s | {1000 * value:.1f} | {1 / value:.0f} |")
 
-    print(f"\nFeatures only (waveforms in memory; batched on {device}, batches of {args.batch_size}):")
     print(
-        "| extractor | clip | method | clips/s | speed-up of batched torch | by CPU time | max abs difference |"
+        f"\nFeatures only, clips/s (waveforms in memory; batched on {device} in batches of {args.batch_size}, "
+        "from the list of arrays (padding included) or from an already padded batch (as the training step "
+        "gets it from WaveformCollator's workers); speed-up of batched over per clip by wall clock / by CPU time:"
     )
-    print("|---|---|---|---|---|---|---|")
-    for name, seconds, method, per_wall, per_cpu, difference in rows:
-        ours = next(row for row in rows if row[:2] == (name, seconds) and row[2] == "batched torch")
-        ratios = (
-            ("", "")
-            if method == "batched torch"
-            else (f"{ours[3] / per_wall:.1f}x", f"{ours[4] / per_cpu:.1f}x")
-        )
-        if device.type != "cpu":
-            ratios = (ratios[0], "")
+    print(
+        "| extractor | clip | per clip | clips/s | batched, from arrays | speed-up | batched, padded batch "
+        "| speed-up | max abs difference |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, seconds, baseline, clips_per_second, difference in rows:
+        base_wall, base_cpu = clips_per_second[baseline]
+        cells = []
+        for method in (FROM_ARRAYS, FROM_PADDED):
+            wall, cpu = clips_per_second[method]
+            ratio = f"{wall / base_wall:.1f}x" + (f" / {cpu / base_cpu:.1f}x" if device.type == "cpu" else "")
+            cells += [f"{wall:.0f}", ratio]
         print(
-            f"| {name} | {seconds:.0f} s | {method} | {per_wall:.0f} | {ratios[0]} | {ratios[1]} | {difference:.1e} |"
+            f"| {name} | {seconds:.0f} s | {baseline} | {base_wall:.0f} | {' | '.join(cells)} | {difference:.1e} |"
         )
 
 
