@@ -160,9 +160,15 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         frames = self.frame_counts(signal_lengths)
         mel = waveforms.new_empty(len(lengths), int(frames.max()), self.num_mel_bins)
         crop_offsets = random_choices.get("crop_offsets", torch.zeros_like(lengths))
+        content_lengths = self.content_lengths(lengths)
         for chunk in self.chunks(len(lengths), mel.shape[1], waveforms.device):
-            source, content_lengths = self.model_signal(waveforms[chunk], lengths[chunk], crop_offsets[chunk])
-            chunk_mel = self.log_mel(source, signal_lengths[chunk], content_lengths=content_lengths)
+            # Short clips are repeated (content_periods) straight into the framed buffer.
+            chunk_mel = self.log_mel(
+                self.cropped(waveforms[chunk], lengths[chunk], crop_offsets[chunk]),
+                signal_lengths[chunk],
+                content_lengths=content_lengths[chunk],
+                content_periods=lengths[chunk],
+            )
             mel[chunk, : chunk_mel.shape[1]] = chunk_mel
         is_longer = random_choices["is_longer"].to(torch.bool)[:, None]
         if self.truncation == "rand_trunc":
@@ -173,7 +179,7 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         }
 
     def signal_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Length of the waveform each clip's mel is taken from (:meth:`model_signal`): ``(batch,)``."""
+        """Length of the waveform each clip's mel is taken from: ``(batch,)``."""
         if self.truncation == "fusion":
             return lengths.clamp(min=self.max_length)
         return torch.full_like(lengths, self.max_length)
@@ -191,26 +197,19 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         longer_content = lengths if self.truncation == "fusion" else torch.full_like(lengths, self.max_length)
         return torch.where(longer, longer_content, shorter_content)
 
-    def model_signal(
+    def cropped(
         self, waveforms: torch.Tensor, lengths: torch.Tensor, crop_offsets: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The start of each clip's signal, ``(source, content_lengths)``: ``source[i, :content_lengths[i]]``
-        is a crop (rand_trunc), the repeated clip (short clips) or the whole clip (fusion's long clips); the
-        signal continues with zeros up to :meth:`signal_lengths`. ``source`` is ``waveforms`` itself when no
-        clip needs a crop or repeats."""
-        content_lengths = self.content_lengths(lengths)
-        copies = (crop_offsets > 0) | (lengths < content_lengths)
-        if not bool(copies.any()):
-            return waveforms, content_lengths
-        source = waveforms.new_empty(len(lengths), int(content_lengths.max()))
-        rows = zip(lengths.tolist(), crop_offsets.tolist(), content_lengths.tolist())
-        for row, (length, offset, content) in enumerate(rows):
-            clip = waveforms[row, :length]
-            if length < content:
-                source[row, :content] = clip.repeat(-(-content // length))[:content]
-            else:
-                source[row, :content] = clip[offset : offset + content]
-        return source, content_lengths
+    ) -> torch.Tensor:
+        """``waveforms`` with each rand_trunc crop moved to the start of its row (a copy only when some crop
+        does not start at 0): the signal of a longer clip then starts at the row's start, as a shorter
+        clip's does."""
+        if not bool((crop_offsets > 0).any()):
+            return waveforms
+        source = waveforms.clone()
+        for row, (length, offset) in enumerate(zip(lengths.tolist(), crop_offsets.tolist())):
+            if length > self.max_length:
+                source[row, : self.max_length] = waveforms[row, offset : offset + self.max_length]
+        return source
 
     def fuse(self, mel: torch.Tensor, frames: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """Fusion stack ``(batch, 4, chunk_frames, feature_size)``: fused clips get (shrunk whole, front,

@@ -20,7 +20,7 @@ from .spectrogram import (
     filter_bands,
     interleave_bins,
     mel_power_,
-    power_to_db,
+    power_to_db_,
 )
 
 PRECISE_RANGE_DB = 65.0
@@ -66,13 +66,15 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
         signal_lengths: torch.Tensor,
         *,
         content_lengths: torch.Tensor | None = None,
+        content_periods: torch.Tensor | None = None,
         padding_value: float = 0.0,
     ) -> torch.Tensor:
         """Mel dB of centred STFT frames: ``(batch, frames, num_mel_bins)``, ``frames`` that of the longest
         signal; frames past a clip's own count are meaningless.
 
-        Clip ``i``'s signal is ``source[i, :content_lengths[i]]`` then ``padding_value`` up to
-        ``signal_lengths[i]`` (see :func:`~hf_atr.features.spectrogram.centered_signal`). Frames that hold
+        Clip ``i``'s signal is ``source[i, :content_lengths[i]]`` (or ``source[i, :content_periods[i]]``
+        repeated to that length) then ``padding_value`` up to ``signal_lengths[i]`` (see
+        :func:`~hf_atr.features.spectrogram.centered_signal`). Frames that hold
         padding only (:func:`~hf_atr.features.spectrogram.audible_frame_counts`) all equal one padding
         frame, computed once. Below float64, deep frames get a float64 FFT (:data:`PRECISE_RANGE_DB`).
         """
@@ -88,6 +90,7 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
             audible,
             self.hop_length,
             content_lengths=content_lengths,
+            content_periods=content_periods,
             padding_value=padding_value,
         )
         frames = signal.unfold(1, self.fft_length, self.hop_length)
@@ -114,4 +117,4 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
             windowed = frames.to(fft_dtype).mul_(self.constant("window", frames, fft_dtype))
         spectrum = torch.fft.rfft(windowed)
         mel = mel_power_(spectrum, self.constant("interleaved_mel_filters", frames), self.bands)
-        return power_to_db(mel, self.power_floor)
+        return power_to_db_(mel, self.power_floor)

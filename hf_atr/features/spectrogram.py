@@ -75,13 +75,16 @@ def centered_signal(
     hop_length: int,
     *,
     content_lengths: torch.Tensor | None = None,
+    content_periods: torch.Tensor | None = None,
     padding_value: float = 0.0,
 ) -> torch.Tensor:
     """The reflect-padded signals a ``center=True`` STFT frames, as far as its first ``frames`` frames read.
 
     Clip ``i``'s signal is ``source[i, :content_lengths[i]]`` followed by ``padding_value`` up to
     ``signal_lengths[i]`` samples (``content_lengths`` default: the signal lengths, i.e. ``source`` holds the
-    whole signals); it is reflected by ``frame_length // 2`` samples at both of ITS OWN ends
+    whole signals); with ``content_periods``, its content is ``source[i, :content_periods[i]]`` repeated
+    (the last repeat cut) up to ``content_lengths[i]``. It is reflected by ``frame_length // 2`` samples at
+    both of ITS OWN ends
     (``np.pad(mode="reflect")``). Only the samples the first ``frames`` frames read are written: the
     signals are built once, in the buffer that is framed, and padding that feeds no computed frame is
     never materialised.
@@ -105,9 +108,15 @@ def centered_signal(
     # Room for the left reflection's source (signal positions 1..padding) even when one frame is asked for.
     buffer = source.new_empty(source.shape[0], max(samples, 2 * padding + 1))
     room = buffer.shape[1] - padding
-    for row, (content, signal) in enumerate(zip(content_lengths.tolist(), signal_lengths.tolist())):
+    periods = content_lengths if content_periods is None else content_periods
+    rows = zip(content_lengths.tolist(), signal_lengths.tolist(), periods.tolist())
+    for row, (content, signal, period) in enumerate(rows):
         written = min(content, signal, room)
-        buffer[row, padding : padding + written] = source[row, :written]
+        tiles = written // period if period < written else 0
+        if tiles > 0:
+            tiled = buffer[row, padding : padding + tiles * period].view(tiles, period)
+            tiled.copy_(source[row, :period].expand(tiles, period))
+        buffer[row, padding + tiles * period : padding + written] = source[row, : written - tiles * period]
         buffer[row, padding + written : padding + min(signal, room)] = padding_value
         # Right end: x[S-2], x[S-3], ..., x[S-1-padding] after the last sample x[S-1]; then zeros.
         reflected = min(padding, room - signal)
@@ -120,9 +129,10 @@ def centered_signal(
     return buffer[:, :samples]
 
 
-def power_to_db(power: torch.Tensor, floor: float) -> torch.Tensor:
-    """``10 log10(max(power, floor))``: decibels relative to 1 (``audio_utils.power_to_db``, reference 1)."""
-    return 10.0 * torch.log10(power.clamp(min=floor))
+def power_to_db_(power: torch.Tensor, floor: float) -> torch.Tensor:
+    """In place, ``10 log10(max(power, floor))``: decibels relative to 1 (``audio_utils.power_to_db``,
+    reference 1)."""
+    return power.clamp_(min=floor).log10_().mul_(10.0)
 
 
 def linear_resize_time(features: torch.Tensor, lengths: torch.Tensor, size: int) -> torch.Tensor:

@@ -80,6 +80,27 @@ def test_centered_signal_pads_the_content_and_writes_only_what_the_frames_read(p
             np.testing.assert_array_equal(padded[row, :written].numpy(), expected[:written])
 
 
+def test_centered_signal_repeats_content_periods():
+    # Clip i's content: its first period[i] samples tiled (the last tile cut) to content[i], then zeros.
+    clips = [np.arange(1.0, 6.0), np.arange(10.0, 14.0), np.arange(20.0, 40.0)]
+    period, content, signal = [5, 3, 20], [23, 13, 20], [30, 13, 24]
+    waveforms, _ = pad_waveforms(clips, dtype=torch.float64)
+    padded = centered_signal(
+        waveforms,
+        torch.tensor(signal),
+        8,
+        7,
+        4,
+        content_lengths=torch.tensor(content),
+        content_periods=torch.tensor(period),
+    )
+    for row, clip in enumerate(clips):
+        tiled = np.resize(clip[: period[row]], content[row])
+        expected = np.pad(_signal(tiled, content[row], signal[row], 0.0), 4, mode="reflect")
+        written = min(len(expected), padded.shape[1])
+        np.testing.assert_array_equal(padded[row, :written].numpy(), expected[:written])
+
+
 def test_centered_signal_names_clips_too_short():
     waveforms, lengths = pad_waveforms([np.ones(8), np.ones(3)])
     with pytest.raises(ValueError, match="clips longer than 3 samples, got 3"):
