@@ -1,6 +1,6 @@
 """Input pipeline: per-clip transformers feature extractors vs hf_atr's batched torch features.
 
-Side by side in one run, on the same 5-s and 10-s clips cut from 44.1-kHz recordings:
+Side by side in one run, on the same 5-s and 10-s clips (``--seconds``) cut from 44.1-kHz recordings:
 
 1. decode + resample, per clip (what a DataLoader worker does): soundfile decoding of the clip's WAV
    bytes (16-bit, as Clotho ships them), then ``scipy.signal.resample_poly`` from 44.1 kHz to 16 kHz
@@ -82,11 +82,14 @@ def synthetic_recordings(count: int, seconds: float, seed: int) -> list[np.ndarr
 
 
 def cut_clips(sources: list[np.ndarray], seconds: float, count: int) -> list[np.ndarray]:
-    """``count`` clips of ``seconds`` cut one after another from the sources (cycling through them)."""
+    """``count`` clips of ``seconds`` cut one after another from the sources (cycling through them); when no
+    source is that long, from the sources joined end to end."""
     samples = int(seconds * FILE_RATE)
-    usable = [source for source in sources if len(source) >= samples]
-    if not usable:
-        raise ValueError(f"No recording is {seconds} s long.")
+    usable = [source for source in sources if len(source) >= samples] or [np.concatenate(sources)]
+    if len(usable[0]) < samples:
+        raise ValueError(
+            f"The recordings last {len(usable[0]) / FILE_RATE:.1f} s in all, less than {seconds} s."
+        )
     clips, offsets = [], [0] * len(usable)
     while len(clips) < count:
         for index, source in enumerate(usable):
@@ -131,6 +134,7 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--clips", type=int, default=32, help="clips per duration")
+    parser.add_argument("--seconds", type=float, nargs="+", default=[5.0, 10.0], help="clip durations")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--statistic", choices=("best", "median"), default="best", help="of the rounds")
@@ -172,7 +176,7 @@ def main() -> None:
     rates = sorted({extractor.sampling_rate for extractor in extractors.values()})
     rows = []
     decode_rows = []
-    for seconds in (5.0, 10.0):
+    for seconds in args.seconds:
         clips = cut_clips(sources, seconds, args.clips)
         encoded = [encode_wav(clip, FILE_RATE) for clip in clips]
         at_rate = {rate: decode_all(encoded, rate) for rate in rates}
