@@ -1,20 +1,25 @@
 """Input pipeline: per-clip transformers feature extractors vs hf_atr's batched torch features.
 
-Side by side in one run, on the same 5-s and 10-s clips cut from 44.1-kHz recordings:
+Side by side in one run, on the same 5-s and 10-s clips (``--seconds``) cut from 44.1-kHz recordings:
 
 1. decode + resample, per clip (what a DataLoader worker does): soundfile decoding of the clip's WAV
    bytes (16-bit, as Clotho ships them), then ``scipy.signal.resample_poly`` from 44.1 kHz to 16 kHz
-   (AST, Whisper) and to 48 kHz (CLAP), through :func:`hf_atr.data.audio.decode_audio`;
-2. features only, waveforms already in memory at the extractor's rate, for AST, Whisper and CLAP with
-   their default (released-checkpoint) settings:
+   (AST, Whisper), 48 kHz (CLAP) and 32 kHz (PANNs), through :func:`hf_atr.data.audio.decode_audio`;
+2. features only, waveforms already in memory at the extractor's rate, for AST, Whisper, CLAP and PANNs
+   (hf_atr's NumPy ``PannsFeatureExtractor``) with their default (released-checkpoint) settings:
    - per clip, the transformers extractor's ``__call__`` (what ``AtrProcessor`` and ``Dataset.map`` run);
      for Whisper also its NumPy path (``_np_extract_fbank_features``, what transformers runs without
      torch), because with torch installed transformers' Whisper call is itself torch, per clip;
    - batched, :func:`hf_atr.features.batched_features_for` on ``--device`` (float32, batches of
-     ``--batch-size``), padding and host-to-device copy included.
-   The largest difference between the two outputs is printed (dB for CLAP, log-mel units for the others).
+     ``--batch-size``): from the list of arrays (``featurize_arrays``: padding and host-to-device copy
+     included, what ``AtrProcessor(feature_backend="torch")`` runs), and from a batch already padded on the
+     device (what the training step runs on :class:`~hf_atr.training.waveform_collator.WaveformCollator`'s
+     output, whose DataLoader workers pad).
+   The largest difference between the per-clip and the batched outputs is printed (dB for CLAP and PANNs,
+   log-mel units for the others).
 
-Timings are medians over ``--repeats`` rounds in which the methods alternate; CPU runs use one thread
+Timings are the best (``--statistic median``: the median) of ``--repeats`` rounds in which the methods
+alternate, by wall clock and by this thread's CPU time; CPU runs use one thread
 (``torch.set_num_threads(1)``). Clips come from ``../shared/realaudio`` (the 44.1-kHz files) when it is
 there, else from synthetic audio (said so in the output).
 
@@ -40,9 +45,12 @@ import torch
 from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
 
 from hf_atr.data.audio import decode_audio, encode_wav
-from hf_atr.features import batched_features_for
+from hf_atr.features import batched_features_for, pad_waveforms
+from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 
 FILE_RATE = 44100
+FROM_ARRAYS = "batched, from arrays"
+FROM_PADDED = "batched, padded batch"
 REALAUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio"
 
 
@@ -74,11 +82,14 @@ def synthetic_recordings(count: int, seconds: float, seed: int) -> list[np.ndarr
 
 
 def cut_clips(sources: list[np.ndarray], seconds: float, count: int) -> list[np.ndarray]:
-    """``count`` clips of ``seconds`` cut one after another from the sources (cycling through them)."""
+    """``count`` clips of ``seconds`` cut one after another from the sources (cycling through them); when no
+    source is that long, from the sources joined end to end."""
     samples = int(seconds * FILE_RATE)
-    usable = [source for source in sources if len(source) >= samples]
-    if not usable:
-        raise ValueError(f"No recording is {seconds} s long.")
+    usable = [source for source in sources if len(source) >= samples] or [np.concatenate(sources)]
+    if len(usable[0]) < samples:
+        raise ValueError(
+            f"The recordings last {len(usable[0]) / FILE_RATE:.1f} s in all, less than {seconds} s."
+        )
     clips, offsets = [], [0] * len(usable)
     while len(clips) < count:
         for index, source in enumerate(usable):
@@ -96,11 +107,12 @@ def decode_all(encoded: list[bytes], rate: int | None) -> list[np.ndarray]:
     return [decode_audio({"bytes": data, "path": None}, rate) for data in encoded]
 
 
-def median_seconds(
-    functions: dict[str, Callable[[], object]], repeats: int
+def timed_seconds(
+    functions: dict[str, Callable[[], object]], repeats: int, statistic: str
 ) -> dict[str, tuple[float, float]]:
-    """Median (wall-clock, this thread's CPU) seconds of each function, the functions alternating in
-    every round. CPU time is less disturbed by other jobs on a shared machine; on a GPU it means nothing."""
+    """Best or median (wall-clock, this thread's CPU) seconds of each function over ``repeats`` rounds, the
+    functions alternating in every round. On a shared machine other jobs only ever add time, so the best
+    round is the least disturbed; CPU time is less disturbed than wall time; on a GPU it means nothing."""
     for function in functions.values():
         function()
     timings: dict[str, list[tuple[float, float]]] = {name: [] for name in functions}
@@ -109,8 +121,9 @@ def median_seconds(
             wall, cpu = time.perf_counter(), time.thread_time()
             function()
             timings[name].append((time.perf_counter() - wall, time.thread_time() - cpu))
+    summary = min if statistic == "best" else statistics.median
     return {
-        name: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
+        name: (summary(v[0] for v in values), summary(v[1] for v in values))
         for name, values in timings.items()
     }
 
@@ -121,8 +134,15 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--clips", type=int, default=32, help="clips per duration")
+    parser.add_argument("--seconds", type=float, nargs="+", default=[5.0, 10.0], help="clip durations")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--statistic", choices=("best", "median"), default="best", help="of the rounds")
+    parser.add_argument(
+        "--extractors",
+        default="AST,Whisper,CLAP,PANNs",
+        help="comma-separated subset of AST,Whisper,CLAP,PANNs",
+    )
     parser.add_argument("--realaudio", type=Path, default=REALAUDIO)
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -137,7 +157,8 @@ def main() -> None:
         sources = synthetic_recordings(8, 12.0, seed=0)
         origin = f"SYNTHETIC audio ({args.realaudio} not found)"
     print(
-        f"Clips cut from {origin}; {args.clips} clips per duration; torch threads {torch.get_num_threads()}; device {device}."
+        f"Clips cut from {origin}; {args.clips} clips per duration; torch threads {torch.get_num_threads()}; "
+        f"device {device}; {args.statistic} of {args.repeats} rounds."
     )
     if device.type == "cuda":
         print(f"GPU: {torch.cuda.get_device_name(device)}")
@@ -146,20 +167,29 @@ def main() -> None:
         "AST": ASTFeatureExtractor(),
         "Whisper": WhisperFeatureExtractor(),
         "CLAP": ClapFeatureExtractor(),
+        "PANNs": PannsFeatureExtractor(),
     }
+    unknown = sorted(set(args.extractors.split(",")) - set(extractors))
+    if unknown:
+        parser.error(f"unknown extractor(s) {unknown}; choose from {sorted(extractors)}")
+    extractors = {name: extractors[name] for name in args.extractors.split(",")}
+    rates = sorted({extractor.sampling_rate for extractor in extractors.values()})
     rows = []
     decode_rows = []
-    for seconds in (5.0, 10.0):
+    for seconds in args.seconds:
         clips = cut_clips(sources, seconds, args.clips)
         encoded = [encode_wav(clip, FILE_RATE) for clip in clips]
-        at_rate = {rate: decode_all(encoded, rate) for rate in (16000, 48000)}
-        decode_timings = median_seconds(
+        at_rate = {rate: decode_all(encoded, rate) for rate in rates}
+        decode_timings = timed_seconds(
             {
                 "decode": partial(decode_all, encoded, None),
-                "decode + resample to 16 kHz": partial(decode_all, encoded, 16000),
-                "decode + resample to 48 kHz": partial(decode_all, encoded, 48000),
+                **{
+                    f"decode + resample to {rate // 1000} kHz": partial(decode_all, encoded, rate)
+                    for rate in rates
+                },
             },
             args.repeats,
+            args.statistic,
         )
         decode_rows += [(name, seconds, wall / len(clips)) for name, (wall, _) in decode_timings.items()]
 
@@ -173,7 +203,7 @@ def main() -> None:
                     for waveform in waveforms
                 ]
 
-            def torch_batches(batched=batched, waveforms=waveforms):
+            def from_arrays(batched=batched, waveforms=waveforms):
                 outputs = [
                     batched.featurize_arrays(waveforms[start : start + args.batch_size], device=device)
                     for start in range(0, len(waveforms), args.batch_size)
@@ -182,7 +212,18 @@ def main() -> None:
                     torch.cuda.synchronize(device)
                 return outputs
 
-            methods = {"per-clip transformers": per_clip, "batched torch": torch_batches}
+            padded_batches = [
+                pad_waveforms(waveforms[start : start + args.batch_size], device=device)
+                for start in range(0, len(waveforms), args.batch_size)
+            ]
+
+            def from_padded(batched=batched, padded_batches=padded_batches):
+                outputs = [batched(padded, lengths) for padded, lengths in padded_batches]
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                return outputs
+
+            baselines = {"per-clip extractor": per_clip}
             if name == "Whisper":
 
                 def numpy_path(extractor=extractor, waveforms=waveforms):
@@ -197,14 +238,24 @@ def main() -> None:
                         for waveform in waveforms
                     ]
 
-                methods = {"per-clip NumPy path": numpy_path, **methods}
-            timings = median_seconds(methods, args.repeats)
-            key = extractors[name].model_input_names[0]
+                baselines = {
+                    "per-clip, transformers' torch path": per_clip,
+                    "per-clip NumPy path": numpy_path,
+                }
+            timings = timed_seconds(
+                {**baselines, FROM_ARRAYS: from_arrays, FROM_PADDED: from_padded},
+                args.repeats,
+                args.statistic,
+            )
+            key = extractor.model_input_names[0]
             reference = torch.cat([output[key] for output in per_clip()])
-            ours = torch.cat([output[key].cpu() for output in torch_batches()])
+            ours = torch.cat([output[key].cpu() for output in from_arrays()])
             difference = float((reference - ours).abs().max())
-            for method, (wall, cpu) in timings.items():
-                rows.append((name, seconds, method, len(clips) / wall, len(clips) / cpu, difference))
+            clips_per_second = {
+                method: (len(clips) / wall, len(clips) / cpu) for method, (wall, cpu) in timings.items()
+            }
+            for baseline in baselines:
+                rows.append((name, seconds, baseline, clips_per_second, difference))
 
     print("\nDecode + resample (soundfile + scipy resample_poly, per clip, 16-bit WAV bytes in memory):")
     print("| step | clip | ms per clip | clips/s |")
@@ -212,22 +263,25 @@ def main() -> None:
     for name, seconds, value in decode_rows:
         print(f"| {name} | {seconds:.0f} s | {1000 * value:.1f} | {1 / value:.0f} |")
 
-    print(f"\nFeatures only (waveforms in memory; batched on {device}, batches of {args.batch_size}):")
     print(
-        "| extractor | clip | method | clips/s | speed-up of batched torch | by CPU time | max abs difference |"
+        f"\nFeatures only, clips/s (waveforms in memory; batched on {device} in batches of {args.batch_size}, "
+        "from the list of arrays (padding included) or from an already padded batch (as the training step "
+        "gets it from WaveformCollator's workers); speed-up of batched over per clip by wall clock / by CPU time:"
     )
-    print("|---|---|---|---|---|---|---|")
-    for name, seconds, method, per_wall, per_cpu, difference in rows:
-        ours = next(row for row in rows if row[:2] == (name, seconds) and row[2] == "batched torch")
-        ratios = (
-            ("", "")
-            if method == "batched torch"
-            else (f"{ours[3] / per_wall:.1f}x", f"{ours[4] / per_cpu:.1f}x")
-        )
-        if device.type != "cpu":
-            ratios = (ratios[0], "")
+    print(
+        "| extractor | clip | per clip | clips/s | batched, from arrays | speed-up | batched, padded batch "
+        "| speed-up | max abs difference |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, seconds, baseline, clips_per_second, difference in rows:
+        base_wall, base_cpu = clips_per_second[baseline]
+        cells = []
+        for method in (FROM_ARRAYS, FROM_PADDED):
+            wall, cpu = clips_per_second[method]
+            ratio = f"{wall / base_wall:.1f}x" + (f" / {cpu / base_cpu:.1f}x" if device.type == "cpu" else "")
+            cells += [f"{wall:.0f}", ratio]
         print(
-            f"| {name} | {seconds:.0f} s | {method} | {per_wall:.0f} | {ratios[0]} | {ratios[1]} | {difference:.1e} |"
+            f"| {name} | {seconds:.0f} s | {baseline} | {base_wall:.0f} | {' | '.join(cells)} | {difference:.1e} |"
         )
 
 

@@ -1,8 +1,8 @@
 """Batched log-mel features in torch, on the training device, equal to transformers' feature extractors.
 
 ``batched_features_for(extractor)`` returns the :class:`BatchedFeatureExtractor` twin of a transformers
-extractor (AST, Whisper, CLAP; others register with :func:`register_batched_features`), or ``None``.
-dB-scale families (CLAP; PANNs next) derive from :class:`DecibelMelFeatures`.
+extractor (AST, Whisper, CLAP, hf-atr's PANNs; others register with :func:`register_batched_features`), or ``None``. dB-scale families (CLAP, PANNs)
+derive from :class:`DecibelMelFeatures`.
 Light: imports torch, NumPy and transformers' extractor classes only.
 """
 
@@ -10,6 +10,7 @@ from .ast_fbank import AstFbankFeatures
 from .base import BatchedFeatureExtractor, RandomSource
 from .clap_log_mel import ClapLogMelFeatures
 from .decibel_mel import DecibelMelFeatures
+from .panns_log_mel import PannsLogMelFeatures
 from .registry import batched_features_for, register_batched_features, supported_extractors
 from .spectrogram import pad_waveforms
 from .whisper_log_mel import WhisperLogMelFeatures
@@ -19,6 +20,7 @@ __all__ = [
     "BatchedFeatureExtractor",
     "ClapLogMelFeatures",
     "DecibelMelFeatures",
+    "PannsLogMelFeatures",
     "RandomSource",
     "WhisperLogMelFeatures",
     "batched_features_for",

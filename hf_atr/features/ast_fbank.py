@@ -19,7 +19,7 @@ import torch
 from transformers.audio_utils import mel_filter_bank, window_function
 
 from .base import BatchedFeatureExtractor
-from .spectrogram import apply_filter_bands, filter_bands, used_bins
+from .spectrogram import filter_bands, interleave_bins, mel_power_
 
 HOP_LENGTH = 160
 FFT_LENGTH = 512
@@ -55,6 +55,7 @@ class AstFbankFeatures(BatchedFeatureExtractor):
     ) -> None:
         super().__init__(sampling_rate)
         self.register_array("mel_filters", mel_filters)
+        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
         self.register_array("window", window)
         self.bands = filter_bands(self._arrays["mel_filters"])
         self.frame_length = len(window)
@@ -116,26 +117,27 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         num_mel_bins = self._arrays["mel_filters"].shape[1]
         fbank = waveforms.new_empty(batch, self.max_length, num_mel_bins)
         # Frames past a clip's end are zeros before normalisation, as transformers pads them.
-        fbank[:, frames_used:] = self.normalize(torch.zeros((), dtype=waveforms.dtype)).item()
+        fbank[:, frames_used:] = self.normalize_(torch.zeros((), dtype=waveforms.dtype)).item()
         if frames_used > 0:
             for chunk in self.chunks(batch, frames_used, waveforms.device):
-                log_mel = self.log_mel(waveforms[chunk], frames_used)
+                log_mel = fbank[chunk, :frames_used]
+                self.log_mel(waveforms[chunk], frames_used, log_mel)
                 if bool((counts[chunk] < frames_used).any()):
                     frame_index = torch.arange(frames_used, device=waveforms.device)
                     log_mel.masked_fill_(frame_index[None, :, None] >= counts[chunk, None, None], 0.0)
-                fbank[chunk, :frames_used] = self.normalize(log_mel)
+                self.normalize_(log_mel)
         return {"input_values": fbank}
 
-    def normalize(self, fbank: torch.Tensor) -> torch.Tensor:
-        """``(fbank - mean) / (2 std)`` when ``do_normalize`` (transformers' AST convention), else unchanged."""
-        return (fbank - self.mean) / (self.std * 2) if self.do_normalize else fbank
+    def normalize_(self, fbank: torch.Tensor) -> torch.Tensor:
+        """In place, ``(fbank - mean) / (2 std)`` when ``do_normalize`` (transformers' AST convention)."""
+        return fbank.sub_(self.mean).div_(self.std * 2) if self.do_normalize else fbank
 
-    def log_mel(self, waveforms: torch.Tensor, frames: int) -> torch.Tensor:
-        """Log-mel energies of the first ``frames`` frames of every clip: ``(batch, frames, num_mel_bins)``."""
+    def log_mel(self, waveforms: torch.Tensor, frames: int, out: torch.Tensor) -> None:
+        """Writes the log-mel energies of the first ``frames`` frames of every clip into ``out: (batch,
+        frames, num_mel_bins)``."""
         frame_length = self.frame_length
         samples = (frames - 1) * HOP_LENGTH + frame_length
         framed = waveforms[:, :samples].unfold(1, frame_length, HOP_LENGTH)
-        means = framed.mean(dim=-1, keepdim=True)
         # Pre-emphasis of the frame minus its mean m, per frame sample n:
         # (x[n] - m) - p (x[n-1] - m) = e[n] - (1 - p) m with e = x[n] - p x[n-1] for n >= 1, and
         # (1 - p)(x[0] - m) at n = 0. e is computed once on the signal; frames are views of it.
@@ -151,8 +153,8 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         windowed = buffer[..., :frame_length]
         torch.mul(emphasised_frames, window, out=windowed)
         windowed[..., 0] = (1 - PREEMPHASIS) * framed[..., 0] * window[0]
-        windowed.addcmul_(means, window, value=PREEMPHASIS - 1)
-        spectrum = torch.view_as_real(torch.fft.rfft(buffer)[..., : used_bins(self.bands)]).square_()
-        power = spectrum[..., 0] + spectrum[..., 1]
-        mel = apply_filter_bands(power, self.constant("mel_filters", waveforms), self.bands)
-        return mel.clamp_(min=MEL_FLOOR).log_()
+        windowed.addcmul_(framed.mean(dim=-1, keepdim=True), window, value=PREEMPHASIS - 1)
+        mel = mel_power_(
+            torch.fft.rfft(buffer), self.constant("interleaved_mel_filters", waveforms), self.bands
+        )
+        torch.log(mel.clamp_(min=MEL_FLOOR), out=out)

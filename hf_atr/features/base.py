@@ -148,13 +148,12 @@ class BatchedFeatureExtractor(abc.ABC):
         clips = max(1, CPU_FRAMES_PER_CHUNK // max(1, frames_per_clip))
         return [slice(start, min(start + clips, batch)) for start in range(0, batch, clips)]
 
-    def constant(self, name: str, like: torch.Tensor) -> torch.Tensor:
-        """The array registered as ``name`` (a filter bank, a window) on ``like``'s device and dtype, cached."""
-        key = (name, like.device, like.dtype)
+    def constant(self, name: str, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The array registered as ``name`` (a filter bank, a window) on ``like``'s device, in ``dtype``
+        (default ``like``'s), cached."""
+        key = (name, like.device, dtype or like.dtype)
         if key not in self._constants:
-            self._constants[key] = torch.from_numpy(self._arrays[name]).to(
-                device=like.device, dtype=like.dtype
-            )
+            self._constants[key] = torch.from_numpy(self._arrays[name]).to(device=like.device, dtype=key[2])
         return self._constants[key]
 
     def register_array(self, name: str, array: np.ndarray) -> None:

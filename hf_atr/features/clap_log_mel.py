@@ -160,10 +160,15 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         frames = self.frame_counts(signal_lengths)
         mel = waveforms.new_empty(len(lengths), int(frames.max()), self.num_mel_bins)
         crop_offsets = random_choices.get("crop_offsets", torch.zeros_like(lengths))
+        content_lengths = self.content_lengths(lengths)
         for chunk in self.chunks(len(lengths), mel.shape[1], waveforms.device):
-            signal = self.model_signal(waveforms[chunk], lengths[chunk], crop_offsets[chunk])
-            uniform = bool((signal_lengths[chunk] == signal.shape[1]).all())
-            chunk_mel = self.log_mel(signal, None if uniform else signal_lengths[chunk])
+            # Short clips are repeated (content_periods) straight into the framed buffer.
+            chunk_mel = self.log_mel(
+                self.cropped(waveforms[chunk], lengths[chunk], crop_offsets[chunk]),
+                signal_lengths[chunk],
+                content_lengths=content_lengths[chunk],
+                content_periods=lengths[chunk],
+            )
             mel[chunk, : chunk_mel.shape[1]] = chunk_mel
         is_longer = random_choices["is_longer"].to(torch.bool)[:, None]
         if self.truncation == "rand_trunc":
@@ -174,30 +179,37 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         }
 
     def signal_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Length of the waveform each clip's mel is taken from (:meth:`model_signal`): ``(batch,)``."""
+        """Length of the waveform each clip's mel is taken from: ``(batch,)``."""
         if self.truncation == "fusion":
             return lengths.clamp(min=self.max_length)
         return torch.full_like(lengths, self.max_length)
 
-    def model_signal(
+    def content_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+        """Samples of each clip's signal that come from the clip (whole, cropped or repeated); zeros follow
+        up to :meth:`signal_lengths`: ``(batch,)``."""
+        longer = lengths > self.max_length
+        if self.padding == "repeat":
+            shorter_content = torch.full_like(lengths, self.max_length)
+        elif self.padding == "repeatpad":
+            shorter_content = torch.div(self.max_length, lengths, rounding_mode="floor") * lengths
+        else:
+            shorter_content = lengths
+        longer_content = lengths if self.truncation == "fusion" else torch.full_like(lengths, self.max_length)
+        return torch.where(longer, longer_content, shorter_content)
+
+    def cropped(
         self, waveforms: torch.Tensor, lengths: torch.Tensor, crop_offsets: torch.Tensor
     ) -> torch.Tensor:
-        """The waveforms the mels are taken from, zero-padded to ``(batch, max(signal_lengths))``: a crop
-        (rand_trunc), the padded clip (short clips) or the whole clip (fusion's long clips)."""
-        signal = waveforms.new_zeros(len(lengths), int(self.signal_lengths(lengths).max()))
+        """``waveforms`` with each rand_trunc crop moved to the start of its row (a copy only when some crop
+        does not start at 0): the signal of a longer clip then starts at the row's start, as a shorter
+        clip's does."""
+        if not bool((crop_offsets > 0).any()):
+            return waveforms
+        source = waveforms.clone()
         for row, (length, offset) in enumerate(zip(lengths.tolist(), crop_offsets.tolist())):
-            clip = waveforms[row, :length]
             if length > self.max_length:
-                end = length if self.truncation == "fusion" else offset + self.max_length
-                signal[row, : end - offset] = clip[offset:end]
-            elif self.padding == "repeat":
-                signal[row, : self.max_length] = clip.repeat(self.max_length // length + 1)[: self.max_length]
-            elif self.padding == "repeatpad":
-                repeats = self.max_length // length
-                signal[row, : repeats * length] = clip.repeat(repeats)
-            else:
-                signal[row, :length] = clip
-        return signal
+                source[row, : self.max_length] = waveforms[row, offset : offset + self.max_length]
+        return source
 
     def fuse(self, mel: torch.Tensor, frames: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
         """Fusion stack ``(batch, 4, chunk_frames, feature_size)``: fused clips get (shrunk whole, front,

@@ -1,11 +1,12 @@
 """Which transformers feature extractor has which batched torch implementation.
 
 Built in: ``ASTFeatureExtractor`` -> :class:`AstFbankFeatures`, ``WhisperFeatureExtractor`` ->
-:class:`WhisperLogMelFeatures`, ``ClapFeatureExtractor`` -> :class:`ClapLogMelFeatures`. Another family
-plugs in with one call, made in the module that defines its extractor (so that holding an extractor
-instance implies the entry exists)::
+:class:`WhisperLogMelFeatures`, ``ClapFeatureExtractor`` -> :class:`ClapLogMelFeatures`, and hf-atr's
+``PannsFeatureExtractor`` -> :class:`PannsLogMelFeatures`. PANNs is named by its qualified class name, so
+that this floor and ``hf_atr.models`` (the same floor) never import each other. Another family plugs in
+with one call::
 
-    register_batched_features(PannsFeatureExtractor, PannsLogMelFeatures)
+    register_batched_features(MyFeatureExtractor, MyLogMelFeatures)
 
 Lookup is by exact class: a subclass may compute something else, so it falls back to transformers until it
 is registered itself.
@@ -21,9 +22,15 @@ from transformers.utils import logging
 from .ast_fbank import AstFbankFeatures
 from .base import BatchedFeatureExtractor
 from .clap_log_mel import ClapLogMelFeatures
+from .panns_log_mel import PannsLogMelFeatures
 from .whisper_log_mel import WhisperLogMelFeatures
 
 logger = logging.get_logger(__name__)
+
+_IMPLEMENTATIONS_BY_NAME: dict[str, type[BatchedFeatureExtractor]] = {
+    "hf_atr.models.panns.feature_extraction_panns.PannsFeatureExtractor": PannsLogMelFeatures,
+}
+"""Extractor classes of hf-atr's own model families, by ``module.qualname`` (no import between floors)."""
 
 _IMPLEMENTATIONS: dict[type, type[BatchedFeatureExtractor]] = {
     ASTFeatureExtractor: AstFbankFeatures,
@@ -52,18 +59,23 @@ def register_batched_features(
 
 
 def supported_extractors() -> tuple[type, ...]:
-    """The feature-extractor classes that have a batched torch implementation."""
+    """The feature-extractor classes registered with a batched torch implementation (hf-atr's own PANNs
+    extractor is found by name, see :data:`_IMPLEMENTATIONS_BY_NAME`)."""
     return tuple(_IMPLEMENTATIONS)
 
 
 def batched_features_for(extractor: Any) -> BatchedFeatureExtractor | None:
     """The batched torch twin of ``extractor``, built from its current settings; ``None`` (logged once per
     class at info level) when its class has none, so the caller uses the transformers extractor."""
-    implementation = _IMPLEMENTATIONS.get(type(extractor))
+    extractor_class = type(extractor)
+    implementation = _IMPLEMENTATIONS.get(extractor_class) or _IMPLEMENTATIONS_BY_NAME.get(
+        f"{extractor_class.__module__}.{extractor_class.__qualname__}"
+    )
     if implementation is None:
         logger.info_once(
             f"No batched torch features for {type(extractor).__name__} (supported: "
-            f"{sorted(cls.__name__ for cls in _IMPLEMENTATIONS)}); using the transformers extractor."
+            f"{sorted([cls.__name__ for cls in _IMPLEMENTATIONS] + [name.rsplit('.', 1)[1] for name in _IMPLEMENTATIONS_BY_NAME])}); "
+            "using the transformers extractor."
         )
         return None
     return implementation.from_extractor(extractor)

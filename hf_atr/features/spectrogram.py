@@ -35,9 +35,10 @@ def pad_waveforms(
             )
         tensors.append(tensor)
     lengths = torch.tensor([tensor.numel() for tensor in tensors], dtype=torch.long)
-    padded = torch.zeros(len(tensors), int(lengths.max()), dtype=dtype)
+    padded = torch.empty(len(tensors), int(lengths.max()), dtype=dtype)
     for row, tensor in enumerate(tensors):
-        padded[row, : tensor.numel()] = tensor.to(dtype)
+        padded[row, : tensor.numel()] = tensor
+        padded[row, tensor.numel() :] = 0.0
     return padded.to(device), lengths.to(device)
 
 
@@ -47,71 +48,91 @@ def centered_frame_counts(lengths: torch.Tensor, frame_length: int, hop_length: 
     return 1 + torch.div(lengths + 2 * padding - frame_length, hop_length, rounding_mode="floor")
 
 
-def reflect_pad_ends(waveforms: torch.Tensor, lengths: torch.Tensor | None, padding: int) -> torch.Tensor:
-    """Reflect-pad every clip by ``padding`` samples at both of ITS OWN ends (``np.pad(mode="reflect")``).
+def audible_frame_counts(
+    content_lengths: torch.Tensor, signal_lengths: torch.Tensor, frame_length: int, hop_length: int
+) -> torch.Tensor:
+    """Frames of a ``center=True`` STFT before the first one whose window holds padding only: ``(batch,)``.
 
-    Args:
-        waveforms: ``(batch, samples)``, zero-padded after each clip's end.
-        lengths: ``(batch,)`` true lengths, each larger than ``padding``; ``None`` when all fill ``samples``.
+    Clip ``i``'s signal is ``content_lengths[i]`` samples followed by a constant up to ``signal_lengths[i]``.
+    Frame ``t`` reads (reflected) positions ``[t hop - frame_length // 2, t hop + frame_length // 2)``: it
+    holds only the constant once ``t hop - frame_length // 2 >= content`` and the reflection of the signal's
+    end reaches no content (``content + frame_length // 2 < signal``); every such frame is the same. When the
+    reflection reaches content, the count is :func:`centered_frame_counts` of the signal (no frame is skipped).
+    """
+    padding = frame_length // 2
+    first_silent = torch.div(content_lengths + padding + hop_length - 1, hop_length, rounding_mode="floor")
+    all_frames = centered_frame_counts(signal_lengths, frame_length, hop_length)
+    return torch.where(
+        content_lengths + padding < signal_lengths, first_silent.clamp(max=all_frames), all_frames
+    )
+
+
+def centered_signal(
+    source: torch.Tensor,
+    signal_lengths: torch.Tensor,
+    frame_length: int,
+    frames: int,
+    hop_length: int,
+    *,
+    content_lengths: torch.Tensor | None = None,
+    content_periods: torch.Tensor | None = None,
+    padding_value: float = 0.0,
+) -> torch.Tensor:
+    """The reflect-padded signals a ``center=True`` STFT frames, as far as its first ``frames`` frames read.
+
+    Clip ``i``'s signal is ``source[i, :content_lengths[i]]`` followed by ``padding_value`` up to
+    ``signal_lengths[i]`` samples (``content_lengths`` default: the signal lengths, i.e. ``source`` holds the
+    whole signals); with ``content_periods``, its content is ``source[i, :content_periods[i]]`` repeated
+    (the last repeat cut) up to ``content_lengths[i]``. It is reflected by ``frame_length // 2`` samples at
+    both of ITS OWN ends
+    (``np.pad(mode="reflect")``). Only the samples the first ``frames`` frames read are written: the
+    signals are built once, in the buffer that is framed, and padding that feeds no computed frame is
+    never materialised.
 
     Returns:
-        ``(batch, samples + 2 * padding)``: clip ``i`` occupies ``[0, lengths[i] + 2 * padding)``; what lies
-        beyond feeds no frame of that clip.
+        ``(batch, (frames - 1) * hop_length + frame_length)``; ``unfold(1, frame_length, hop_length)`` gives
+        the frames. Samples past a clip's own reflected end are zeros (they feed none of its frames).
+
+    Raises:
+        ValueError: a signal not longer than ``frame_length // 2`` (it cannot be reflected).
     """
-    batch, samples = waveforms.shape
-    shortest = samples if lengths is None else int(lengths.min())
+    padding = frame_length // 2
+    shortest = int(signal_lengths.min())
     if shortest <= padding:
         raise ValueError(
             f"Reflect padding by {padding} samples needs clips longer than {padding} samples, got {shortest}."
         )
-    padded = waveforms.new_empty(batch, samples + 2 * padding)
-    padded[:, padding : padding + samples] = waveforms
+    if content_lengths is None:
+        content_lengths = signal_lengths
+    samples = (frames - 1) * hop_length + frame_length
+    # Room for the left reflection's source (signal positions 1..padding) even when one frame is asked for.
+    buffer = source.new_empty(source.shape[0], max(samples, 2 * padding + 1))
+    room = buffer.shape[1] - padding
+    periods = content_lengths if content_periods is None else content_periods
+    rows = zip(content_lengths.tolist(), signal_lengths.tolist(), periods.tolist())
+    for row, (content, signal, period) in enumerate(rows):
+        written = min(content, signal, room)
+        tiles = written // period if period < written else 0
+        if tiles > 0:
+            tiled = buffer[row, padding : padding + tiles * period].view(tiles, period)
+            tiled.copy_(source[row, :period].expand(tiles, period))
+        buffer[row, padding + tiles * period : padding + written] = source[row, : written - tiles * period]
+        buffer[row, padding + written : padding + min(signal, room)] = padding_value
+        # Right end: x[S-2], x[S-3], ..., x[S-1-padding] after the last sample x[S-1]; then zeros.
+        reflected = min(padding, room - signal)
+        if reflected > 0:
+            end = padding + signal
+            buffer[row, end : end + reflected] = buffer[row, end - 1 - reflected : end - 1].flip(-1)
+            buffer[row, end + reflected :] = 0.0
     # Left end: x[padding], ..., x[1] (the first sample is the mirror axis, not repeated).
-    padded[:, :padding] = waveforms[:, 1 : padding + 1].flip(-1)
-    if lengths is None:
-        padded[:, padding + samples :] = waveforms[:, samples - padding - 1 : samples - 1].flip(-1)
-        return padded
-    padded[:, padding + samples :] = 0.0
-    # Right end of clip i: x[len-2], x[len-3], ..., x[len-1-padding], written after its last sample.
-    offsets = torch.arange(1, padding + 1, device=waveforms.device)
-    source = lengths[:, None] - 1 - offsets[None, :]
-    target = lengths[:, None] + padding - 1 + offsets[None, :]
-    padded.scatter_(1, target, waveforms.gather(1, source))
-    return padded
+    buffer[:, :padding] = buffer[:, padding + 1 : 2 * padding + 1].flip(-1)
+    return buffer[:, :samples]
 
 
-def centered_frames(
-    waveforms: torch.Tensor, lengths: torch.Tensor | None, frame_length: int, hop_length: int
-) -> torch.Tensor:
-    """Frames of a ``center=True`` STFT (reflect padding, as librosa / transformers / ``torch.stft``).
-
-    Args:
-        waveforms: ``(batch, samples)``.
-        lengths: ``(batch,)`` true lengths; ``None`` when every clip fills ``samples``. With lengths, each
-            clip is reflected at its own end, so its frames equal those of the clip framed alone.
-
-    Returns:
-        A ``(batch, frames, frame_length)`` view, ``frames`` that of the longest clip; frames past a clip's
-        own :func:`centered_frame_counts` are meaningless and must be ignored by the caller.
-    """
-    padding = frame_length // 2
-    padded = reflect_pad_ends(waveforms, lengths, padding)
-    if lengths is not None:
-        padded = padded[:, : int(lengths.max()) + 2 * padding]
-    return padded.unfold(1, frame_length, hop_length)
-
-
-def frame_power(frames: torch.Tensor, window: torch.Tensor, bins: int | None = None) -> torch.Tensor:
-    """``|rfft(frame * window)|^2`` of ``frames: (..., frame_length)`` for the first ``bins`` frequencies
-    (default all ``frame_length // 2 + 1``): ``(..., bins)``."""
-    spectrum = torch.fft.rfft(frames * window)[..., :bins]
-    squares = torch.view_as_real(spectrum).square_()
-    return squares[..., 0] + squares[..., 1]
-
-
-def power_to_db(power: torch.Tensor, floor: float) -> torch.Tensor:
-    """``10 log10(max(power, floor))``: decibels relative to 1 (``audio_utils.power_to_db``, reference 1)."""
-    return 10.0 * torch.log10(power.clamp(min=floor))
+def power_to_db_(power: torch.Tensor, floor: float) -> torch.Tensor:
+    """In place, ``10 log10(max(power, floor))``: decibels relative to 1 (``audio_utils.power_to_db``,
+    reference 1)."""
+    return power.clamp_(min=floor).log10_().mul_(10.0)
 
 
 def linear_resize_time(features: torch.Tensor, lengths: torch.Tensor, size: int) -> torch.Tensor:
@@ -184,3 +205,24 @@ def apply_filter_bands(
 def used_bins(bands: Sequence[FilterBand]) -> int:
     """Number of leading frequency bins any band reads (later bins need no power computed)."""
     return max(end_bin for _, _, _, end_bin in bands)
+
+
+def mel_power_(
+    spectrum: torch.Tensor, interleaved_filters: torch.Tensor, bands: Sequence[FilterBand]
+) -> torch.Tensor:
+    """``|spectrum|^2 @ filters``: ``(..., fft_bins)`` complex -> ``(..., num_filters)`` in the filters' dtype.
+
+    ``interleaved_filters`` is :func:`interleave_bins` of the ``(bins, filters)`` filterbank: the squares of
+    the real and imaginary parts, side by side as ``view_as_real`` lays them out, are projected directly
+    (no separate sum of the two). Overwrites ``spectrum`` with those squares when their dtypes agree;
+    otherwise (a float64 FFT feeding float32 filters) the parts are cast first.
+    """
+    parts = torch.view_as_real(spectrum[..., : used_bins(bands)])
+    parts = parts.to(interleaved_filters.dtype) if parts.dtype != interleaved_filters.dtype else parts
+    squares = parts.square_().flatten(-2)
+    return apply_filter_bands(squares, interleaved_filters, [(a, b, 2 * c, 2 * d) for a, b, c, d in bands])
+
+
+def interleave_bins(filters: np.ndarray) -> np.ndarray:
+    """``(bins, filters) -> (2 bins, filters)``: each bin's row twice, for the (real, imaginary) squares."""
+    return np.repeat(filters, 2, axis=0)

@@ -5,7 +5,8 @@ transformers' extractor pads or cuts every clip to ``chunk_length`` seconds (``n
 with a periodic Hann window of ``n_fft`` and hop ``hop_length``, drops the last frame, projects the power
 onto its Slaney mel filterbank, and returns ``(max(log10(max(mel, 1e-10)), peak - 8) + 4) / 4`` with the
 peak taken per clip. Both of its paths (NumPy per clip, torch when installed) compute this; here it is one
-batched computation on the waveforms' device.
+batched computation on the waveforms' device. Without dither, frames that hold padding only (most of a
+30-s window for a 5-s clip) are all equal: one is computed and copied (the extractor computes each).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from transformers.audio_utils import window_function
 
 from .base import BatchedFeatureExtractor
-from .spectrogram import apply_filter_bands, centered_frames, filter_bands, frame_power, used_bins
+from .spectrogram import audible_frame_counts, centered_signal, filter_bands, interleave_bins, mel_power_
 
 WINDOW = "hann"
 LOG_FLOOR = 1e-10
@@ -48,6 +49,7 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
     ) -> None:
         super().__init__(sampling_rate)
         self.register_array("mel_filters", mel_filters)
+        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
         self.register_array("window", window_function(n_fft, WINDOW))
         self.bands = filter_bands(self._arrays["mel_filters"])
         self.n_fft = n_fft
@@ -76,6 +78,10 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         return self.n_samples
 
     @property
+    def num_mel_bins(self) -> int:
+        return self._arrays["mel_filters"].shape[1]
+
+    @property
     def num_frames(self) -> int:
         return self.n_samples // self.hop_length
 
@@ -88,27 +94,59 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
     ) -> dict[str, torch.Tensor]:
         batch = waveforms.shape[0]
         clipped = lengths.clamp(max=self.n_samples)
-        signal = waveforms.new_full((batch, self.n_samples), self.padding_value)
-        for row, length in enumerate(clipped.tolist()):
-            signal[row, :length] = waveforms[row, :length]
+        source, content_lengths = waveforms, clipped
         if self.dither != 0.0:
+            # The noise covers the padding too, so every frame is computed.
+            signal = waveforms.new_full((batch, self.n_samples), self.padding_value)
+            for row, length in enumerate(clipped.tolist()):
+                signal[row, :length] = waveforms[row, :length]
             device = generator.device if generator is not None else waveforms.device
             noise = torch.randn(signal.shape, generator=generator, dtype=signal.dtype, device=device)
-            signal = signal + self.dither * noise.to(waveforms.device)
-        features = waveforms.new_empty(batch, self._arrays["mel_filters"].shape[1], self.num_frames)
-        for chunk in self.chunks(batch, self.num_frames, waveforms.device):
-            features[chunk] = self.log_mel(signal[chunk])
+            source = signal + self.dither * noise.to(waveforms.device)
+            content_lengths = torch.full_like(clipped, self.n_samples)
+        signal_lengths = torch.full_like(clipped, self.n_samples)
+        audible = audible_frame_counts(content_lengths, signal_lengths, self.n_fft, self.hop_length)
+        audible = audible.clamp(max=self.num_frames)
+        features = waveforms.new_empty(batch, self.num_mel_bins, self.num_frames)
+        for chunk in self.chunks(batch, int(audible.max()), waveforms.device):
+            self.log_mel(source[chunk], content_lengths[chunk], int(audible[chunk].max()), features[chunk])
         outputs = {"input_features": features}
         if self.return_attention_mask:
             frame_starts = torch.arange(self.num_frames, device=waveforms.device) * self.hop_length
             outputs["attention_mask"] = (frame_starts[None, :] < clipped[:, None]).to(torch.int32)
         return outputs
 
-    def log_mel(self, signal: torch.Tensor) -> torch.Tensor:
-        """``(batch, n_samples) -> (batch, num_mel_bins, frames)``, scaled as Whisper expects."""
-        frames = centered_frames(signal, None, self.n_fft, self.hop_length)[:, :-1]
-        power = frame_power(frames, self.constant("window", signal), used_bins(self.bands))
-        mel = apply_filter_bands(power, self.constant("mel_filters", signal), self.bands)
-        log_spec = mel.clamp_(min=LOG_FLOOR).log10_().transpose(1, 2)
-        peak = log_spec.amax(dim=(1, 2), keepdim=True)
-        return (torch.maximum(log_spec, peak - DYNAMIC_RANGE) + OFFSET) / SCALE
+    def log_mel(
+        self, source: torch.Tensor, content_lengths: torch.Tensor, frames: int, features: torch.Tensor
+    ) -> None:
+        """Writes into ``features: (batch, num_mel_bins, num_frames)`` the log-mel, scaled as Whisper expects,
+        of the signals ``source[i, :content_lengths[i]]`` padded with ``padding_value`` to ``n_samples``.
+        Only the first ``frames`` frames are computed; later ones hold padding only (``frames`` is at least
+        each clip's ``audible_frame_counts``) and equal one padding frame, computed once."""
+        signal_lengths = torch.full_like(content_lengths, self.n_samples)
+        signal = centered_signal(
+            source,
+            signal_lengths,
+            self.n_fft,
+            frames,
+            self.hop_length,
+            content_lengths=content_lengths,
+            padding_value=self.padding_value,
+        )
+        log_spec = self.frames_to_log10(signal.unfold(1, self.n_fft, self.hop_length))
+        peak = log_spec.amax(dim=(1, 2))
+        if frames < self.num_frames:
+            padding_frame = self.frames_to_log10(source.new_full((self.n_fft,), self.padding_value))
+            peak = torch.maximum(peak, padding_frame.max())
+        floor = (peak - DYNAMIC_RANGE)[:, None, None]
+        features[..., :frames] = torch.maximum(log_spec, floor).add_(OFFSET).div_(SCALE).transpose(1, 2)
+        if frames < self.num_frames:
+            features[..., frames:] = (
+                torch.maximum(padding_frame[None, :, None], floor).add_(OFFSET).div_(SCALE)
+            )
+
+    def frames_to_log10(self, frames: torch.Tensor) -> torch.Tensor:
+        """``(..., n_fft)`` frames to ``log10(max(mel power, 1e-10))``: ``(..., num_mel_bins)``."""
+        spectrum = torch.fft.rfft(frames * self.constant("window", frames))
+        mel = mel_power_(spectrum, self.constant("interleaved_mel_filters", frames), self.bands)
+        return mel.clamp_(min=LOG_FLOOR).log10_()

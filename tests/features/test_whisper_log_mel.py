@@ -77,3 +77,13 @@ def test_dither_draws_the_noise_transformers_draws_from_an_equally_seeded_genera
     np.testing.assert_allclose(seeded.numpy(), reference, atol=2e-4, rtol=0)
     other = features.featurize_arrays(clips, random_source=torch.Generator().manual_seed(8))["input_features"]
     assert (other - seeded).abs().max() > 1e-3
+
+
+def test_a_clip_quieter_than_its_padding():
+    # Frames holding padding only are computed once and copied; here they, not the clip, are loudest.
+    extractor = WhisperFeatureExtractor(**SETTINGS[1])
+    clips = [1e-4 * synthetic_clips([5000], extractor.sampling_rate)[0]]
+    output = WhisperLogMelFeatures.from_extractor(extractor).featurize_arrays(clips, dtype=torch.float64)
+    features = output["input_features"].numpy()
+    np.testing.assert_allclose(features, _numpy_reference(extractor, clips), atol=1e-4, rtol=0)
+    assert features[0, :, -1].max() > features[0, :, :30].max() + 0.5

@@ -83,6 +83,11 @@ class PannsFeatureExtractor(SequenceFeatureExtractor):
         )
 
     @property
+    def power_floor(self) -> float:
+        """Mel power floor before decibels (PANNs' ``amin``), read by the batched twin."""
+        return POWER_TO_DB_AMIN
+
+    @property
     def max_length_samples(self) -> int:
         """Default padding/truncation length in samples (``max_length_s · sampling_rate``)."""
         return int(round(self.max_length_s * self.sampling_rate))
