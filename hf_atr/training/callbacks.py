@@ -12,7 +12,13 @@ import torch.distributed as dist
 from transformers import TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
-from ..knowledge.knowledge_base import KnowledgeBase, encode_pairs, prototype_pairs, representation_drift
+from ..knowledge.knowledge_base import (
+    KnowledgeBase,
+    encode_pairs,
+    pair_audio_ids,
+    prototype_pairs,
+    representation_drift,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -148,6 +154,8 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         """Encode the source with ``model`` (this rank's shard when distributed) and build the shared base."""
         show_progress = self.show_progress if show_progress is None else show_progress
         distributed = _distributed()
+        # Pairs are clip-major, so the shards gathered in rank order hold the whole dataset's pairs in order.
+        audio_ids = pair_audio_ids(self.dataset, captions=self.captions, languages=self.languages)
         dataset = self.dataset
         if distributed:
             dataset = dataset.shard(num_shards=dist.get_world_size(), index=dist.get_rank(), contiguous=True)
@@ -163,7 +171,11 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         )
         if not distributed:
             return KnowledgeBase.from_embeddings(
-                audio_embeds, text_embeds, num_prototypes=self.objective.num_prototypes, seed=self.seed
+                audio_embeds,
+                text_embeds,
+                audio_ids=audio_ids,
+                num_prototypes=self.objective.num_prototypes,
+                seed=self.seed,
             )
         audio_embeds, text_embeds = _all_gather_rows(audio_embeds), _all_gather_rows(text_embeds)
         # k-means on rank 0 only, then broadcast: every rank must hold bit-identical prototypes.
@@ -173,7 +185,12 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
                 audio_embeds, text_embeds, self.objective.num_prototypes, seed=self.seed
             )
         dim = audio_embeds.shape[1]
-        return KnowledgeBase(audio_embeds, text_embeds, *(_broadcast_rows(rows, dim) for rows in prototypes))
+        return KnowledgeBase(
+            audio_embeds,
+            text_embeds,
+            *(_broadcast_rows(rows, dim) for rows in prototypes),
+            fine_audio_ids=audio_ids,
+        )
 
     def _replace(self, model: Any, state: Any, reason: str) -> None:
         started = time.perf_counter()
