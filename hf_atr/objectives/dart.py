@@ -166,8 +166,8 @@ def _check_optional_int(value: Any, field: str, minimum: int) -> None:
         raise ValueError(f"dart: `{field}` must be None or an integer ≥ {minimum}, got {value!r}.")
 
 
-class UnbalancedFeatureTransport(nn.Module):
-    r"""DART's feature-level term UWD-R (Eq. 7–13), a module addable to any instance-level objective.
+class UnbalancedFeatureTransport(Objective):
+    r"""DART's feature-level term UWD-R (Eq. 7–13), an (unregistered) objective addable to any instance-level one.
 
     With ``U, V`` the ``(batch, dim)`` audio and text embeddings, the channels are the points: the cost is
     ``C[i, j] = ‖U[:, i] − V[:, j]‖₂`` (Eq. 7), the plan solves entropic unbalanced OT
@@ -386,12 +386,20 @@ class UnbalancedFeatureTransport(nn.Module):
         marginal = normalised_marginal(reliability)
         return marginal, marginal, selected
 
-    def forward(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> ObjectiveOutput:
+    def forward(
+        self,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        *,
+        batch: Mapping[str, Any] | None = None,
+        model: nn.Module | None = None,
+    ) -> ObjectiveOutput:
         """``L_UWD-R`` of a batch (DART Eq. 9 with the marginals of Eq. 11).
 
         Args:
             audio_embeds: ``(batch, d_u)`` audio embeddings ``U``.
             text_embeds: ``(batch, d_v)`` text embeddings ``V`` (``d_v = d_u`` for reliability marginals).
+            batch, model: unused: the term sees channels, not pairs, and needs no scoring head.
 
         Returns:
             the unweighted loss and logs ``loss_uwd``, ``uwd_transported_mass`` (``Σ P``),
@@ -399,9 +407,6 @@ class UnbalancedFeatureTransport(nn.Module):
             (channels taking part).
         """
         check_pair_embeddings(audio_embeds, text_embeds, "dart")
-        # Half-precision embeddings (autocast) are transported in float32.
-        compute_dtype = torch.promote_types(audio_embeds.dtype, torch.float32)
-        audio_embeds, text_embeds = audio_embeds.to(compute_dtype), text_embeds.to(compute_dtype)
         audio_marginal, text_marginal, selected = self._transport_marginals(audio_embeds, text_embeds)
         if selected is not None:
             audio_embeds = audio_embeds.index_select(1, selected)
@@ -527,7 +532,3 @@ class DartObjective(Objective):
         uwd_output = self.feature_transport(audio_embeds, text_embeds)
         loss = base_output.loss + self.uwd_weight * uwd_output.loss
         return ObjectiveOutput(loss=loss, logs={**base_output.logs, **uwd_output.logs})
-
-    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
-        """Forward the hook to the base objective (e.g. the Mahalanobis PSD projection of ``iot``)."""
-        self.base.on_optimizer_step(model)

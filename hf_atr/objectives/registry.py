@@ -9,6 +9,13 @@ Built-in objectives register themselves with :func:`register_objective` when
 
 The entry point is loaded the first time the registry is queried, so a plugin only needs to be
 installed. ``build_objective({"name": "contrastive", "temperature": 0.05})`` instantiates one.
+
+Precision, for plugin authors: calling an objective (``objective(audio_embeds, text_embeds, ...)``) runs its
+``forward`` with autocast disabled and with floating embeddings up-cast to at least float32, whatever the
+caller's autocast state, and returns a loss of at least float32 (float64 inputs stay float64). Under
+``TrainingArguments(bf16=True)`` every matmul would otherwise run in bfloat16, and OT costs and plans lose
+about three significant digits. A plugin therefore writes ``forward`` in plain float32 and gets this for
+free; it must not re-enable autocast inside.
 """
 
 from __future__ import annotations
@@ -41,15 +48,48 @@ class ObjectiveOutput:
     logs: dict[str, float] = field(default_factory=dict)
 
 
+def compute_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """The dtype an objective computes ``tensor`` in: at least float32 for floating tensors (float64 stays)."""
+    if not tensor.is_floating_point():
+        return tensor.dtype
+    return torch.promote_types(tensor.dtype, torch.float32)
+
+
 class Objective(nn.Module):
     """Base class of training objectives.
 
     Subclasses implement :meth:`forward` and take their hyperparameters as keyword arguments
     of ``__init__`` (the keys of ``config.objective`` other than ``name``). State that must survive
     a checkpoint (EMA statistics, learned temperatures) lives in registered buffers or parameters.
+
+    Calling an objective runs :meth:`forward` in full precision (see :meth:`__call__`), so subclasses,
+    plugins included, never see half-precision embeddings or an active autocast.
+
+    Attributes:
+        name: the registered name (set by :func:`register_objective`).
+        citation: the paper the objective implements (authors, title, venue, arXiv/OpenReview id), shown in
+            model cards; empty for an objective without a paper.
     """
 
     name: ClassVar[str] = ""
+    citation: ClassVar[str] = ""
+
+    def __call__(
+        self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, **kwargs: Any
+    ) -> ObjectiveOutput:
+        """Run :meth:`forward` with autocast disabled on the embeddings' device and float32 (or float64) inputs.
+
+        Returns the forward's :class:`ObjectiveOutput` with a loss of at least float32. The up-cast keeps the
+        autograd graph, so gradients reach half-precision embeddings in their own dtype.
+        """
+        with torch.autocast(device_type=audio_embeds.device.type, enabled=False):
+            output = super().__call__(
+                audio_embeds.to(compute_dtype(audio_embeds)),
+                text_embeds.to(compute_dtype(text_embeds)),
+                **kwargs,
+            )
+        output.loss = output.loss.to(compute_dtype(output.loss))
+        return output
 
     def forward(
         self,
@@ -70,9 +110,6 @@ class Objective(nn.Module):
                 ground metric).
         """
         raise NotImplementedError
-
-    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
-        """Called by the trainer after every optimizer step (e.g. for projections onto constraints)."""
 
 
 def register_objective(name: str) -> Callable[[type[Objective]], type[Objective]]:

@@ -402,22 +402,6 @@ def test_uwd_composes_with_other_base_objectives(base):
     assert torch.isfinite(audio.grad).all()
 
 
-def test_dart_forwards_the_optimizer_step_hook():
-    calls = []
-
-    class Head(torch.nn.Module):
-        def project_to_psd_(self):
-            calls.append("projected")
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.scoring_head = Head()
-
-    build_objective({"name": "dart"}).on_optimizer_step(Model())
-    assert calls == ["projected"]
-
-
 @pytest.mark.parametrize(
     ("config", "message"),
     [
