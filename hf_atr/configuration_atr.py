@@ -9,7 +9,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-from .objectives.registry import validate_objective_config
+from .objectives.registry import default_scoring, validate_objective_config
 
 SCORING_KINDS = ("cosine", "euclidean", "mahalanobis")
 POOLING_KINDS = ("mean", "cls", "pooler")
@@ -32,9 +32,14 @@ class AtrConfig(PreTrainedConfig):
         audio_pooling / text_pooling (`str`, defaults to `"mean"`):
             How a sequence of hidden states becomes one vector: `"mean"` (masked mean), `"cls"` (first token)
             or `"pooler"` (the backbone's `pooler_output`).
-        scoring (`str`, defaults to `"cosine"`):
+        scoring (`str`, *optional*):
             Scoring head: `"cosine"` similarity, negative `"euclidean"` distance, or negative
-            `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9).
+            `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9). It is also the ground cost of
+            the OT objectives. Defaults to the metric of the objective's paper
+            (`hf_atr.objectives.registry.default_scoring`): `"euclidean"` for `iot`, `iot_partial` and `dart` on
+            an IOT base (DART Eq. 4, m-LTM Eq. 9 with M = I), `"cosine"` for the contrastive objectives
+            (`contrastive`, `triplet`, `kcl`, `cacl`, `random_language`, `ask`, `dart` on a contrastive base).
+            For unit embeddings both rank identically; the OT objectives' plans and gradients differ.
         logit_scale_init (`float`, defaults to log(1/0.07)):
             Initial log inverse temperature of the scoring head (CLIP's 2.6592).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
@@ -63,13 +68,16 @@ class AtrConfig(PreTrainedConfig):
     projection_dim: int = 512
     audio_pooling: str = "mean"
     text_pooling: str = "mean"
-    scoring: str = "cosine"
+    scoring: str | None = None
     logit_scale_init: float = math.log(1 / 0.07)
     objective: dict[str, Any] | None = None
 
     def __post_init__(self, **kwargs):
         if self.objective is None:
             self.objective = dict(DEFAULT_OBJECTIVE)
+        validate_objective_config(self.objective)
+        if self.scoring is None:
+            self.scoring = default_scoring(self.objective)
         self._check_values()
         super().__post_init__(**kwargs)
 
@@ -86,7 +94,6 @@ class AtrConfig(PreTrainedConfig):
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
         if not math.isfinite(self.logit_scale_init):
             raise ValueError(f"`logit_scale_init` must be finite, got {self.logit_scale_init!r}.")
-        validate_objective_config(self.objective)
 
 
 __all__ = ["AtrConfig", "SCORING_KINDS", "POOLING_KINDS"]

@@ -45,6 +45,28 @@ def test_invalid_values_fail_at_construction_with_allowed_values(kwargs, message
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("objective", "expected"),
+    [
+        ({"name": "contrastive"}, "cosine"),
+        ({"name": "triplet"}, "cosine"),
+        ({"name": "kcl"}, "cosine"),
+        ({"name": "ask"}, "cosine"),
+        ({"name": "iot"}, "euclidean"),  # DART Eq. 4, m-LTM Eq. 9 with M = I
+        ({"name": "iot_partial", "mass": 0.8}, "euclidean"),
+        ({"name": "dart"}, "euclidean"),  # its default base is iot
+        ({"name": "dart", "base": "contrastive"}, "cosine"),
+        ({"name": "dart", "base": {"name": "iot_partial", "mass": 0.9}}, "euclidean"),
+    ],
+)
+def test_scoring_defaults_to_the_metric_of_the_objective_s_paper(tmp_path, objective, expected):
+    assert AtrConfig(objective=objective).scoring == expected
+    chosen = "cosine" if expected == "euclidean" else "euclidean"
+    config = AtrConfig(objective=objective, scoring=chosen)
+    config.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).scoring == chosen  # an explicit choice survives a reload
+
+
 def test_round_trip_through_autoconfig(tmp_path):
     config = AtrConfig(
         text_config=BertConfig(hidden_size=32, num_attention_heads=2),

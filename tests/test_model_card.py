@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -13,13 +14,13 @@ from transformers import pipeline
 from hf_atr import AtrTrainer
 from hf_atr.hub import push_to_hub, stage_upload
 from hf_atr.model_card import (
-    OBJECTIVE_REFERENCES,
     ModelCardCallback,
     build_model_card,
     evaluation_table,
     normalize_metric_names,
     write_model_card,
 )
+from hf_atr.objectives.registry import available_objectives, get_objective_class
 from hf_atr.pipelines.index import IndexFormatError
 from hf_atr.pipelines.retrieval_pipeline import register_pipeline
 
@@ -69,24 +70,36 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("objective", "citation"),
-    [
-        ("contrastive", "CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023."),
-        ("contrastive", "(CLIP). ICML 2021."),
-        (
-            "iot",
-            "Revisiting Deep Audio-Text Retrieval Through the Lens of Transportation (m-LTM). ICLR 2024.",
-        ),
-        ("iot_partial", "(m-LTM). ICLR 2024."),
-        ("dart", "Dual-Level Optimal Transport for Audio-Text Retrieval (DART). ICLR 2026."),
-        ("kcl", "ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies"),
-        ("cacl", "Reducing Data Distribution Errors. ACL 2025."),
-        ("ask", "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval"),
-    ],
-)
-def test_objectives_cite_their_papers(objective, citation):
-    assert any(citation in reference for reference in OBJECTIVE_REFERENCES[objective][1])
+PAPER_IDENTIFIER = re.compile(r"arXiv:\d{4}\.\d{4,5}\b|https://openreview\.net/forum\?id=\w+")
+VENUE = re.compile(r"\b(ICML|ICASSP|BMVC|ICLR|ACL) (19|20)\d\d\b|\bACL submission\b")
+BUILT_IN_PAPERS = {
+    "contrastive": ("arXiv:2103.00020", "arXiv:2206.04769"),  # CLIP, CLAP
+    "triplet": ("arXiv:1707.05612",),  # VSE++
+    "iot": ("arXiv:2405.10084",),  # m-LTM
+    "iot_partial": ("arXiv:2405.10084",),
+    "dart": ("openreview.net/forum?id=cFhcd4WGjO",),
+    "kcl": ("arXiv:2502.14627",),  # ATRI
+    "cacl": ("arXiv:2502.14627",),
+    "random_language": ("arXiv:2502.14627",),
+    "ask": ("Adaptive Self-improving Knowledge Framework",),  # anonymous submission, no identifier yet
+}
+
+
+@pytest.mark.parametrize("name", [name for name in available_objectives() if name in BUILT_IN_PAPERS])
+def test_built_in_objectives_cite_their_own_paper_with_venue_and_identifier(name):
+    objective_class = get_objective_class(name)
+    assert "citation" in vars(objective_class), f"{name} inherits its citation from another objective's paper"
+    for reference in objective_class.citation.splitlines():
+        assert VENUE.search(reference), reference
+        assert PAPER_IDENTIFIER.search(reference) or "no public identifier" in reference, reference
+    assert all(paper in objective_class.citation for paper in BUILT_IN_PAPERS[name])
+
+
+def test_every_objective_shipped_with_the_package_is_a_built_in_with_a_paper():
+    shipped = {
+        name for name in available_objectives() if get_objective_class(name).__module__.startswith("hf_atr.")
+    }
+    assert shipped == set(BUILT_IN_PAPERS)
 
 
 def test_card_lists_default_hyperparameters_and_citation_of_the_objective():

@@ -127,6 +127,11 @@ class AskObjective(ContrastiveObjective):
         output = objective(audio_embeds, text_embeds, batch={"audio_ids": ids}, model=model)
     """
 
+    citation = (
+        "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. Anonymous ACL submission "
+        "(under review; no public identifier)."
+    )
+
     def __init__(
         self,
         temperature: float | None = None,

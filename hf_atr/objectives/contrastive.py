@@ -46,6 +46,12 @@ class ContrastiveObjective(Objective):
         output.loss.backward()
     """
 
+    citation = (
+        "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021. "
+        "arXiv:2103.00020\n"
+        "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023. "
+        "arXiv:2206.04769"
+    )
     DEFAULT_TEMPERATURE = 0.07
 
     def __init__(self, temperature: float | None = None) -> None:

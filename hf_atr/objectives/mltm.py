@@ -21,6 +21,10 @@ from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .ot import partial_sinkhorn_log_plan, sinkhorn_log_plan
 from .registry import Objective, ObjectiveOutput, register_objective
 
+MLTM_CITATION = (
+    "Luong, Nguyen, Ho, Haffari, Phung, Qu. Revisiting Deep Audio-Text Retrieval Through the Lens of "
+    "Transportation (m-LTM). ICLR 2024. arXiv:2405.10084"
+)
 # m-LTM §5.3 (Tables 6 and 8): ε = 0.05 gave the best retrieval; ε ≤ 0.02 collapsed with their solver.
 DEFAULT_REG = 0.05
 # m-LTM §3.3 / Fig. 2: the best transported mass tracks the noise ratio; 0.95 suits a few percent of noise.
@@ -143,7 +147,10 @@ class InverseOTObjective(Objective):
         model.project_parameters_()
     """
 
+    citation = MLTM_CITATION
     grad_modes = GRAD_MODES
+    # DART Eq. 4 ("Euclidean in our implementation"); m-LTM Eq. 9 with M = I (scoring="mahalanobis" learns M).
+    paper_scoring = "euclidean"
 
     def __init__(
         self,
@@ -224,6 +231,7 @@ class PartialInverseOTObjective(InverseOTObjective):
         objective = build_objective({"name": "iot_partial", "mass": 0.8})
     """
 
+    citation = MLTM_CITATION
     grad_modes = PARTIAL_GRAD_MODES
 
     def __init__(

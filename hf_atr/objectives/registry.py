@@ -69,10 +69,18 @@ class Objective(nn.Module):
         name: the registered name (set by :func:`register_objective`).
         citation: the paper the objective implements (authors, title, venue, arXiv/OpenReview id), shown in
             model cards; empty for an objective without a paper.
+        paper_scoring: the scoring head (ground metric) the paper trains with, ``"cosine"`` unless it says
+            otherwise; :class:`~hf_atr.AtrConfig` defaults ``scoring`` to it (see :meth:`scoring_in_paper`).
     """
 
     name: ClassVar[str] = ""
     citation: ClassVar[str] = ""
+    paper_scoring: ClassVar[str] = "cosine"
+
+    @classmethod
+    def scoring_in_paper(cls, hyperparameters: Mapping[str, Any]) -> str:
+        """The scoring head the paper uses with these hyperparameters (``config.objective`` without ``name``)."""
+        return cls.paper_scoring
 
     def __call__(
         self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, **kwargs: Any
@@ -187,6 +195,17 @@ def validate_objective_config(objective_config: Mapping[str, Any]) -> None:
         raise ValueError(
             f"Objective {name!r} got unknown hyperparameter(s) {unknown}; it accepts {sorted(accepted)}."
         )
+
+
+def default_scoring(objective_config: Mapping[str, Any]) -> str:
+    """The scoring head the paper of ``objective_config``'s objective trains with (``AtrConfig.scoring``'s default).
+
+    ``{"name": "iot"}`` gives ``"euclidean"`` (m-LTM Eq. 9 with ``M = I``, DART Eq. 4); contrastive objectives
+    give ``"cosine"``.
+    """
+    validate_objective_config(objective_config)
+    hyperparameters = {key: value for key, value in objective_config.items() if key != "name"}
+    return get_objective_class(objective_config["name"]).scoring_in_paper(hyperparameters)
 
 
 def build_objective(config: Any) -> Objective:

@@ -32,6 +32,11 @@ class TripletObjective(Objective):
         max_violation: hardest negative only (default True) or sum over negatives.
     """
 
+    citation = (
+        "Faghri, Fleet, Kiros, Fidler. VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. "
+        "BMVC 2018. arXiv:1707.05612"
+    )
+
     def __init__(self, margin: float = 0.2, max_violation: bool = True) -> None:
         super().__init__()
         if not isinstance(margin, (int, float)) or margin < 0:
