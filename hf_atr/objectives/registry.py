@@ -20,6 +20,7 @@ free; it must not re-enable autocast inside.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -90,7 +91,13 @@ class Objective(nn.Module):
         Returns the forward's :class:`ObjectiveOutput` with a loss of at least float32. The up-cast keeps the
         autograd graph, so gradients reach half-precision embeddings in their own dtype.
         """
-        with torch.autocast(device_type=audio_embeds.device.type, enabled=False):
+        device_type = audio_embeds.device.type
+        no_autocast = (
+            torch.autocast(device_type=device_type, enabled=False)
+            if torch.amp.is_autocast_available(device_type)
+            else contextlib.nullcontext()
+        )
+        with no_autocast:
             output = super().__call__(
                 audio_embeds.to(compute_dtype(audio_embeds)),
                 text_embeds.to(compute_dtype(text_embeds)),
