@@ -2,6 +2,8 @@
 #   make demo   install into .venv, then run the main job (train -> evaluate -> save -> search)
 #   make test   install into .venv with the [dev] extra, then run the whole test suite
 # Both are idempotent: a second run reuses .venv and only reinstalls when pyproject.toml changed.
+# The generated card of the reference model in model_cards/ is refreshed with:
+#   make model-cards   run the demo, then copy the card it wrote (results table, citation, training run)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +11,7 @@ BIN := $(VENV)/bin
 # torch first, pinned: here it is a local CPU wheel; letting pip resolve torch itself pulls CUDA builds.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test install install-dev lint clean
+.PHONY: demo model-cards test install install-dev lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +35,10 @@ install-dev: $(VENV)/.installed-dev
 
 demo: install
 	$(BIN)/hf-atr demo --output-dir outputs/demo
+
+model-cards: demo
+	mkdir -p model_cards/demo-contrastive
+	cp outputs/demo/model/README.md model_cards/demo-contrastive/README.md
 
 test: install-dev
 	$(BIN)/python -m pytest -q

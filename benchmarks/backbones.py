@@ -10,10 +10,13 @@ text tower (hidden 64, 2 layers, projection 64), so the rows differ only in the 
 * ``demo``: the tiny AST of ``hf-atr demo`` (hidden 64, 2 layers) on its 16 kHz log-mel features;
 * ``panns-cnn14``: PANNs CNN14 at its published size (80.8M parameters with the AudioSet head; 79.7M
   without it, as here) on 32 kHz log-mel features, ``audio_pooling="pooler"`` (PANNs' embedding);
-* ``panns-resnet38``: PANNs ResNet38 at its published size (the m-LTM audio encoder).
+* ``panns-resnet38``: PANNs ResNet38 at its published size (the m-LTM audio encoder);
+* ``clap-htsat-unfused``: the whole CLAP model at ``laion/clap-htsat-unfused``'s sizes (``ClapConfig()``'s
+  defaults: HTS-AT with depths 2-2-6-2 on a 256 × 256 spectrogram image of 48 kHz, 64-bin log-mel features,
+  and RoBERTa-base), converted as :meth:`~hf_atr.AtrDualEncoderModel.from_clap` converts a checkpoint (two-layer
+  projections to 512, two logit scales). This row differs in both towers: its text tower is RoBERTa-base.
 
-A CLAP-base-size row (HTS-AT + RoBERTa, issue 14 point 1) belongs in ``BACKBONES`` beside these: one
-builder returning ``(model, audio_inputs)``.
+The ``params`` column counts the audio tower, ``total`` the whole model.
 
 One step = forward of a batch of precomputed features (feature extraction runs once per dataset with
 ``Dataset.map``, not per step) and ``batch_size`` random 16-token captions, the contrastive objective,
@@ -30,11 +33,12 @@ import time
 from collections.abc import Callable
 
 import torch
-from transformers import BertConfig
+from transformers import BertConfig, ClapConfig, ClapFeatureExtractor
 
 from hf_atr.configuration_atr import AtrConfig
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.modeling_atr import AtrDualEncoderModel
+from hf_atr.models.clap.convert_clap_checkpoint import atr_config_kwargs_from_clap
 from hf_atr.models.panns.configuration_panns import PannsConfig
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.objectives.registry import build_objective
@@ -75,10 +79,20 @@ def panns_builder(architecture: str) -> ModelBuilder:
     return build
 
 
+def build_clap_base(batch_size: int, seconds: float) -> tuple[AtrDualEncoderModel, dict[str, torch.Tensor]]:
+    """CLAP at laion/clap-htsat-unfused's sizes, random weights, on its own (unfused) log-mel features."""
+    extractor = ClapFeatureExtractor()  # 48 kHz, hop 480, 64 mel bins
+    model = AtrDualEncoderModel(AtrConfig(**atr_config_kwargs_from_clap(ClapConfig())))
+    frames = 1 + int(round(seconds * extractor.sampling_rate)) // extractor.hop_length
+    features = torch.randn(batch_size, 1, frames, extractor.feature_size)
+    return model, {"input_features": features}
+
+
 BACKBONES: dict[str, ModelBuilder] = {
     "demo": build_demo,
     "panns-cnn14": panns_builder("cnn14"),
     "panns-resnet38": panns_builder("resnet38"),
+    "clap-htsat-unfused": build_clap_base,
 }
 
 
@@ -129,11 +143,12 @@ def main() -> None:
     device = torch.device(args.device)
     names = ["demo", *[name for name in (args.only or BACKBONES) if name != "demo"]]
 
-    steps, parameters, peak_memory = {}, {}, {}
+    steps, parameters, totals, peak_memory = {}, {}, {}, {}
     for name in names:
         torch.manual_seed(0)
         model, audio_inputs = BACKBONES[name](batch_size, args.seconds)
         parameters[name] = sum(parameter.numel() for parameter in model.audio_model.parameters())
+        totals[name] = sum(parameter.numel() for parameter in model.parameters())
         steps[name] = make_step(model, audio_inputs, batch_size, device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -151,12 +166,13 @@ def main() -> None:
         f"Training step, batch {batch_size}, {args.seconds:g}-s clips, {device}, "
         f"{torch.get_num_threads()} threads, {rounds} rounds"
     )
-    header = f"{'audio tower':<16}{'params':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}"
+    header = f"{'model':<20}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}"
     print(header + ("   peak GiB" if peak_memory else ""))
     baseline = min(timings["demo"])
     for name in names:
         row = (
-            f"{name:<16}{parameters[name] / 1e6:>8.2f}M{statistics.median(timings[name]):>12.1f}"
+            f"{name:<20}{parameters[name] / 1e6:>8.2f}M{totals[name] / 1e6:>8.2f}M"
+            f"{statistics.median(timings[name]):>12.1f}"
             f"{min(timings[name]):>10.1f}{min(timings[name]) / baseline:>11.1f}x"
         )
         print(row + (f"{peak_memory[name]:>11.2f}" if peak_memory else ""))

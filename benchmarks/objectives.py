@@ -43,7 +43,6 @@ import torch
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-import hf_atr.objectives  # noqa: F401  (registers the built-in objectives)
 from hf_atr.objectives.dart import (
     DEFAULT_UWD_MARGINAL_REG,
     DEFAULT_UWD_REG,
@@ -52,8 +51,8 @@ from hf_atr.objectives.dart import (
     normalised_marginal,
     reliability_scores,
 )
-from hf_atr.objectives.ot import unbalanced_sinkhorn_plan
 from hf_atr.objectives.registry import Objective, build_objective
+from hf_atr.ot import unbalanced_sinkhorn_plan
 
 OBJECTIVES = ("contrastive", "triplet", "iot", "iot_partial", "dart")
 CASES = ((32, 512), (256, 1024))

@@ -1,4 +1,4 @@
-"""Our OT solvers (hf_atr.objectives.ot) against POT, measured side by side in one run (issue 7 goals).
+"""Our OT solvers (hf_atr.ot) against POT, measured side by side in one run (issue 7 goals).
 
 Run: ``python benchmarks/ot_solvers.py [--quick] [--threads 2]``. Float32 on CPU. Prints, for each goal,
 both timings (median of repeats, interleaved), the ratio, the accuracy, and whether the goal is met:
@@ -30,8 +30,8 @@ from collections.abc import Callable
 import ot
 import torch
 
-from hf_atr.objectives.mltm import DEFAULT_IOT_TOL, DEFAULT_MAX_ITER
-from hf_atr.objectives.ot import partial_sinkhorn_log_plan, sinkhorn_log_plan, unbalanced_sinkhorn_plan
+from hf_atr.objectives.mltm import DEFAULT_IOT_TOL
+from hf_atr.ot import DEFAULT_MAX_ITER, partial_sinkhorn_log_plan, sinkhorn_log_plan, unbalanced_sinkhorn_plan
 
 REG_IOT = 0.05
 TOL = 1e-6

@@ -19,8 +19,8 @@ import hf_atr  # noqa: F401  (registers the model type with the Auto classes)
 from hf_atr.data.schema import LANGUAGES
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
-from hf_atr.hub import push_to_hub, stage_upload
 from hf_atr.modeling_atr import AtrDualEncoderModel
+from hf_atr.pipelines.sharing import push_to_hub, stage_upload
 from hf_atr.processing_atr import AtrProcessor
 
 

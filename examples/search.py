@@ -19,7 +19,6 @@ import hf_atr  # noqa: F401  (registers the model type with the Auto classes)
 from hf_atr.data.synthcaps import SOUND_EVENTS, event_phrase, load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.modeling_atr import AtrDualEncoderModel
-from hf_atr.pipelines.retrieval_pipeline import register_pipeline
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.tokenization import train_caption_tokenizer
 
@@ -61,7 +60,6 @@ def main() -> None:
     if not args.model:
         print(f"No --model given: using an untrained tiny model saved in {model_dir} (rankings are chance).")
 
-    register_pipeline()
     pipe = pipeline("audio-text-retrieval", model=str(model_dir))
     pipe.index(corpus)  # every clip, and every caption as "<audio_id>#<slot>"
     print(f"Indexed {len(pipe.audio_index)} clips and {len(pipe.text_index)} captions.")

@@ -39,13 +39,13 @@ import torch
 from datasets import load_from_disk
 from transformers import get_cosine_schedule_with_warmup
 
-import hf_atr.objectives.atri  # noqa: F401  (registers kcl, cacl and random_language)
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.data.schema import ENGLISH, LANGUAGES
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
-from hf_atr.evaluation.multilingual import format_multilingual_table, language_consistency
+from hf_atr.evaluation.multilingual import language_consistency
+from hf_atr.evaluation.tables import results_table
 from hf_atr.objectives.registry import build_objective
 from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.training.collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
@@ -215,8 +215,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
         f"(chance T2A R@1 = {100 / args.num_test:.1f}%). Recall and mAP@10 in %, lower Gap/Dis/MRV is more consistent.\n"
     )
     print(
-        format_multilingual_table(
-            {scheme: result["metrics"] for scheme, result in results.items()}, LANGUAGES
+        results_table(
+            {scheme: result["metrics"] for scheme, result in results.items()}, LANGUAGES, decimals=2
         )
     )
     print(

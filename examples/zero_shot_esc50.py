@@ -34,7 +34,8 @@ from datasets import concatenate_datasets
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, class_prompts, load_esc50
-from hf_atr.evaluation.evaluator import encode_audio, encode_text, head_similarity
+from hf_atr.encoding import encode_audio, encode_text
+from hf_atr.evaluation.evaluator import head_similarity
 from hf_atr.evaluation.retrieval import retrieval_metrics
 
 METRICS = {"accuracy": "t2a_R@1", "mAP@10": "t2a_mAP@10", "class_to_audio_mAP@10": "a2t_mAP@10"}

@@ -1,62 +1,43 @@
 """hf-atr: audio-text retrieval for the Hugging Face stack.
 
-Importing the package registers the built-in objectives, the ``audio-text-retrieval`` model type
-with ``AutoConfig``, ``AutoModel`` and ``AutoProcessor``, and the PANNs backbones (``model_type="panns"``)
-with ``AutoConfig``, ``AutoModel``, ``AutoModelForAudioClassification`` and ``AutoFeatureExtractor``
-(no ``trust_remote_code`` needed).
+Every public name resolves on first use (``from hf_atr import AtrTrainer`` imports the trainer then, not
+before), so ``import hf_atr``, ``import hf_atr.data`` and ``hf-atr --help`` stay light. Importing the
+package also arranges the registration of the ``audio-text-retrieval`` model type with ``AutoConfig``,
+``AutoModel``, ``AutoProcessor`` and ``pipeline()``, and of the PANNs backbones (``model_type="panns"``) with
+``AutoConfig``, ``AutoModel``, ``AutoModelForAudioClassification`` and ``AutoFeatureExtractor`` (no
+``trust_remote_code`` needed); each happens as soon as transformers loads those, before or after this
+import (:mod:`hf_atr.auto_registration`).
 """
 
-from .configuration_atr import AtrConfig
-from .modeling_atr import AtrDualEncoderModel, AtrOutput, AtrScoringHead, register_auto_classes
-from .models.panns import register_panns
-from .objectives import available_objectives, build_objective, register_objective
-from .pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
-from .processing_atr import AtrProcessor, register_auto_processor
-
-register_auto_classes()
-register_panns()
-register_auto_processor()
-register_pipeline()
+from .auto_registration import install_registration_hook
+from .lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
-_LAZY_ATTRIBUTES = {
-    "AtrTrainer": ".training",
-    "AtrDataCollator": ".training",
-    "retrieval_metrics": ".evaluation",
-    "retrieval_metrics_from_embeddings": ".evaluation",
-    "load_retrieval_metric": ".evaluation",
-    "push_to_hub": ".hub",
+_LAZY_NAMES = {
+    "AtrConfig": ".configuration_atr",
+    "AtrDualEncoderModel": ".modeling_atr",
+    "AtrOutput": ".modeling_atr",
+    "AtrScoringHead": ".modeling_atr",
+    "AtrProcessor": ".processing_atr",
+    "AudioTextRetrievalPipeline": ".pipelines.retrieval_pipeline",
+    "available_objectives": ".objectives.registry",
+    "build_objective": ".objectives.registry",
+    "register_objective": ".objectives.registry",
+    "AtrTrainer": ".training.trainer",
+    "AtrDataCollator": ".training.collator",
+    "WaveformCollator": ".training.waveform_collator",
+    "featurize_waveforms": ".training.waveform_collator",
+    "register_tower": ".towers",
+    "retrieval_metrics": ".evaluation.retrieval",
+    "retrieval_metrics_from_embeddings": ".evaluation.retrieval",
+    "load_retrieval_metric": ".evaluation.retrieval",
+    "push_to_hub": ".pipelines.sharing",
     "ModelCardCallback": ".model_card",
     "write_model_card": ".model_card",
 }
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
 
+__all__ = sorted(_LAZY_NAMES)
 
-def __getattr__(name: str):
-    # The trainer pulls in accelerate and transformers.Trainer (seconds of import time); load it on first use.
-    if name in _LAZY_ATTRIBUTES:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY_ATTRIBUTES[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "AudioTextRetrievalPipeline",
-    "AtrConfig",
-    "AtrDataCollator",
-    "AtrDualEncoderModel",
-    "AtrOutput",
-    "AtrProcessor",
-    "AtrScoringHead",
-    "AtrTrainer",
-    "available_objectives",
-    "ModelCardCallback",
-    "build_objective",
-    "load_retrieval_metric",
-    "register_objective",
-    "retrieval_metrics",
-    "retrieval_metrics_from_embeddings",
-    "push_to_hub",
-    "write_model_card",
-]
+install_registration_hook()

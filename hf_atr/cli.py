@@ -100,9 +100,13 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``hf-atr evaluate --model DIR --dataset {DIR,synthcaps}``."""
     parser = subparsers.add_parser(
         "evaluate",
-        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@10, MRV)",
+        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@c, MRV)",
         description="Encode every clip and caption of one split once and report text-to-audio and "
-        "audio-to-text R@1/5/10 and mAP@10 (and, with several --languages, per-language values and MRV). "
+        "audio-to-text R@1/5/10 and mAP@10 (--map-cutoffs for others, e.g. 10 16) and, with several "
+        "--languages, per-language values and MRV. Ties count against the relevant item, so a collapsed "
+        "model scores at chance or below. --relevance FILE evaluates with several relevant clips per caption "
+        "(DCASE 2025 judgements: a caption,file_name,relevance CSV with --relevance-threshold, or the "
+        "query,audio_filenames lists); only the judged captions are queries. "
         "--dataset is a DatasetDict (or Dataset) saved with `save_to_disk` in the hf-atr schema "
         "(audio, audio_id, captions, optional translations), or `synthcaps` to generate the embedded "
         "synthetic corpus.",
@@ -120,7 +124,36 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
     )
     parser.add_argument("--batch-size", type=int, default=32, help="clips per forward pass (default: 32)")
-    parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
+    parser.add_argument(
+        "--map-cutoffs",
+        type=int,
+        nargs="+",
+        default=None,
+        help="cutoffs c of mAP@c, e.g. 10 16 (DCASE 2025 ranks by mAP@16; default: the library's, mAP@10)",
+    )
+    parser.add_argument(
+        "--relevance",
+        default=None,
+        help="relevance judgements of the split (CSV, see docs/corpora.md): several relevant clips per caption",
+    )
+    parser.add_argument(
+        "--relevance-threshold",
+        type=float,
+        default=None,
+        help="graded judgements: a pair is relevant when its relevance is >= this value",
+    )
+    parser.add_argument(
+        "--relevance-missing",
+        choices=("error", "skip"),
+        default="error",
+        help="a judged caption or file the split lacks: stop (default) or skip it and report",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help='also write {"metrics": {...}, "protocol": {...}} to this JSON file: the metrics and how they '
+        "were obtained (tie rule, split, clips, captions, languages, relevance file, cutoffs, scoring)",
+    )
     parser.set_defaults(handler=run_evaluate)
     return parser
 
@@ -167,16 +200,37 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from transformers import AutoModel, AutoProcessor
 
     from hf_atr.evaluation.evaluator import RetrievalEvaluator
+    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
 
-    dataset = _evaluation_split(args)
+    dataset, split = _evaluation_split(args)
     model = AutoModel.from_pretrained(args.model)
     processor = AutoProcessor.from_pretrained(args.model)
-    evaluator = RetrievalEvaluator(
-        dataset, processor, languages=args.languages, batch_size=args.batch_size, show_progress=True
-    )
+    try:
+        evaluator = RetrievalEvaluator(
+            dataset,
+            processor,
+            languages=args.languages,
+            batch_size=args.batch_size,
+            show_progress=True,
+            split=split,
+            relevance=args.relevance,
+            relevance_threshold=args.relevance_threshold,
+            relevance_missing=args.relevance_missing,
+            map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
+        )
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"hf-atr evaluate: {error}") from error
     metrics = evaluator(model)
+    protocol = evaluator.protocol
+    relevance = (
+        f"relevance judgements {protocol['relevance_file']}"
+        if protocol["relevance"] == "judgements"
+        else "each caption's own clip relevant"
+    )
     print(
-        f"Retrieval on {args.dataset} ({args.split}, {len(dataset)} clips); recall and mAP in %, ranks 1-based:"
+        f"Retrieval on {args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips, "
+        f"{protocol['captions']} captions, {relevance}; ties count against the relevant item); recall and "
+        "mAP in %, ranks 1-based:"
     )
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
@@ -185,21 +239,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"  {name:<{width}}  {shown}")
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(metrics, indent=2))
-        print(f"Metrics written to {args.output}")
+        Path(args.output).write_text(json.dumps({"metrics": metrics, "protocol": protocol}, indent=2))
+        print(f"Metrics and protocol written to {args.output}")
     return 0
 
 
 def _pipeline(model: str, **pipeline_kwargs: Any) -> Any:
-    from transformers import pipeline
+    from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
 
-    from hf_atr.pipelines.retrieval_pipeline import register_pipeline
-
-    register_pipeline()
     return pipeline("audio-text-retrieval", model=model, **pipeline_kwargs)
 
 
-def _evaluation_split(args: argparse.Namespace) -> Any:
+def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The dataset to evaluate and its split name (``None`` for a saved single ``Dataset``)."""
     if args.dataset == SYNTHCAPS:
         from hf_atr.data.schema import LANGUAGES
         from hf_atr.data.synthcaps import load_synthcaps
@@ -208,9 +260,8 @@ def _evaluation_split(args: argparse.Namespace) -> Any:
         unknown = [language for language in languages if language not in LANGUAGES]
         if unknown:
             raise SystemExit(f"synthcaps has no captions in {unknown}; choose from {list(LANGUAGES)}.")
-        return load_synthcaps(num_train=0, num_validation=0, num_test=args.num_test, languages=languages)[
-            "test"
-        ]
+        synthcaps = load_synthcaps(num_train=0, num_validation=0, num_test=args.num_test, languages=languages)
+        return synthcaps["test"], "test"
     from datasets import DatasetDict, load_from_disk
 
     path = Path(args.dataset)
@@ -222,8 +273,8 @@ def _evaluation_split(args: argparse.Namespace) -> Any:
     if isinstance(loaded, DatasetDict):
         if args.split not in loaded:
             raise SystemExit(f"{path} has no split {args.split!r}; splits: {sorted(loaded)}.")
-        return loaded[args.split]
-    return loaded
+        return loaded[args.split], args.split
+    return loaded, None
 
 
 __all__ = [

@@ -3,23 +3,44 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from huggingface_hub.dataclasses import strict
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
+from transformers.utils import logging
 
 from .objectives.registry import default_scoring, validate_objective_config
 
+logger = logging.get_logger(__name__)
+
 SCORING_KINDS = ("cosine", "euclidean", "mahalanobis")
-POOLING_KINDS = ("mean", "cls", "pooler")
+POOLING_KINDS = ("mean", "cls", "max", "pooler")
+PROJECTION_KINDS = ("linear", "mlp")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
+
+FORMAT_VERSION = 1
+"""Version of the saved ``config.json`` format. Files written before versioning (hf-atr up to issue 12) are
+format 0 and read through :data:`MIGRATIONS`."""
+
+
+def _from_format_0(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Format 0 -> 1: the fields are the same; format 1 only records its version."""
+    return {**config_dict, "format_version": 1}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0}
+"""Format ``n`` -> the function that turns a saved format-``n`` dict into format ``n + 1``."""
+
+_loading_saved_config: ContextVar[bool] = ContextVar("_loading_saved_config", default=False)
 
 
 @strict
 class AtrConfig(PreTrainedConfig):
     r"""Configuration of an :class:`~hf_atr.AtrDualEncoderModel`: any transformers audio backbone, any text
-    backbone, linear projections to a shared space and a scoring head.
+    backbone, projections to a shared space and a scoring head.
 
     Args:
         audio_config (`dict` or `PreTrainedConfig`):
@@ -30,8 +51,25 @@ class AtrConfig(PreTrainedConfig):
         projection_dim (`int`, defaults to 512):
             Size of the shared embedding space.
         audio_pooling / text_pooling (`str`, defaults to `"mean"`):
-            How a sequence of hidden states becomes one vector: `"mean"` (masked mean), `"cls"` (first token)
-            or `"pooler"` (the backbone's `pooler_output`).
+            How a sequence of hidden states becomes one vector: `"mean"` (masked mean), `"cls"` (first token),
+            `"max"` (masked maximum over the sequence) or `"pooler"` (the backbone's `pooler_output`; CLAP's
+            towers).
+        text_pooling_normalize (`bool`, defaults to `False`):
+            L2-normalise the pooled text vector before the projection (a sentence-transformers `Normalize`
+            module after its `Pooling`).
+        projection (`str`, defaults to `"linear"`):
+            `"linear"`: one bias-free linear map per tower to `projection_dim`. `"mlp"`: CLAP's projection
+            head, linear (with bias) → `projection_hidden_act` → linear (with bias), both to `projection_dim`.
+        projection_hidden_act (`str`, defaults to `"relu"`):
+            Activation between the two layers of the `"mlp"` projection (a `transformers.activations` name).
+        separate_logit_scales (`bool`, defaults to `False`):
+            `False`: one learnable logit scale. `True`: two, as CLAP (`logit_scale_t`, `logit_scale_a`):
+            `logits_per_text` (text→audio) use the head's `logit_scale`, `logits_per_audio` (audio→text, and
+            zero-shot classification) its `audio_logit_scale`.
+        freeze_audio / freeze_text (`bool`, defaults to `False`):
+            Keep a tower's weights fixed: its parameters do not require gradients (so the Trainer's optimizer
+            holds no state for them), it runs in eval mode (dropout off, batch-norm statistics fixed) and
+            without autograd.
         scoring (`str`, *optional*):
             Scoring head: `"cosine"` similarity, negative `"euclidean"` distance, or negative
             `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9). It is also the ground cost of
@@ -44,7 +82,12 @@ class AtrConfig(PreTrainedConfig):
             Initial log inverse temperature of the scoring head (CLIP's 2.6592).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
             Training objective: a registered name and its hyperparameters, e.g.
-            `{"name": "triplet", "margin": 0.2}`. See `hf_atr.objectives.available_objectives()`.
+            `{"name": "triplet", "margin": 0.2}`. See `hf_atr.objectives.available_objectives()`. A new
+            config with an unknown objective raises; a saved one (`from_pretrained`, `from_dict`) whose
+            objective is not installed here only warns, so the model still loads for search, and building
+            its objective (training) is what fails.
+        format_version (`int`):
+            Version of the saved format (:data:`FORMAT_VERSION`); older files are migrated on load.
 
     Example:
 
@@ -71,15 +114,62 @@ class AtrConfig(PreTrainedConfig):
     scoring: str | None = None
     logit_scale_init: float = math.log(1 / 0.07)
     objective: dict[str, Any] | None = None
+    text_pooling_normalize: bool = False
+    projection: str = "linear"
+    projection_hidden_act: str = "relu"
+    separate_logit_scales: bool = False
+    freeze_audio: bool = False
+    freeze_text: bool = False
+    format_version: int = FORMAT_VERSION
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> AtrConfig:
+        """Read a saved config: migrate older formats, and only warn when its objective is not installed."""
+        token = _loading_saved_config.set(True)
+        try:
+            return super().from_dict(migrate_config_dict(config_dict), **kwargs)
+        finally:
+            _loading_saved_config.reset(token)
 
     def __post_init__(self, **kwargs):
         if self.objective is None:
             self.objective = dict(DEFAULT_OBJECTIVE)
-        validate_objective_config(self.objective)
+        objective_installed = self._check_objective()
         if self.scoring is None:
+            if not objective_installed:
+                raise ValueError(
+                    f"This config has no `scoring`, and its objective {self.objective!r} is not installed here "
+                    "to say which metric its paper uses; set `scoring` to one of "
+                    f"{SCORING_KINDS}."
+                )
             self.scoring = default_scoring(self.objective)
         self._check_values()
+        if "attn_implementation" not in kwargs:
+            # PreTrainedConfig sets its sub-configs' attention implementation to this config's (None): a tower
+            # built before this config, which reads the same sub-config object, would lose its own (and then
+            # pair eager attention with an SDPA-style padding mask: wrong outputs for padded captions).
+            kept = {
+                name: sub_config._attn_implementation
+                for name in ("audio_config", "text_config")
+                if isinstance(sub_config := getattr(self, name), PreTrainedConfig)
+                and sub_config._attn_implementation is not None
+            }
+            if kept:
+                kwargs["attn_implementation"] = kept
         super().__post_init__(**kwargs)
+
+    def _check_objective(self) -> bool:
+        """Whether the objective can be built here: a new config raises when it cannot, a saved one warns."""
+        try:
+            validate_objective_config(self.objective)
+        except ValueError as error:
+            if not _loading_saved_config.get():
+                raise
+            logger.warning(
+                f"{error} The model loads and encodes as usual; training it needs that objective installed."
+            )
+            return False
+        return True
 
     def _check_values(self) -> None:
         """Fail at construction with a plain ``ValueError`` that lists the allowed values."""
@@ -90,10 +180,51 @@ class AtrConfig(PreTrainedConfig):
                 raise ValueError(
                     f"`{field_name}` must be one of {POOLING_KINDS}, got {getattr(self, field_name)!r}."
                 )
+        if self.projection not in PROJECTION_KINDS:
+            raise ValueError(f"`projection` must be one of {PROJECTION_KINDS}, got {self.projection!r}.")
+        # transformers.activations loads its kernel hub (~1 s): read the config module without it.
+        from transformers.activations import ACT2FN
+
+        if self.projection_hidden_act not in ACT2FN:
+            raise ValueError(
+                f"`projection_hidden_act` must be a transformers activation name (e.g. 'relu', 'gelu'), "
+                f"got {self.projection_hidden_act!r}."
+            )
         if not isinstance(self.projection_dim, int) or self.projection_dim <= 0:
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
         if not math.isfinite(self.logit_scale_init):
             raise ValueError(f"`logit_scale_init` must be finite, got {self.logit_scale_init!r}.")
 
 
-__all__ = ["AtrConfig", "SCORING_KINDS", "POOLING_KINDS"]
+def register_auto_config() -> None:
+    """Make ``AutoConfig`` resolve ``model_type="audio-text-retrieval"`` without remote code."""
+    AutoConfig.register(AtrConfig.model_type, AtrConfig, exist_ok=True)
+
+
+def migrate_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """A saved config dict in the current :data:`FORMAT_VERSION` (a dict without a version is format 0)."""
+    version = config_dict.get("format_version", 0)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"This config was saved in format {version!r}, but this hf-atr reads formats up to {FORMAT_VERSION}; "
+            "upgrade hf-atr to load it."
+        )
+    while version < FORMAT_VERSION:
+        config_dict = MIGRATIONS[version](config_dict)
+        version += 1
+    return config_dict
+
+
+ATR_CONFIG_FIELDS = tuple(AtrConfig.__annotations__)
+"""The options :class:`AtrConfig` adds to ``PreTrainedConfig`` (how ``from_*`` constructors route keyword arguments)."""
+
+__all__ = [
+    "ATR_CONFIG_FIELDS",
+    "AtrConfig",
+    "FORMAT_VERSION",
+    "POOLING_KINDS",
+    "PROJECTION_KINDS",
+    "SCORING_KINDS",
+    "migrate_config_dict",
+    "register_auto_config",
+]

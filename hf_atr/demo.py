@@ -20,7 +20,10 @@ from transformers.utils import logging
 from .configuration_atr import AtrConfig
 from .data.schema import LANGUAGES, all_captions
 from .data.synthcaps import load_synthcaps
-from .evaluation.evaluator import RetrievalEvaluator, encode_audio, encode_text, head_similarity
+from .encoding import encode_audio, encode_text
+from .evaluation.evaluator import RetrievalEvaluator, head_similarity
+from .evaluation.tables import results_table
+from .model_card import ModelCardCallback, write_model_card
 from .modeling_atr import AtrDualEncoderModel
 from .processing_atr import AtrProcessor
 from .tokenization import train_caption_tokenizer
@@ -29,6 +32,7 @@ from .training.trainer import AtrTrainer
 logger = logging.get_logger(__name__)
 
 EXAMPLE_QUERIES = ("a loud siren", "a high-pitched tone followed by a low tone")
+CORPUS = "synthcaps"
 
 
 def tiny_feature_extractor(sampling_rate: int = 16000, duration: float = 2.0) -> ASTFeatureExtractor:
@@ -103,6 +107,9 @@ def run_demo(
 ) -> DemoResult:
     """Train and evaluate a tiny model on synthcaps; write ``metrics.json`` and the model to ``output_dir``.
 
+    The model directory holds the weights, the processor and the model card with the test results
+    (``make model-cards`` copies it to ``model_cards/demo-contrastive/``).
+
     Returns the metrics (English + 7 translations, with per-language keys and MRV), the chance level
     of T2A R@1 (``1 / num_test``), and the top-3 clips for :data:`EXAMPLE_QUERIES`.
     """
@@ -145,6 +152,7 @@ def run_demo(
         train_dataset=features["train"],
         processing_class=processor,
         train_languages=list(LANGUAGES),
+        callbacks=[ModelCardCallback(training_data=CORPUS)],
     )
     train_started = time.perf_counter()
     trainer.train()
@@ -155,6 +163,7 @@ def run_demo(
     model_dir = output_dir / "model"
     model.save_pretrained(model_dir)
     processor.save_pretrained(model_dir)
+    write_model_card(model, model_dir, eval_results=metrics)  # the card with the test results
     (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
 
     searches = search_examples(model, processor, features["test"], EXAMPLE_QUERIES, top_k=3)
@@ -192,24 +201,12 @@ def search_examples(
 
 
 def format_results_table(result: DemoResult, languages: tuple[str, ...] = LANGUAGES) -> str:
-    """A Markdown table: one row per language plus the average, R@1/5/10 both ways, mAP@10, then MRV."""
-    columns = ["t2a_R@1", "t2a_R@5", "t2a_R@10", "a2t_R@1", "a2t_R@5", "a2t_R@10", "t2a_mAP@10", "a2t_mAP@10"]
-    lines = [
-        "| language | " + " | ".join(columns) + " |",
-        "|---|" + "---|" * len(columns),
-    ]
-    for language in (*languages, None):
-        suffix = "" if language is None else f"/{language}"
-        label = "avg" if language is None else language
-        values = [result.metrics.get(f"{column}{suffix}") for column in columns]
-        lines.append(
-            f"| {label} | " + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in values) + " |"
-        )
-    lines.append("")
-    lines.append(
-        f"MRV (mean rank variance across languages, lower is more consistent): {result.metrics.get('MRV', float('nan')):.2f}"
+    """The demo's report: the results table (one row per language plus the average, MRV) and chance level."""
+    return "\n".join(
+        [
+            results_table(result.metrics, languages),
+            "",
+            "MRV: mean rank variance across languages, lower is more consistent.",
+            f"Chance level: T2A R@1 = {100 * result.chance_r1:.1f}% ({round(1 / result.chance_r1)} test clips)",
+        ]
     )
-    lines.append(
-        f"Chance level: T2A R@1 = {100 * result.chance_r1:.1f}% ({round(1 / result.chance_r1)} test clips)"
-    )
-    return "\n".join(lines)

@@ -1,23 +1,23 @@
-"""Push a dual encoder with its processor, model card and (optionally) its retrieval index to the Hub.
+"""Push a dual encoder with its processor and model card to the Hub in one commit.
 
 transformers' own ``push_to_hub`` replaces ``README.md`` with a generic card fetched from the Hub;
-:func:`push_to_hub` writes ours instead and uploads everything in one commit.
+:func:`push_to_hub` writes ours instead (``AtrDualEncoderModel.push_to_hub`` calls it). What else goes
+into the repository is written by its owner through ``stage_extra``: the retrieval pipeline adds its index
+(:meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.push_to_hub`,
+:func:`hf_atr.pipelines.sharing.push_to_hub`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 
-from hf_atr.model_card import write_model_card
-from hf_atr.pipelines.index import EmbeddingIndex, model_fingerprint
-from hf_atr.pipelines.retrieval_pipeline import INDEX_DIRNAME, INDEX_NAMES
+from .model_card import write_model_card
 
 
 def push_to_hub(
@@ -25,7 +25,6 @@ def push_to_hub(
     repo_id: str,
     *,
     processor: Any = None,
-    index_dir: str | os.PathLike | None = None,
     eval_results: Mapping[str, float] | None = None,
     training_data: str | None = None,
     license: str | None = None,
@@ -35,14 +34,14 @@ def push_to_hub(
     revision: str | None = None,
     create_pr: bool = False,
     max_shard_size: str | int = "5GB",
+    stage_extra: Callable[[Path], object] | None = None,
 ) -> CommitInfo:
-    """Upload ``model`` (+ ``processor``, + the index saved in ``index_dir``) and its card in one commit.
+    """Upload ``model`` (+ ``processor``) and its card in one commit.
 
-    Files in the repository: the model's ``config.json`` and weights, the processor's files,
+    Files in the repository: the model's ``config.json`` and weights, the processor's files, and
     ``README.md`` (the card of :func:`~hf_atr.model_card.write_model_card`, whose usage snippet names
-    ``repo_id``), and ``retrieval_index/{audio,text}_index.{safetensors,json}`` when ``index_dir`` is given
-    (checked first: an index built with other weights raises ``IndexFormatError`` and nothing is uploaded).
-    ``pipeline("audio-text-retrieval", model=repo_id)`` then loads the index with the model.
+    ``repo_id``), plus what ``stage_extra(staging_directory)`` writes; it runs before anything is uploaded,
+    so an error there uploads nothing.
 
     Returns:
         huggingface_hub's ``CommitInfo`` of the upload.
@@ -55,11 +54,11 @@ def push_to_hub(
             work_dir,
             repo_id=repo_id,
             processor=processor,
-            index_dir=index_dir,
             eval_results=eval_results,
             training_data=training_data,
             license=license,
             max_shard_size=max_shard_size,
+            stage_extra=stage_extra,
         )
         operations = [
             CommitOperationAdd(path_in_repo=path.relative_to(work_dir).as_posix(), path_or_fileobj=str(path))
@@ -80,11 +79,11 @@ def stage_upload(
     *,
     repo_id: str | None = None,
     processor: Any = None,
-    index_dir: str | os.PathLike | None = None,
     eval_results: Mapping[str, float] | None = None,
     training_data: str | None = None,
     license: str | None = None,
     max_shard_size: str | int = "5GB",
+    stage_extra: Callable[[Path], object] | None = None,
 ) -> list[Path]:
     """Write into ``directory`` exactly the files :func:`push_to_hub` uploads; returns them, sorted.
 
@@ -94,8 +93,8 @@ def stage_upload(
     model.save_pretrained(directory, max_shard_size=max_shard_size)
     if processor is not None:
         processor.save_pretrained(directory)
-    if index_dir is not None:
-        _copy_index(model, Path(index_dir), directory / INDEX_DIRNAME)
+    if stage_extra is not None:
+        stage_extra(directory)
     write_model_card(
         model,
         directory,
@@ -105,23 +104,6 @@ def stage_upload(
         license=license,
     )
     return sorted(path for path in directory.rglob("*") if path.is_file())
-
-
-def _copy_index(model: Any, source: Path, destination: Path) -> None:
-    """Copy a saved index after checking that it loads and belongs to ``model`` (never push a stale index)."""
-    names = [name for name in INDEX_NAMES if (source / f"{name}.json").is_file()]
-    if not names:
-        raise FileNotFoundError(
-            f"No saved retrieval index in {source}; write one with `pipe.save_index(dir)`."
-        )
-    fingerprint = model_fingerprint(model)
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        EmbeddingIndex.load(
-            source, name, expected_dim=model.config.projection_dim, expected_fingerprint=fingerprint
-        )
-        for suffix in (".safetensors", ".json"):
-            shutil.copy2(source / f"{name}{suffix}", destination / f"{name}{suffix}")
 
 
 __all__ = ["push_to_hub", "stage_upload"]

@@ -19,63 +19,19 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from transformers import TrainerCallback
 
-from hf_atr.objectives.registry import objective_parameters
+from .evaluation.tables import RETRIEVAL_COLUMNS, results_table
+from .objectives.registry import get_objective_class, objective_parameters
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "model_cards" / "atr_model_card.md"
 CARD_DATA_ATTRIBUTE = "model_card_data"
 """Attribute of the model where :class:`ModelCardCallback` keeps what it collected."""
 DEFAULT_LICENSE = "apache-2.0"
 
-_CLIP = (
-    "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021."
-)
-_CLAP = "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023."
-_VSE = "Faghri et al. VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. BMVC 2018."
-_MLTM = (
-    "Luong et al. Revisiting Deep Audio-Text Retrieval Through the Lens of Transportation (m-LTM). ICLR 2024."
-)
-_DART = "Guo, Tu, Xu. Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval (DART). ICLR 2026."
-_ATRI = (
-    "Yin et al. ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies by Reducing Data Distribution "
-    "Errors. ACL 2025."
-)
-_ASK = "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. ACL submission."
-
-OBJECTIVE_REFERENCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "contrastive": ("symmetric InfoNCE over in-batch pairs (CLIP / CLAP)", (_CLIP, _CLAP)),
-    "triplet": ("hinge triplet loss on the hardest in-batch negatives (VSE++)", (_VSE,)),
-    "iot": ("inverse optimal transport with a learned ground metric (m-LTM)", (_MLTM,)),
-    "iot_partial": ("inverse partial optimal transport, robust to noisy pairs (m-LTM)", (_MLTM,)),
-    "dart": (
-        "instance-level alignment plus reliability-weighted unbalanced Wasserstein feature alignment (DART)",
-        (_DART,),
-    ),
-    "kcl": ("K-language contrastive learning over all caption translations (ATRI)", (_ATRI,)),
-    "cacl": ("contrastive learning with a cross-language consistency term (ATRI)", (_ATRI,)),
-    "random_language": (
-        "contrastive learning on one random caption language per step (ATRI baseline)",
-        (_ATRI,),
-    ),
-    "ask": ("contrastive learning with an adaptive self-improving knowledge base (ASK)", (_ASK,)),
-}
-"""Objective name → (one-line description, paper citations)."""
-
 SCORING_DESCRIPTIONS = {
     "cosine": "cosine similarity × learned inverse temperature",
     "euclidean": "negative Euclidean distance × learned inverse temperature",
     "mahalanobis": "negative Mahalanobis distance with a learned PSD matrix (m-LTM Eq. 9) × learned inverse temperature",
 }
-TABLE_METRICS = (
-    "t2a_R@1",
-    "t2a_R@5",
-    "t2a_R@10",
-    "t2a_mAP@10",
-    "a2t_R@1",
-    "a2t_R@5",
-    "a2t_R@10",
-    "a2t_mAP@10",
-)
-"""Columns of the evaluation table (retrieval_metrics keys)."""
 _SPLIT_PREFIXES = ("eval_", "test_", "predict_")
 
 
@@ -91,31 +47,21 @@ def normalize_metric_names(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 def evaluation_table(metrics: Mapping[str, float]) -> str:
-    """Markdown table of the retrieval metrics in %: one row, or one row per language plus "avg" and MRV."""
+    """The card's evaluation section: the results table (in %, one row per language plus "avg") and its legend."""
     metrics = normalize_metric_names(metrics)
-    columns = [name for name in TABLE_METRICS if name in metrics]
-    if not columns:
+    if not any(key.split("/", 1)[0] in RETRIEVAL_COLUMNS for key in metrics):
         return "No evaluation results were recorded."
-    languages = sorted(
-        {key.split("/", 1)[1] for key in metrics if "/" in key and key.split("/", 1)[0] in columns}
-    )
-    rows = [(language, f"/{language}") for language in languages] + [("avg" if languages else "all", "")]
-    lines = ["| captions | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
-    for label, suffix in rows:
-        cells = [metrics.get(f"{column}{suffix}") for column in columns]
-        lines.append(
-            f"| {label} | " + " | ".join("—" if v is None else f"{100 * v:.1f}" for v in cells) + " |"
-        )
-    lines.append("")
-    lines.append(
+    lines = [
+        results_table(metrics),
+        "",
         "R@k: recall at k in % (a2t: any of the clip's captions in the top k); mAP@10 in %. "
-        "t2a = text → audio, a2t = audio → text."
-    )
+        "t2a = text → audio, a2t = audio → text.",
+    ]
     if "MRV" in metrics:
-        lines.append("")
-        lines.append(
-            f"MRV (mean rank variance across languages, ATRI Eq. 16; lower is more consistent): {metrics['MRV']:.2f}"
-        )
+        lines += [
+            "",
+            f"MRV (mean rank variance across languages, ATRI Eq. 16; lower is more consistent): {metrics['MRV']:.2f}",
+        ]
     return "\n".join(lines)
 
 
@@ -141,7 +87,7 @@ def build_model_card(
     config = model.config
     objective = dict(config.objective)
     objective_name = objective.pop("name")
-    description, citations = OBJECTIVE_REFERENCES.get(objective_name, ("a plugin objective", ()))
+    description, citations = _objective_reference(objective_name)
     model_name = model_id or getattr(model, "name_or_path", "") or "hf-atr audio-text retrieval model"
     model_name = Path(model_name).name if os.path.isabs(str(model_name)) else str(model_name)
     audio_backbone, text_backbone = _backbone(model.audio_model), _backbone(model.text_model)
@@ -290,6 +236,19 @@ def _backbone(backbone: Any) -> tuple[str, str]:
     return f"`{config.model_type}` ({source}{shape})", name
 
 
+def _objective_reference(objective_name: str) -> tuple[str, tuple[str, ...]]:
+    """(one-line description, citations) that the objective's class carries; a plugin that is not installed
+    here has neither."""
+    try:
+        objective_class = get_objective_class(objective_name)
+    except KeyError:
+        return "a plugin objective (not installed where this card was written)", ()
+    citation = objective_class.citation
+    return objective_class.description or "a plugin objective", (citation,) if isinstance(
+        citation, str
+    ) else tuple(citation)
+
+
 def _hyperparameter_list(objective_name: str, values: Mapping[str, Any]) -> str:
     """The objective's hyperparameters: those set in the config, then the defaults of the others."""
     try:
@@ -342,14 +301,13 @@ def _eval_results(metrics: Mapping[str, float], eval_dataset: str | None) -> lis
             metric_name=name,
             metric_value=round(metrics[name] if name == "MRV" else 100 * metrics[name], 2),
         )
-        for name in (*TABLE_METRICS, "MRV")
+        for name in (*RETRIEVAL_COLUMNS, "MRV")
         if name in metrics
     ]
 
 
 __all__ = [
     "ModelCardCallback",
-    "OBJECTIVE_REFERENCES",
     "build_model_card",
     "evaluation_table",
     "normalize_metric_names",

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
+from transformers.activations import ACT2FN
 from transformers.modeling_outputs import ModelOutput
 from transformers.utils import logging
 
-from .configuration_atr import AtrConfig
+from . import hub
+from .configuration_atr import ATR_CONFIG_FIELDS, AtrConfig, register_auto_config
+from .model_card import write_model_card
+from .models.clap.convert_clap_checkpoint import (
+    CLAP_FIXED_CONFIG_FIELDS,
+    atr_config_kwargs_from_clap,
+    convert_clap_state_dict,
+    load_clap_checkpoint,
+)
+from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
+from .towers import tower_from_config, tower_from_pretrained
 
 logger = logging.get_logger(__name__)
 
@@ -51,20 +64,31 @@ class AtrScoringHead(nn.Module):
     - ``"mahalanobis"``: ``s(t, a) = −sqrt((t − a)ᵀ M (t − a))`` with a learnable PSD ``M``
       (m-LTM Eq. 9), kept PSD by :meth:`project_to_psd_` after each optimizer step.
 
-    Logits are ``exp(logit_scale) · s`` with ``exp(logit_scale)`` capped at 100. Parameters are cast to
-    the dtype of the embeddings they score, so float32 objectives can score with a half-precision model.
+    Logits are ``exp(logit_scale) · s`` with ``exp(logit_scale)`` capped at 100. With
+    ``separate_scales`` (CLAP's ``logit_scale_t`` / ``logit_scale_a``), ``logits_per_text`` use
+    ``logit_scale`` and ``logits_per_audio`` a second parameter, ``audio_logit_scale``; otherwise both
+    directions share ``logit_scale``. The metric matrix is cast to the dtype of the embeddings it scores, so
+    float32 objectives can score with a half-precision model.
     """
 
-    def __init__(self, kind: str, dim: int, logit_scale_init: float) -> None:
+    def __init__(self, kind: str, dim: int, logit_scale_init: float, separate_scales: bool = False) -> None:
         super().__init__()
         self.kind = kind
         self.logit_scale = nn.Parameter(torch.tensor(float(logit_scale_init)))
+        if separate_scales:
+            self.audio_logit_scale = nn.Parameter(torch.tensor(float(logit_scale_init)))
         if kind == "mahalanobis":
             self.metric_matrix = nn.Parameter(torch.eye(dim))
 
     def scale(self) -> torch.Tensor:
-        """``exp(logit_scale)``, capped at :data:`MAX_LOGIT_SCALE`."""
+        """``exp(logit_scale)``, capped at :data:`MAX_LOGIT_SCALE`: the factor of ``logits_per_text``."""
         return self.logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+
+    def audio_scale(self) -> torch.Tensor:
+        """The factor of ``logits_per_audio``: ``exp(audio_logit_scale)`` (capped), or :meth:`scale` when shared."""
+        if not hasattr(self, "audio_logit_scale"):
+            return self.scale()
+        return self.audio_logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
 
     def symmetric_metric(self) -> torch.Tensor:
         """``(dim, dim)`` ``(M + Mᵀ) / 2``, the matrix the quadratic form ``(x − y)ᵀ M (x − y)`` actually uses."""
@@ -97,8 +121,12 @@ class AtrScoringHead(nn.Module):
         return -self.distance(text_embeds, audio_embeds)
 
     def forward(self, text_embeds: torch.Tensor, audio_embeds: torch.Tensor) -> torch.Tensor:
-        """``(n_text, n_audio)`` logits = scale · similarity."""
+        """``(n_text, n_audio)`` logits = scale · similarity (``logits_per_text``)."""
         return self.scale() * self.similarity(text_embeds, audio_embeds)
+
+    def audio_logits(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
+        """``(n_audio, n_text)`` logits = audio scale · similarityᵀ (``logits_per_audio``, zero-shot scores)."""
+        return self.audio_scale() * self.similarity(text_embeds, audio_embeds).T
 
     @torch.no_grad()
     def project_to_psd_(self) -> None:
@@ -145,6 +173,8 @@ class AtrPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, AtrScoringHead):
             init.constant_(module.logit_scale, self.config.logit_scale_init)
+            if hasattr(module, "audio_logit_scale"):
+                init.constant_(module.audio_logit_scale, self.config.logit_scale_init)
             if module.kind == "mahalanobis":
                 init.copy_(module.metric_matrix, torch.eye(module.metric_matrix.shape[0]))
         elif isinstance(module, nn.Linear):
@@ -162,31 +192,73 @@ def _encoder_only(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
+class AtrProjectionMLP(nn.Module):
+    """CLAP's projection head (``ClapProjectionLayer``): linear → activation → linear, both with bias.
+
+    ``(batch, in_dim)`` → ``(batch, out_dim)``; the first layer maps to ``out_dim`` already.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, hidden_act: str) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(in_dim, out_dim)
+        self.activation = ACT2FN[hidden_act]
+        self.linear2 = nn.Linear(out_dim, out_dim)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.activation(self.linear1(hidden_states)))
+
+
+def _projection(config: AtrConfig, in_dim: int) -> nn.Module:
+    """A tower's projection to ``config.projection_dim``: bias-free linear, or CLAP's two-layer head."""
+    if config.projection == "mlp":
+        return AtrProjectionMLP(in_dim, config.projection_dim, config.projection_hidden_act)
+    return nn.Linear(in_dim, config.projection_dim, bias=False)
+
+
 def _pool(
     hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str, pooler_output: Any
 ) -> torch.Tensor:
-    """``(batch, seq, hidden)`` → ``(batch, hidden)`` by masked mean, first token, or the backbone's pooler."""
+    """``(batch, seq, hidden)`` → ``(batch, hidden)``: masked mean, first token, masked max, or the backbone's pooler.
+
+    Mean and max follow sentence-transformers' ``Pooling`` (padding excluded by the attention mask).
+    """
     if pooling == "pooler":
         if pooler_output is None:
             raise ValueError(
-                "pooling='pooler' but this backbone returns no `pooler_output`; use 'mean' or 'cls'."
+                "pooling='pooler' but this backbone returns no `pooler_output`; use 'mean', 'cls' or 'max'."
             )
         return pooler_output
     if pooling == "cls":
         return hidden_states[:, 0]
-    if attention_mask is None or attention_mask.shape[1] != hidden_states.shape[1]:
+    mask = None
+    if attention_mask is not None and attention_mask.shape[1] == hidden_states.shape[1]:
+        mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)
+    if pooling == "max":
+        if mask is None:
+            return hidden_states.max(dim=1).values
+        return hidden_states.masked_fill(mask == 0, float("-inf")).max(dim=1).values
+    if mask is None:
         return hidden_states.mean(dim=1)
-    weights = attention_mask.to(hidden_states.dtype).unsqueeze(-1)
-    return (hidden_states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def _frozen_context(frozen: bool) -> contextlib.AbstractContextManager:
+    """No autograd through a frozen tower (nothing to store for a backward pass that never reaches it)."""
+    return torch.no_grad() if frozen else contextlib.nullcontext()
 
 
 class AtrDualEncoderModel(AtrPreTrainedModel):
-    """Audio backbone + text backbone + linear projections + :class:`AtrScoringHead`.
+    """Audio backbone + text backbone + projections + :class:`AtrScoringHead`.
 
-    Any transformers audio model (AST, Whisper's encoder, CLAP's audio tower, wav2vec2, ...) and any
-    text model (BERT, RoBERTa, XLM-R, ...) can be combined, as ``VisionTextDualEncoderModel`` does
-    for images. ``forward`` returns L2-normalised embeddings and scaled logits; training losses are
-    computed by the objective that :class:`~hf_atr.AtrTrainer` builds from ``config.objective``.
+    Any transformers audio model (AST, Whisper's encoder, CLAP's audio tower, PANNs, wav2vec2, ...) and
+    any text model (BERT, RoBERTa, XLM-R, a sentence-transformers encoder, ...) can be combined, as
+    ``VisionTextDualEncoderModel`` does for images. ``forward`` returns L2-normalised embeddings and scaled
+    logits; training losses are computed by the objective that :class:`~hf_atr.AtrTrainer` builds from
+    ``config.objective``. Towers are built by :func:`hf_atr.towers.tower_from_config` (``AutoModel``, or
+    hf-atr's mapping for towers ``AutoModel`` cannot build, such as CLAP's).
+
+    Starting points: :meth:`from_audio_text_pretrained` (two backbones, new projections),
+    :meth:`from_clap` (a whole ``ClapModel`` checkpoint), or ``from_pretrained`` (an hf-atr model).
 
     Example::
 
@@ -208,19 +280,53 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             config = AtrConfig(audio_config=audio_model.config, text_config=text_model.config)
         super().__init__(config)
         if audio_model is None:
-            audio_model = _encoder_only(AutoModel.from_config(config.audio_config))
+            audio_model = _encoder_only(tower_from_config(config.audio_config))
         if text_model is None:
-            text_model = AutoModel.from_config(config.text_config)
+            text_model = tower_from_config(config.text_config)
         self.audio_model = audio_model
         self.text_model = text_model
         # The backbones must read the composite config so that edits to it reach them.
         self.config.audio_config = self.audio_model.config
         self.config.text_config = self.text_model.config
 
-        self.audio_projection = nn.Linear(config.audio_config.hidden_size, config.projection_dim, bias=False)
-        self.text_projection = nn.Linear(config.text_config.hidden_size, config.projection_dim, bias=False)
-        self.scoring_head = AtrScoringHead(config.scoring, config.projection_dim, config.logit_scale_init)
+        self.audio_projection = _projection(config, config.audio_config.hidden_size)
+        self.text_projection = _projection(config, config.text_config.hidden_size)
+        self.scoring_head = AtrScoringHead(
+            config.scoring, config.projection_dim, config.logit_scale_init, config.separate_logit_scales
+        )
         self.post_init()
+        self._freeze_towers()
+
+    def _frozen_towers(self) -> list[PreTrainedModel]:
+        return [
+            tower
+            for tower, frozen in (
+                (self.audio_model, self.config.freeze_audio),
+                (self.text_model, self.config.freeze_text),
+            )
+            if frozen
+        ]
+
+    def _freeze_towers(self) -> None:
+        """Apply ``config.freeze_audio`` / ``freeze_text``: no gradients, eval mode."""
+        for tower in self._frozen_towers():
+            tower.requires_grad_(False)
+            tower.eval()
+
+    def train(self, mode: bool = True) -> AtrDualEncoderModel:
+        """``nn.Module.train``, except that frozen towers stay in eval mode (fixed dropout and batch-norm)."""
+        super().train(mode)
+        for tower in self._frozen_towers():
+            tower.eval()
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """``PreTrainedModel.from_pretrained``, then the configured towers frozen again (loading the weights
+        replaces the parameters, and with them ``requires_grad``)."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        (loaded[0] if isinstance(loaded, tuple) else loaded)._freeze_towers()
+        return loaded
 
     def get_audio_features(
         self,
@@ -229,14 +335,17 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         audio_attention_mask: torch.Tensor | None = None,
         is_longer: torch.Tensor | None = None,
         return_backbone_output: bool = False,
+        project: bool = True,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
         """Embed audio: ``(batch, projection_dim)``, L2-normalised.
 
         Args:
             input_values / input_features: what the backbone's feature extractor produced (AST and
-                wav2vec2 take ``input_values``; Whisper and CLAP ``input_features``).
+                wav2vec2 take ``input_values``; Whisper, CLAP and PANNs ``input_features``).
             audio_attention_mask: the feature extractor's ``attention_mask``, for backbones that take one.
-            is_longer: CLAP's fusion flag.
+            is_longer: CLAP's fusion flag ``(batch, 1)`` (used by fused CLAP checkpoints).
+            project: ``False`` returns the tower's pooled embedding ``(batch, hidden_size)`` before the
+                projection (not normalised).
         """
         audio_inputs = {
             name: value
@@ -252,14 +361,16 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             raise ValueError(
                 "get_audio_features needs `input_values` or `input_features` from the feature extractor."
             )
-        backbone_output = self.audio_model(**audio_inputs, return_dict=True)
-        pooled = _pool(
+        with _frozen_context(self.config.freeze_audio):
+            backbone_output = self.audio_model(**audio_inputs, return_dict=True)
+        embeds = _pool(
             backbone_output.last_hidden_state,
             audio_attention_mask,
             self.config.audio_pooling,
             getattr(backbone_output, "pooler_output", None),
         )
-        embeds = nn.functional.normalize(self.audio_projection(pooled), dim=-1)
+        if project:
+            embeds = nn.functional.normalize(self.audio_projection(embeds), dim=-1)
         return (embeds, backbone_output) if return_backbone_output else embeds
 
     def get_text_features(
@@ -268,19 +379,30 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         return_backbone_output: bool = False,
+        project: bool = True,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Embed token ids ``(batch, seq)``: ``(batch, projection_dim)``, L2-normalised."""
+        """Embed token ids ``(batch, seq)``: ``(batch, projection_dim)``, L2-normalised.
+
+        Args:
+            project: ``False`` returns the tower's pooled embedding ``(batch, hidden_size)`` before the
+                projection (L2-normalised only when ``config.text_pooling_normalize``, as a
+                sentence-transformers model with a ``Normalize`` module).
+        """
         text_inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             text_inputs["token_type_ids"] = token_type_ids
-        backbone_output = self.text_model(**text_inputs, return_dict=True)
-        pooled = _pool(
+        with _frozen_context(self.config.freeze_text):
+            backbone_output = self.text_model(**text_inputs, return_dict=True)
+        embeds = _pool(
             backbone_output.last_hidden_state,
             attention_mask,
             self.config.text_pooling,
             getattr(backbone_output, "pooler_output", None),
         )
-        embeds = nn.functional.normalize(self.text_projection(pooled), dim=-1)
+        if self.config.text_pooling_normalize:
+            embeds = nn.functional.normalize(embeds, dim=-1)
+        if project:
+            embeds = nn.functional.normalize(self.text_projection(embeds), dim=-1)
         return (embeds, backbone_output) if return_backbone_output else embeds
 
     def forward(
@@ -311,7 +433,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         logits_per_text = logits_per_audio = None
         if audio_embeds is not None and text_embeds is not None:
             logits_per_text = self.scoring_head(text_embeds, audio_embeds)
-            logits_per_audio = logits_per_text.T
+            logits_per_audio = self.scoring_head.audio_logits(audio_embeds, text_embeds)
         return AtrOutput(
             logits_per_text=logits_per_text,
             logits_per_audio=logits_per_audio,
@@ -336,47 +458,99 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``)."""
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
-            from .model_card import write_model_card
-
             write_model_card(self, save_directory)
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:
-        """Upload weights, config, the generated card (and optionally processor and index), see :func:`hf_atr.hub.push_to_hub`."""
-        from .hub import push_to_hub
+        """Upload weights, config, the generated card (and optionally the processor) in one commit.
 
-        return push_to_hub(self, repo_id, **kwargs)
+        See :func:`hf_atr.hub.push_to_hub` for the options. A retrieval index goes with the pipeline that
+        built it: ``pipe.push_to_hub(repo_id)``.
+        """
+        return hub.push_to_hub(self, repo_id, **kwargs)
 
     @classmethod
     def from_audio_text_pretrained(
         cls,
-        audio_model_name_or_path: str,
-        text_model_name_or_path: str,
+        audio_model_name_or_path: str | os.PathLike,
+        text_model_name_or_path: str | os.PathLike,
         **kwargs: Any,
     ) -> AtrDualEncoderModel:
         """Combine two pretrained backbones; projections and scoring head start random.
 
-        Keyword arguments prefixed ``audio_`` / ``text_`` go to the backbones' ``from_pretrained``
-        (e.g. ``audio_revision="main"``); the others (``projection_dim``, ``scoring``, ``objective``, ...)
-        and :class:`AtrConfig`'s own ``audio_pooling`` / ``text_pooling`` to :class:`AtrConfig`.
+        ``text_model_name_or_path`` may be a sentence-transformers directory (with ``modules.json``): its
+        transformer becomes the text tower and its ``Pooling`` (mean / cls / max) and ``Normalize`` modules
+        set ``text_pooling`` / ``text_pooling_normalize``, so ``get_text_features(..., project=False)`` is the
+        sentence-transformers embedding. Other module types are refused
+        (:class:`~hf_atr.models.sentence_transformer.SentenceTransformerFormatError`).
+
+        Keyword arguments that are :class:`AtrConfig` fields (``projection_dim``, ``scoring``, ``objective``,
+        ``audio_pooling``, ``freeze_text``, ...) go to the config; others prefixed ``audio_`` / ``text_`` to the
+        backbones' ``from_pretrained`` (e.g. ``audio_revision="main"``); the rest to the config.
         """
-        # AtrConfig's pooling fields start with a backbone prefix too; they are not from_pretrained arguments.
-        backbone_keys = [key for key in list(kwargs) if key not in ("audio_pooling", "text_pooling")]
+        config_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in ATR_CONFIG_FIELDS}
         audio_kwargs = {
-            key[len("audio_") :]: kwargs.pop(key) for key in backbone_keys if key.startswith("audio_")
+            key[len("audio_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("audio_")
         }
         text_kwargs = {
-            key[len("text_") :]: kwargs.pop(key) for key in backbone_keys if key.startswith("text_")
+            key[len("text_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("text_")
         }
-        audio_model = _encoder_only(AutoModel.from_pretrained(audio_model_name_or_path, **audio_kwargs))
-        text_model = AutoModel.from_pretrained(text_model_name_or_path, **text_kwargs)
-        config = AtrConfig(audio_config=audio_model.config, text_config=text_model.config, **kwargs)
+        config_kwargs.update(kwargs)  # PreTrainedConfig's own options (AtrConfig names anything unknown)
+        layout = read_sentence_transformer(text_model_name_or_path)
+        if layout is not None:
+            for field, value in (
+                ("text_pooling", layout.pooling),
+                ("text_pooling_normalize", layout.normalize),
+            ):
+                if config_kwargs.get(field, value) != value:
+                    raise ValueError(
+                        f"{text_model_name_or_path} is a sentence-transformers model with {field}={value!r}; "
+                        f"got {field}={config_kwargs[field]!r}."
+                    )
+                config_kwargs[field] = value
+            if layout.transformer_subfolder:
+                text_kwargs.setdefault("subfolder", layout.transformer_subfolder)
+        audio_model = _encoder_only(tower_from_pretrained(audio_model_name_or_path, **audio_kwargs))
+        text_model = tower_from_pretrained(text_model_name_or_path, **text_kwargs)
+        config = AtrConfig(audio_config=audio_model.config, text_config=text_model.config, **config_kwargs)
         return cls(config=config, audio_model=audio_model, text_model=text_model)
 
+    @classmethod
+    def from_clap(cls, clap_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrDualEncoderModel:
+        """Convert a transformers ``ClapModel`` checkpoint (``laion/clap-htsat-unfused``, ``-fused``,
+        ``laion/larger_clap_*``) into an hf-atr model with identical features.
 
-__all__ = ["AtrDualEncoderModel", "AtrOutput", "AtrPreTrainedModel", "AtrScoringHead"]
+        The HTS-AT audio tower and RoBERTa text tower keep their pooling (``pooler_output``), the two-layer
+        projection heads become ``projection="mlp"``, ``logit_scale_t`` / ``logit_scale_a`` the scoring head's
+        two scales (``separate_logit_scales``). ``get_audio_features`` / ``get_text_features`` then equal
+        ``ClapModel``'s, and ``logits_per_audio`` its zero-shot scores.
+
+        Keyword arguments that are :class:`AtrConfig` fields go to the config (``objective``, ``scoring``,
+        ``freeze_audio``, ...; the fields the checkpoint fixes, e.g. ``projection_dim``, are refused); the
+        others to ``ClapModel.from_pretrained`` (``revision``, ``cache_dir``, ...).
+
+        Raises:
+            ClapCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor
+                has no place in the hf-atr model (the keys are named).
+        """
+        config_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in ATR_CONFIG_FIELDS}
+        fixed = sorted(set(config_kwargs) & set(CLAP_FIXED_CONFIG_FIELDS))
+        if fixed:
+            raise ValueError(f"from_clap: {fixed} are set by the CLAP checkpoint and cannot be changed.")
+        clap = load_clap_checkpoint(clap_name_or_path, **kwargs)
+        config = AtrConfig(**atr_config_kwargs_from_clap(clap.config), **config_kwargs)
+        clap_state = clap.state_dict()
+        model = cls(config=config, audio_model=clap.audio_model, text_model=clap.text_model)
+        atr_shapes = {key: tensor.shape for key, tensor in model.state_dict().items()}
+        model.load_state_dict(
+            convert_clap_state_dict(clap_state, atr_shapes, source=str(clap_name_or_path)), strict=False
+        )
+        return model.eval()
+
+
+__all__ = ["AtrDualEncoderModel", "AtrOutput", "AtrPreTrainedModel", "AtrProjectionMLP", "AtrScoringHead"]
 
 
 def register_auto_classes() -> None:
     """Make ``AutoConfig`` / ``AutoModel`` resolve ``model_type="audio-text-retrieval"`` without remote code."""
-    AutoConfig.register(AtrConfig.model_type, AtrConfig, exist_ok=True)
+    register_auto_config()
     AutoModel.register(AtrConfig, AtrDualEncoderModel, exist_ok=True)

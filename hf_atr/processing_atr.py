@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoProcessor, BatchFeature
+from transformers import (
+    AutoFeatureExtractor,
+    AutoProcessor,
+    AutoTokenizer,
+    BatchFeature,
+    ClapFeatureExtractor,
+    ClapProcessor,
+)
 from transformers.processing_utils import ProcessorMixin
 
 from .configuration_atr import AtrConfig
 from .data.audio import decode_audio
+from .data.schema import check_caption
+from .features.registry import batched_features_for
+from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 
 AUDIO_INPUT_NAMES = ("input_values", "input_features")
 """Names feature extractors give their main output (AST/wav2vec2 vs Whisper/CLAP)."""
+FEATURE_BACKENDS = ("transformers", "torch")
 
 
 class AtrProcessor(ProcessorMixin):
@@ -29,12 +41,61 @@ class AtrProcessor(ProcessorMixin):
     ``{"array", "sampling_rate"}``); those are decoded with soundfile and resampled to the
     extractor's ``sampling_rate``.
 
-    Heavy feature extraction should run once over a dataset, with :meth:`extract_audio_features`
-    (``Dataset.map(batched=True)``, cached by datasets), not at every training step.
+    ``feature_backend="torch"`` computes the audio features with the extractor's batched torch twin
+    (:mod:`hf_atr.features`: AST, Whisper, CLAP) on ``device``, equal to the extractor's output; other
+    extractors fall back to transformers (logged once). Without it, featurise once over a dataset with
+    :meth:`extract_audio_features` (``Dataset.map(batched=True)``, cached by datasets), or stream raw
+    waveforms with :class:`~hf_atr.training.waveform_collator.WaveformCollator` and featurise on the device.
     """
 
     def __init__(self, feature_extractor: Any, tokenizer: Any) -> None:
         super().__init__(feature_extractor, tokenizer)
+
+    @classmethod
+    def from_clap(cls, clap_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
+        """The feature extractor and tokenizer of a CLAP checkpoint (``ClapProcessor.from_pretrained``).
+
+        Pair with :meth:`hf_atr.AtrDualEncoderModel.from_clap`. The CLAP feature extractor's ``is_longer``
+        output reaches the model (fused checkpoints use it). Keyword arguments go to ``from_pretrained``.
+        """
+        clap_processor = ClapProcessor.from_pretrained(clap_name_or_path, **kwargs)
+        if not isinstance(clap_processor.feature_extractor, ClapFeatureExtractor):
+            raise ValueError(
+                f"{clap_name_or_path} has a {type(clap_processor.feature_extractor).__name__}, not a "
+                "ClapFeatureExtractor: it is not a CLAP checkpoint."
+            )
+        return cls(clap_processor.feature_extractor, clap_processor.tokenizer)
+
+    @classmethod
+    def from_audio_text_pretrained(
+        cls, audio_name_or_path: str | os.PathLike, text_name_or_path: str | os.PathLike, **kwargs: Any
+    ) -> AtrProcessor:
+        """The audio checkpoint's feature extractor and the text checkpoint's tokenizer.
+
+        Pair with :meth:`hf_atr.AtrDualEncoderModel.from_audio_text_pretrained`. For a sentence-transformers
+        directory the tokenizer comes from its transformer's folder and truncates at its ``max_seq_length``,
+        as sentence-transformers does. Keyword arguments prefixed ``audio_`` / ``text_`` go to the
+        feature extractor's / tokenizer's ``from_pretrained``.
+        """
+        audio_kwargs = {
+            key[len("audio_") :]: value for key, value in kwargs.items() if key.startswith("audio_")
+        }
+        text_kwargs = {key[len("text_") :]: value for key, value in kwargs.items() if key.startswith("text_")}
+        unexpected = sorted(
+            set(kwargs) - {f"audio_{key}" for key in audio_kwargs} - {f"text_{key}" for key in text_kwargs}
+        )
+        if unexpected:
+            raise TypeError(f"Arguments must be prefixed 'audio_' or 'text_'; got {unexpected}.")
+        layout = read_sentence_transformer(text_name_or_path)
+        if layout is not None:
+            if layout.transformer_subfolder:
+                text_kwargs.setdefault("subfolder", layout.transformer_subfolder)
+            if layout.max_seq_length is not None:
+                text_kwargs.setdefault("model_max_length", layout.max_seq_length)
+        return cls(
+            AutoFeatureExtractor.from_pretrained(audio_name_or_path, **audio_kwargs),
+            AutoTokenizer.from_pretrained(text_name_or_path, **text_kwargs),
+        )
 
     @property
     def sampling_rate(self) -> int:
@@ -68,6 +129,8 @@ class AtrProcessor(ProcessorMixin):
         truncation: bool = True,
         max_length: int | None = None,
         return_tensors: str | None = "pt",
+        feature_backend: str = "transformers",
+        device: str | torch.device | None = None,
         **kwargs: Any,
     ) -> BatchFeature:
         """Featurise ``audio`` (one clip or a list) and/or tokenise ``text`` (one caption or a list).
@@ -76,17 +139,22 @@ class AtrProcessor(ProcessorMixin):
             sampling_rate: rate of raw numpy ``audio``; when it differs from the extractor's the audio is
                 resampled.
             max_length: token limit for captions (the tokenizer's ``model_max_length`` by default).
+            feature_backend: ``"transformers"`` (the extractor itself, per clip) or ``"torch"`` (its batched
+                twin from :func:`hf_atr.features.batched_features_for`, float32, settings read from the
+                extractor; random crops from torch's global generator). Extra ``kwargs`` for the extractor
+                are not accepted with ``"torch"``: set them on the extractor.
+            device: where ``feature_backend="torch"`` computes and returns the audio features (default CPU).
         """
         if audio is None and text is None:
             raise ValueError("AtrProcessor needs `audio`, `text`, or both.")
         encoding: dict[str, Any] = {}
         if audio is not None:
-            encoding.update(self._featurize(audio, sampling_rate, return_tensors, **kwargs))
+            encoding.update(
+                self._featurize(audio, sampling_rate, return_tensors, feature_backend, device, **kwargs)
+            )
         if text is not None:
             captions = [text] if isinstance(text, str) else list(text)
-            for index, caption in enumerate(captions):
-                if not isinstance(caption, str) or not caption.strip():
-                    raise ValueError(f"Caption {index} is empty or not a string: {caption!r}.")
+            captions = [check_caption(caption, index) for index, caption in enumerate(captions)]
             encoding.update(
                 self.tokenizer(
                     captions,
@@ -99,8 +167,16 @@ class AtrProcessor(ProcessorMixin):
         return BatchFeature(encoding, tensor_type=return_tensors)
 
     def _featurize(
-        self, audio: Any, sampling_rate: int | None, return_tensors: str | None, **kwargs: Any
+        self,
+        audio: Any,
+        sampling_rate: int | None,
+        return_tensors: str | None,
+        feature_backend: str = "transformers",
+        device: str | torch.device | None = None,
+        **kwargs: Any,
     ) -> dict:
+        if feature_backend not in FEATURE_BACKENDS:
+            raise ValueError(f"feature_backend must be one of {FEATURE_BACKENDS}, got {feature_backend!r}.")
         single_clip = isinstance(audio, (str, dict)) or (isinstance(audio, np.ndarray) and audio.ndim == 1)
         clips = [audio] if single_clip else list(audio)
         arrays = [
@@ -111,16 +187,21 @@ class AtrProcessor(ProcessorMixin):
             else decode_audio(clip, self.sampling_rate)
             for clip in clips
         ]
-        features = self.feature_extractor(
-            arrays, sampling_rate=self.sampling_rate, return_tensors=return_tensors, **kwargs
-        )
-        result = {self.audio_input_name: features[self.audio_input_name]}
-        for name, value in features.items():
-            if name == "attention_mask":
-                result["audio_attention_mask"] = value
-            elif name not in AUDIO_INPUT_NAMES:
-                result[name] = value
-        return result
+        batched = batched_features_for(self.feature_extractor) if feature_backend == "torch" else None
+        if batched is None:
+            features = self.feature_extractor(
+                arrays, sampling_rate=self.sampling_rate, return_tensors=return_tensors, **kwargs
+            )
+        elif kwargs:
+            raise ValueError(
+                f"feature_backend='torch' reads every setting from the feature extractor and takes no call "
+                f"options, got {sorted(kwargs)}; set them on the extractor instead."
+            )
+        else:
+            features = batched.featurize_arrays(arrays, device=device)
+            if return_tensors != "pt":
+                features = {name: value.cpu().numpy() for name, value in features.items()}
+        return model_audio_inputs(features)
 
     def extract_audio_features(
         self,
@@ -130,17 +211,19 @@ class AtrProcessor(ProcessorMixin):
         batch_size: int = 32,
         num_proc: int | None = None,
         keep_audio: bool = False,
+        feature_backend: str = "transformers",
     ) -> Any:
         """Run the feature extractor once over a ``datasets.Dataset``/``DatasetDict`` with ``Dataset.map``.
 
         Adds the extractor's output columns (e.g. ``input_values``); datasets caches the result next to
         the dataset's files, so a second call is free. Decode errors name the clip's ``audio_id``.
+        ``feature_backend="torch"`` computes each map batch with the batched torch twin on the CPU.
         """
 
         def featurize_batch(batch: dict[str, list]) -> dict[str, Any]:
             sources = batch.get("audio_id")
             arrays = self.decode(batch[audio_column], sources)
-            return self._featurize(arrays, None, return_tensors="np")
+            return self._featurize(arrays, None, "np", feature_backend)
 
         remove_columns = None if keep_audio else [audio_column]
         return dataset.map(
@@ -151,6 +234,15 @@ class AtrProcessor(ProcessorMixin):
             remove_columns=remove_columns,
             desc="Extracting audio features",
         )
+
+
+def model_audio_inputs(features: Any) -> dict[str, Any]:
+    """An extractor's outputs as model inputs: its ``attention_mask`` renamed ``audio_attention_mask``
+    (the text's ``attention_mask`` keeps the plain name), everything else as is."""
+    return {
+        "audio_attention_mask" if name == "attention_mask" else name: value
+        for name, value in features.items()
+    }
 
 
 def audio_batch(

@@ -83,20 +83,26 @@ def test_index_of_a_folder_without_audio_fails_clearly(model_dir, tmp_path):
         )
 
 
-def test_evaluate_on_synthcaps_writes_metrics(model_dir, tmp_path, capsys):
+def test_evaluate_on_synthcaps_writes_metrics_and_protocol(model_dir, tmp_path, capsys):
     output = tmp_path / "metrics.json"
     argv = ["evaluate", "--model", str(model_dir), "--dataset", "synthcaps", "--num-test", "6",
-            "--languages", "eng", "fra", "--output", str(output)]  # fmt: skip
+            "--languages", "eng", "fra", "--map-cutoffs", "10", "16", "--output", str(output)]  # fmt: skip
     assert run_cli(argv) == 0
-    metrics = json.loads(output.read_text())
-    assert {"t2a_R@1", "a2t_R@1", "t2a_mAP@10", "t2a_R@1/fra", "MRV"} <= set(metrics)
+    written = json.loads(output.read_text())
+    metrics, protocol = written["metrics"], written["protocol"]
+    assert {"t2a_R@1", "a2t_R@1", "t2a_mAP@10", "t2a_mAP@16", "t2a_R@1/fra", "MRV"} <= set(metrics)
+    assert protocol["split"] == "test" and protocol["clips"] == 6 and protocol["languages"] == ["eng", "fra"]
+    assert protocol["captions"] == 6 * 5 * 2 and protocol["map_cutoffs"] == [10, 16]
+    assert protocol["relevance"] == "own clip" and "irrelevant items scoring >=" in protocol["tie_rule"]
     printed = capsys.readouterr().out
-    assert "Retrieval on synthcaps (test, 6 clips)" in printed
+    assert "Retrieval on synthcaps (test, 6 clips, 60 captions, each caption's own clip relevant" in printed
     median_line = next(line for line in printed.splitlines() if line.strip().startswith("t2a_median_rank"))
     assert float(median_line.split()[-1]) == pytest.approx(metrics["t2a_median_rank"])  # ranks are not scaled
 
 
-def test_evaluate_on_a_saved_dataset_dict(model_dir, tmp_path):
+@pytest.fixture
+def saved_split(tmp_path):
+    """Four clips that all carry the same two captions, saved as the validation split of a DatasetDict."""
     waveforms = random_waveforms(4, seed=2)
     split = Dataset.from_dict(
         {
@@ -108,12 +114,45 @@ def test_evaluate_on_a_saved_dataset_dict(model_dir, tmp_path):
         }
     )
     DatasetDict({"validation": split}).save_to_disk(str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_evaluate_on_a_saved_dataset_dict(model_dir, saved_split, tmp_path):
     output = tmp_path / "metrics.json"
-    argv = ["evaluate", "--model", str(model_dir), "--dataset", str(tmp_path / "data"), "--split", "validation",
+    argv = ["evaluate", "--model", str(model_dir), "--dataset", str(saved_split), "--split", "validation",
             "--output", str(output)]  # fmt: skip
     assert run_cli(argv) == 0
-    assert 0.0 <= json.loads(output.read_text())["t2a_R@1"] <= 1.0
+    metrics = json.loads(output.read_text())["metrics"]
+    # Every clip has the same two captions, so the four copies of a caption score alike: in T2A they rank
+    # their four clips once (one of them first), and in A2T the three copies of a clip's captions tie with
+    # its own, which count against it: its best caption sits at position 3, its other at 7.
+    assert metrics["t2a_R@1"] == 0.25 and metrics["t2a_mean_rank"] == 2.5
+    assert metrics["a2t_R@1"] == 0.0 and metrics["a2t_R@5"] == 1.0 and metrics["a2t_mean_rank"] == 4.0
+    assert metrics["a2t_mAP@10"] == pytest.approx((1 / 4 + 2 / 8) / 2)
     with pytest.raises(SystemExit, match=r"no split 'test'; splits: \['validation'\]"):
-        run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(tmp_path / "data")])
+        run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(saved_split)])
     with pytest.raises(SystemExit, match="neither `synthcaps` nor a directory"):
         run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(tmp_path / "missing")])
+
+
+def test_evaluate_with_relevance_judgements(model_dir, saved_split, tmp_path, capsys):
+    judgements = tmp_path / "judgements.csv"
+    judgements.write_text(
+        "caption,file_name,relevance\na dog barks,clip0,90\na dog barks,clip2,75\na dog barks,clip3,20\n"
+    )
+    output = tmp_path / "metrics.json"
+    argv = ["evaluate", "--model", str(model_dir), "--dataset", str(saved_split), "--split", "validation",
+            "--relevance", str(judgements), "--relevance-threshold", "50", "--output", str(output)]  # fmt: skip
+    assert run_cli(argv) == 0
+    written = json.loads(output.read_text())
+    protocol = written["protocol"]
+    assert protocol["relevance"] == "judgements" and protocol["relevance_file"] == str(judgements)
+    assert protocol["relevance_threshold"] == 50 and protocol["captions"] == 1
+    assert protocol["relevant_clips_per_caption"] == 2 and protocol["captions_without_judgement"] == 7
+    assert "t2a_recall_fraction@1" in written["metrics"]
+    assert f"relevance judgements {judgements}" in capsys.readouterr().out
+    judgements.write_text("caption,file_name,relevance\na dog barks,clip9,1\n")
+    with pytest.raises(
+        SystemExit, match=r"hf-atr evaluate: .*judgements\.csv, line 2: field 'file_name' names 'clip9'"
+    ):
+        run_cli(argv[:-2])

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import json
+
 import pytest
-from transformers import AutoConfig, BertConfig, WhisperConfig, XLMRobertaConfig
+import torch
+from tiny_models import make_model, make_processor
+from transformers import AutoConfig, AutoModel, BertConfig, BertModel, WhisperConfig, XLMRobertaConfig
 
 import hf_atr  # noqa: F401  (registers the Auto classes)
-from hf_atr import AtrConfig
+from hf_atr import AtrConfig, build_objective
+from hf_atr.configuration_atr import FORMAT_VERSION, migrate_config_dict
 
 
 def test_defaults_build_ast_and_bert_subconfigs():
@@ -29,7 +34,13 @@ def test_subconfigs_from_dicts_resolve_any_model_type():
     ("kwargs", "message"),
     [
         ({"scoring": "dot"}, "`scoring` must be one of ('cosine', 'euclidean', 'mahalanobis')"),
-        ({"audio_pooling": "max"}, "`audio_pooling` must be one of ('mean', 'cls', 'pooler')"),
+        ({"audio_pooling": "attention"}, "`audio_pooling` must be one of ('mean', 'cls', 'max', 'pooler')"),
+        ({"text_pooling": "lasttoken"}, "`text_pooling` must be one of ('mean', 'cls', 'max', 'pooler')"),
+        ({"projection": "mlp3"}, "`projection` must be one of ('linear', 'mlp')"),
+        (
+            {"projection_hidden_act": "relu7"},
+            "`projection_hidden_act` must be a transformers activation name",
+        ),
         ({"projection_dim": 0}, "`projection_dim` must be a positive integer"),
         (
             {"objective": {"name": "nope"}},
@@ -81,3 +92,78 @@ def test_round_trip_through_autoconfig(tmp_path):
     assert loaded.scoring == "mahalanobis"
     assert loaded.objective == {"name": "triplet", "margin": 0.3}
     assert loaded.text_config.hidden_size == 32
+
+
+def test_saved_config_with_an_objective_not_installed_here_loads_with_a_warning(tmp_path, caplog):
+    saved = AtrConfig(projection_dim=24).to_dict()
+    saved["objective"] = {"name": "plugin_loss", "margin": 0.1}
+    with caplog.at_level("WARNING"):
+        loaded = AtrConfig.from_dict(saved)
+    assert loaded.objective == {"name": "plugin_loss", "margin": 0.1} and loaded.projection_dim == 24
+    assert "Unknown objective 'plugin_loss'" in caplog.text and "training it needs" in caplog.text
+    with pytest.raises(ValueError, match="Unknown objective 'plugin_loss'"):
+        build_objective(loaded)
+    with pytest.raises(ValueError, match="Unknown objective 'plugin_loss'"):
+        AtrConfig(objective={"name": "plugin_loss"})  # a new config still fails at once
+
+
+def test_model_trained_with_a_plugin_objective_loads_and_encodes_without_the_plugin(tmp_path, caplog):
+    processor = make_processor()
+    model = make_model(processor=processor).eval()
+    model.save_pretrained(tmp_path)
+    config_path = tmp_path / "config.json"
+    saved = json.loads(config_path.read_text())
+    saved["objective"] = {"name": "plugin_loss"}
+    config_path.write_text(json.dumps(saved))
+    with caplog.at_level("WARNING"):
+        loaded = AutoModel.from_pretrained(tmp_path)
+    assert "Unknown objective 'plugin_loss'" in caplog.text
+    tokens = processor(text=["a dog barks"])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.get_text_features(**tokens), model.get_text_features(**tokens))
+
+
+def test_configs_carry_their_format_version_and_older_formats_are_migrated(tmp_path):
+    AtrConfig().save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["format_version"] == FORMAT_VERSION == 1
+    # As written before formats were versioned, by a version that already had the CLAP-style options.
+    unversioned = AtrConfig(projection_dim=8, projection="mlp", separate_logit_scales=True).to_dict()
+    del unversioned["format_version"]
+    assert migrate_config_dict(unversioned)["format_version"] == 1
+    loaded = AtrConfig.from_dict(unversioned)
+    assert (loaded.projection_dim, loaded.projection, loaded.separate_logit_scales) == (8, "mlp", True)
+    with pytest.raises(ValueError, match="saved in format 2, but this hf-atr reads formats up to 1; upgrade"):
+        AtrConfig.from_dict({**unversioned, "format_version": 2})
+
+
+def test_options_added_later_default_to_the_behaviour_of_configs_saved_without_them(tmp_path):
+    config = AtrConfig(text_config=BertConfig(hidden_size=32, num_attention_heads=2), projection_dim=24)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    later_options = (
+        "text_pooling_normalize",
+        "projection",
+        "projection_hidden_act",
+        "separate_logit_scales",
+        "freeze_audio",
+        "freeze_text",
+    )
+    for option in (*later_options, "format_version"):  # as saved before these options and versioning
+        del saved[option]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert (loaded.projection, loaded.separate_logit_scales, loaded.text_pooling_normalize) == (
+        "linear",
+        False,
+        False,
+    )
+    assert (loaded.freeze_audio, loaded.freeze_text, loaded.text_pooling) == (False, False, "mean")
+
+
+def test_a_built_tower_keeps_its_attention_implementation_in_the_composite_config():
+    tower = BertModel(
+        BertConfig(hidden_size=32, num_attention_heads=2, num_hidden_layers=1, attn_implementation="eager")
+    )
+    config = AtrConfig(text_config=tower.config)
+    assert tower.config._attn_implementation == "eager"
+    assert config.text_config is tower.config

@@ -26,6 +26,8 @@ def test_demo_end_to_end_small(tmp_path):
     table = format_results_table(result)
     assert all(f"| {language} |" in table for language in (*LANGUAGES, "avg"))
     assert "Chance level: T2A R@1 = 8.3% (12 test clips)" in table
+    card = (result.model_dir / "README.md").read_text()  # what `make model-cards` publishes
+    assert "| avg |" in card and "(CLIP). ICML 2021." in card and "- training data: synthcaps" in card
 
 
 def test_cli_demo_help_lists_the_options(capsys):

@@ -10,6 +10,7 @@ from tiny_models import make_model, make_processor, random_waveforms
 from transformers import AutoModel
 
 from hf_atr import AtrDualEncoderModel, AtrScoringHead
+from hf_atr.modeling_atr import AtrProjectionMLP
 
 BACKBONES = [("ast", "bert"), ("whisper", "xlm-roberta")]
 
@@ -212,3 +213,80 @@ def test_transform_turns_the_metric_into_euclidean_geometry():
     torch.testing.assert_close(
         torch.cdist(head.transform(x), head.transform(y)), head.distance(x, y).detach()
     )
+
+
+def test_mlp_projection_and_separate_logit_scales(tmp_path, processor):
+    model = make_model(processor=processor, projection="mlp", separate_logit_scales=True).eval()
+    assert (
+        isinstance(model.audio_projection, AtrProjectionMLP)
+        and model.audio_projection.linear1.bias is not None
+    )
+    assert model.scoring_head.audio_logit_scale.item() == pytest.approx(model.config.logit_scale_init)
+    with torch.no_grad():
+        model.scoring_head.audio_logit_scale.fill_(math.log(30.0))
+    inputs = _inputs(processor)
+    with torch.no_grad():
+        output = model(**inputs)
+    similarity = output.text_embeds @ output.audio_embeds.T
+    torch.testing.assert_close(output.logits_per_text, math.exp(model.config.logit_scale_init) * similarity)
+    torch.testing.assert_close(output.logits_per_audio, 30.0 * similarity.T)
+    model.save_pretrained(tmp_path)
+    loaded = AtrDualEncoderModel.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**inputs).logits_per_audio, output.logits_per_audio)
+
+
+def test_audio_logit_scale_missing_from_a_checkpoint_is_initialised(tmp_path, processor):
+    make_model(processor=processor, separate_logit_scales=True).save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    del weights["scoring_head.audio_logit_scale"]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = AtrDualEncoderModel.from_pretrained(tmp_path)
+    assert loaded.scoring_head.audio_logit_scale.item() == pytest.approx(loaded.config.logit_scale_init)
+
+
+def test_a_model_of_the_default_options_keeps_its_state_dict_keys(processor):
+    keys = set(make_model(processor=processor).state_dict())
+    assert {"audio_projection.weight", "text_projection.weight", "scoring_head.logit_scale"} <= keys
+    assert not any("linear1" in key or "audio_logit_scale" in key for key in keys)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_text_pooling_before_the_projection_matches_brute_force(processor, pooling):
+    model = make_model(processor=processor, text_pooling=pooling).eval()
+    tokens = processor(text=["a dog barks loudly while birds sing", "a dog"], return_tensors="pt")
+    with torch.no_grad():
+        pooled = model.get_text_features(**tokens, project=False)
+        hidden = model.text_model(**tokens).last_hidden_state
+    for row, length in enumerate(tokens["attention_mask"].sum(dim=1).tolist()):
+        states = hidden[row, :length]
+        expected = {"mean": states.mean(0), "max": states.max(0).values, "cls": states[0]}[pooling]
+        torch.testing.assert_close(pooled[row], expected)
+    assert pooled.shape == (2, model.config.text_config.hidden_size)
+
+
+def test_text_pooling_normalize_and_audio_features_before_the_projection(processor):
+    model = make_model(processor=processor, text_pooling_normalize=True).eval()
+    inputs = _inputs(processor)
+    with torch.no_grad():
+        text = model.get_text_features(inputs["input_ids"], inputs["attention_mask"], project=False)
+        audio = model.get_audio_features(input_values=inputs["input_values"], project=False)
+        projected = model.get_text_features(inputs["input_ids"], inputs["attention_mask"])
+    torch.testing.assert_close(text.norm(dim=-1), torch.ones(4))
+    torch.testing.assert_close(projected, torch.nn.functional.normalize(model.text_projection(text), dim=-1))
+    assert audio.shape == (3, model.config.audio_config.hidden_size)
+
+
+def test_towers_combined_from_pretrained_keep_the_padding_mask(tmp_path, processor):
+    """Building the composite config used to reset a loaded tower's attention implementation to None, so that
+    eager attention received an SDPA-style mask and padded captions embedded differently."""
+    source = make_model(processor=processor)
+    source.audio_model.save_pretrained(tmp_path / "audio")
+    source.text_model.save_pretrained(tmp_path / "text")
+    model = AtrDualEncoderModel.from_audio_text_pretrained(
+        str(tmp_path / "audio"), str(tmp_path / "text")
+    ).eval()
+    with torch.no_grad():
+        padded = model.get_text_features(**processor(text=["a dog barks loudly while birds sing", "a dog"]))
+        alone = model.get_text_features(**processor(text=["a dog"]))
+    assert (padded[1] - alone[0]).abs().max() < 1e-6

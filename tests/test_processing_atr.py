@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import soundfile
+import torch
 from datasets import Dataset
-from tiny_models import SAMPLING_RATE, make_processor, random_waveforms
-from transformers import AutoProcessor
+from tiny_models import SAMPLING_RATE, make_processor, random_waveforms, save_tiny_clap_checkpoint
+from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExtractor
 
 import hf_atr  # noqa: F401  (registers AutoProcessor)
 from hf_atr import AtrConfig, AtrProcessor
 from hf_atr.data.audio import AudioDecodeError, encode_wav
+from hf_atr.processing_atr import model_audio_inputs
 
 
 def test_audio_and_text_in_one_call():
@@ -100,3 +104,77 @@ def test_save_and_load_through_autoprocessor(tmp_path):
     np.testing.assert_allclose(
         loaded(audio=waveforms)["input_values"], processor(audio=waveforms)["input_values"]
     )
+
+
+@pytest.mark.parametrize("audio_family", ["ast", "whisper"])
+def test_torch_feature_backend_equals_the_transformers_extractor(audio_family):
+    processor = make_processor(audio_family)
+    clips = [random_waveforms(1, seed=1, seconds=0.7)[0], random_waveforms(1, seed=2, seconds=1.4)[0]]
+    reference = processor(audio=clips)
+    batched = processor(audio=clips, feature_backend="torch", device="cpu")
+    name = processor.audio_input_name
+    assert batched[name].dtype == torch.float32 and batched[name].shape == reference[name].shape
+    torch.testing.assert_close(batched[name], reference[name], atol=2e-4, rtol=0)
+    as_numpy = processor(audio=clips, feature_backend="torch", return_tensors="np")[name]
+    np.testing.assert_allclose(as_numpy, batched[name].numpy())
+
+
+def test_torch_feature_backend_falls_back_for_unsupported_extractors(caplog):
+    class UnlistedExtractor(Wav2Vec2FeatureExtractor):
+        """A class of its own, so that its one-time log line was not printed by another test."""
+
+    processor = AtrProcessor(UnlistedExtractor(), make_processor().tokenizer)
+    clips = random_waveforms(2)
+    with caplog.at_level(logging.INFO):
+        batched = processor(audio=clips, feature_backend="torch")
+        processor(audio=clips, feature_backend="torch")
+    torch.testing.assert_close(batched["input_values"], processor(audio=clips)["input_values"])
+    logged = [
+        r for r in caplog.records if "No batched torch features for UnlistedExtractor" in r.getMessage()
+    ]
+    assert len(logged) == 1
+
+
+def test_torch_feature_backend_rejects_bad_options():
+    processor = make_processor()
+    with pytest.raises(ValueError, match="feature_backend must be one of"):
+        processor(audio=random_waveforms(1), feature_backend="numpy")
+    with pytest.raises(ValueError, match=r"takes no call options, got \['do_normalize'\]"):
+        processor(audio=random_waveforms(1), feature_backend="torch", do_normalize=False)
+
+
+def test_extract_audio_features_with_the_torch_backend():
+    processor = make_processor()
+    dataset = Dataset.from_dict(
+        {
+            "audio_id": ["a", "b"],
+            "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(2)],
+        }
+    )
+    features = processor.extract_audio_features(dataset, feature_backend="torch")
+    reference = processor(audio=random_waveforms(2))["input_values"].numpy()
+    np.testing.assert_allclose(np.asarray(features["input_values"]), reference, atol=2e-4)
+
+
+def test_model_audio_inputs_renames_the_extractors_attention_mask():
+    inputs = model_audio_inputs({"input_features": 1, "attention_mask": 2, "is_longer": 3})
+    assert inputs == {"input_features": 1, "audio_attention_mask": 2, "is_longer": 3}
+
+
+def test_from_audio_text_pretrained_pairs_an_extractor_and_a_tokenizer(tmp_path, processor):
+    processor.feature_extractor.save_pretrained(tmp_path / "audio")
+    processor.tokenizer.save_pretrained(tmp_path / "text")
+    paired = AtrProcessor.from_audio_text_pretrained(tmp_path / "audio", tmp_path / "text")
+    assert type(paired.feature_extractor) is type(processor.feature_extractor)
+    assert paired.tokenizer("a dog barks")["input_ids"] == processor.tokenizer("a dog barks")["input_ids"]
+    with pytest.raises(TypeError, match=r"prefixed 'audio_' or 'text_'; got \['revision'\]"):
+        AtrProcessor.from_audio_text_pretrained(tmp_path / "audio", tmp_path / "text", revision="main")
+
+
+def test_clap_processor_round_trip_keeps_is_longer(tmp_path):
+    save_tiny_clap_checkpoint(tmp_path / "clap", fused=True)
+    AtrProcessor.from_clap(tmp_path / "clap").save_pretrained(tmp_path / "atr")
+    loaded = AutoProcessor.from_pretrained(tmp_path / "atr")
+    features = loaded(audio=random_waveforms(2), text=["a dog"], return_tensors="pt")
+    assert isinstance(loaded, AtrProcessor) and isinstance(loaded.feature_extractor, ClapFeatureExtractor)
+    assert features["input_features"].shape[:2] == (2, 4) and features["is_longer"].shape == (2, 1)

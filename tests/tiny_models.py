@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 from datasets import Dataset
+from tokenizers.pre_tokenizers import ByteLevel
 from transformers import (
     ASTConfig,
     ASTFeatureExtractor,
     BertConfig,
+    ClapConfig,
+    ClapFeatureExtractor,
+    ClapModel,
+    ClapProcessor,
+    RobertaTokenizer,
     TrainingArguments,
     WhisperConfig,
     WhisperFeatureExtractor,
@@ -85,6 +91,77 @@ def tiny_panns_config(architecture: str = "cnn14", **overrides) -> PannsConfig:
         }
     )
     return PannsConfig(architecture=architecture, num_mel_bins=32, **{**sizes, **overrides})
+
+
+ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+"""RoBERTa's special tokens at ids 0–4 (ClapTextConfig: bos 0, pad 1, eos 2)."""
+
+
+def tiny_roberta_tokenizer() -> RobertaTokenizer:
+    """A byte-level BPE tokenizer of CLAP's kind (RoBERTa) without merges: every byte is one token."""
+    alphabet = sorted(ByteLevel.alphabet())
+    vocab = {token: index for index, token in enumerate([*ROBERTA_SPECIAL_TOKENS, *alphabet])}
+    return RobertaTokenizer(vocab=vocab, merges=[], model_max_length=64)
+
+
+def tiny_clap_feature_extractor(fused: bool = False) -> ClapFeatureExtractor:
+    """CLAP's front end at 16 kHz with 1-s clips (LAION: 48 kHz, 10 s) and LAION's 64 mel bins (the fusion
+    path of ``ClapFeatureExtractor`` assumes 64).
+
+    As the LAION checkpoints: ``truncation="fusion"`` (4 stacked mel views and ``is_longer``) for the fused
+    model, ``"rand_trunc"`` (one view) for the unfused one.
+    """
+    return ClapFeatureExtractor(
+        truncation="fusion" if fused else "rand_trunc",
+        feature_size=64,
+        sampling_rate=SAMPLING_RATE,
+        hop_length=160,
+        max_length_s=1,
+        fft_window_size=400,
+        frequency_max=8000,
+    )
+
+
+def tiny_clap_config(fused: bool = False) -> ClapConfig:
+    """HTS-AT with two Swin stages on a 128 × 128 spectrogram image (64 mel bins × 2 time folds; LAION: 256 ×
+    256, 4 folds), a one-layer RoBERTa.
+
+    ``fused`` builds the feature-fusion variant of ``laion/clap-htsat-fused`` (``aff_2d``).
+    """
+    audio_config = dict(
+        spec_size=128,
+        num_mel_bins=64,
+        window_size=4,
+        patch_size=4,
+        patch_stride=[4, 4],
+        patch_embeds_hidden_size=16,
+        hidden_size=32,
+        depths=[1, 1],
+        num_attention_heads=[2, 2],
+        enable_fusion=fused,
+        fusion_type="aff_2d" if fused else None,
+    )
+    text_config = dict(
+        vocab_size=len(ROBERTA_SPECIAL_TOKENS) + 256,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=80,
+    )
+    return ClapConfig(audio_config=audio_config, text_config=text_config, projection_dim=24)
+
+
+def save_tiny_clap_checkpoint(directory, fused: bool = False, seed: int = 0) -> ClapModel:
+    """A random-init ``ClapModel`` and its ``ClapProcessor`` saved as the LAION checkpoints are laid out."""
+    torch.manual_seed(seed)
+    clap = ClapModel(tiny_clap_config(fused)).eval()
+    with torch.no_grad():  # distinct scales, so a swap of logit_scale_a / logit_scale_t shows
+        clap.logit_scale_a.fill_(np.log(20.0))
+        clap.logit_scale_t.fill_(np.log(8.0))
+    clap.save_pretrained(directory)
+    ClapProcessor(tiny_clap_feature_extractor(fused), tiny_roberta_tokenizer()).save_pretrained(directory)
+    return clap
 
 
 def tiny_feature_extractor(audio_family: str):
@@ -188,6 +265,26 @@ def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
         rows["captions"].append([f"a {WORD_CLASSES[label]} sound", f"the {WORD_CLASSES[label]}"])
         rows["input_values"].append(features)
     return Dataset.from_dict(rows)
+
+
+def translated_feature_dataset(n: int = 6, seed: int = 0) -> Dataset:
+    """Clips with random precomputed features, two English captions and French/German translations (none in
+    German for clip 2)."""
+    rng = np.random.default_rng(seed)
+    return Dataset.from_dict(
+        {
+            "audio_id": [f"c{i}" for i in range(n)],
+            "captions": [[f"a dog barks {i}", f"a siren wails {i}"] for i in range(n)],
+            "translations": [
+                {
+                    "fra": [f"un chien {i}", f"une sirène {i}"],
+                    "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"],
+                }
+                for i in range(n)
+            ],
+            "input_values": [rng.standard_normal((100, 32)).astype(np.float32) for _ in range(n)],
+        }
+    )
 
 
 def training_args(tmp_path, **overrides) -> TrainingArguments:

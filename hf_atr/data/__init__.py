@@ -7,6 +7,7 @@ from .clotho import load_clotho
 from .corpus_utils import CorpusFormatError, MetadataEncodingError
 from .esc50 import class_prompts, load_esc50
 from .multilingual import load_translations, normalize_language_code
+from .relevance import load_relevance_judgements
 from .schema import LANGUAGES, atr_features, corpus_provenance
 from .synthcaps import (
     SOUND_EVENTS,
@@ -37,6 +38,7 @@ __all__ = [
     "load_audiocaps",
     "load_clotho",
     "load_esc50",
+    "load_relevance_judgements",
     "load_synthcaps",
     "load_translations",
     "load_wavcaps",

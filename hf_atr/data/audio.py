@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import soundfile
-from scipy.signal import resample_poly
 
 
 class AudioDecodeError(ValueError):
@@ -93,6 +92,8 @@ def resample(waveform: np.ndarray, source_rate: int, target_rate: int) -> np.nda
 
     The output has ``ceil(samples * target_rate / source_rate)`` samples.
     """
+    from scipy.signal import resample_poly  # 0.5 s to import: only when a clip needs resampling
+
     divisor = math.gcd(source_rate, target_rate)
     resampled = resample_poly(waveform.astype(np.float64), target_rate // divisor, source_rate // divisor)
     return resampled.astype(np.float32)

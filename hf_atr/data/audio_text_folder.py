@@ -26,7 +26,6 @@ Audio files in the folder that no metadata row names are counted and named in a 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
@@ -53,8 +52,9 @@ from hf_atr.data.corpus_utils import (
     split_provenance,
 )
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
+from hf_atr.lazy import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 METADATA_FILE_NAMES: tuple[str, ...] = ("metadata.csv", "metadata.jsonl")
 """The metadata file names of the AudioFolder convention, tried in this order."""

@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from datasets import DatasetDict
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CAPTION_IDS_COLUMN,
@@ -51,8 +50,9 @@ from hf_atr.data.corpus_utils import (
 )
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
 from hf_atr.data.source_ids import youtube_source_id
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 AUDIOCAPS_SPLIT_FILES: dict[str, str] = {"train": "train.csv", "validation": "val.csv", "test": "test.csv"}
 """Canonical split name -> metadata file name (the names AudioCaps ships)."""

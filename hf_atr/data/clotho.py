@@ -29,7 +29,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from datasets import DatasetDict
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -52,8 +51,9 @@ from hf_atr.data.corpus_utils import (
 )
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
 from hf_atr.data.source_ids import freesound_source_id
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 CLOTHO_SPLITS: dict[str, str] = {"train": "development", "validation": "validation", "test": "evaluation"}
 """hf-atr split name -> Clotho's own split name (CSV suffix and audio folder)."""

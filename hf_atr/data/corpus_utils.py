@@ -21,13 +21,13 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
 from datasets.table import embed_table_storage
-from transformers.utils import logging
 
 from hf_atr.data.audio import AudioDecodeError, check_audio_file
 from hf_atr.data.overlap import OVERLAP_CRITERIA, read_wavcaps_blocklist, remove_overlap
 from hf_atr.data.schema import finalize_audio_column, set_corpus_provenance
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 MISSING_POLICIES: tuple[str, ...] = ("error", "skip")
 """Values of the loaders' ``missing`` argument: raise on the first bad clip or row, or drop and report it."""

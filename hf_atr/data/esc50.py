@@ -16,7 +16,6 @@ import os
 from collections.abc import Iterable, Sequence
 
 from datasets import DatasetDict
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -33,8 +32,9 @@ from hf_atr.data.corpus_utils import (
 )
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
 from hf_atr.data.source_ids import freesound_source_id
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 ESC50_FOLDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 ESC50_CLIPS_PER_FOLD = 400

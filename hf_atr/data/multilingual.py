@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets import DatasetDict, List, Value
-from transformers.utils import logging
 
 from hf_atr.data.corpus_utils import (
     CAPTION_IDS_COLUMN,
@@ -49,8 +48,9 @@ from hf_atr.data.corpus_utils import (
     read_csv_records,
     record_problem,
 )
+from hf_atr.lazy import get_logger
 
-logger = logging.get_logger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 CLIP_KEY_COLUMNS: tuple[str, ...] = ("file_name", "youtube_id", "filename", "audio_id")
 """Columns tried, in order, as the clip key of a translation file when ``key`` is not given."""

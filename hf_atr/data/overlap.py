@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,8 +36,9 @@ from datasets import Dataset, DatasetDict
 
 from hf_atr.data.schema import SOURCE_ID_COLUMN, corpus_provenance, record_filter
 from hf_atr.data.source_ids import freesound_source_id, youtube_source_id
+from hf_atr.lazy import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 OVERLAP_CRITERIA: tuple[str, ...] = ("source_id", "content")
 """What :func:`remove_overlap` can match by."""

@@ -80,6 +80,19 @@ def captions_in_language(
     return (row.get("translations") or {}).get(language)
 
 
+def check_caption(caption: Any, slot: int, clip: Any = None, language: str = ENGLISH) -> str:
+    """``caption`` if it is a string with text in it; else a :class:`ValueError` naming where it is.
+
+    The one check of a caption before it is tokenised (processor, evaluation tables, training batches,
+    knowledge-base pairs). ``clip`` (an ``audio_id`` or row index) and ``language`` name the clip in the
+    message; without a clip it names the caption's position ``slot`` only.
+    """
+    if isinstance(caption, str) and caption.strip():
+        return caption
+    where = f"Caption {slot}" if clip is None else f"Clip {clip!r}: {language} caption {slot}"
+    raise ValueError(f"{where} is empty or not a string ({caption!r}).")
+
+
 def all_captions(dataset: Dataset) -> list[str]:
     """Every caption of a shared-schema dataset: English ``captions`` and all ``translations``, in row order."""
     columns = [column for column in ("captions", "translations") if column in dataset.column_names]

@@ -23,8 +23,6 @@ from pathlib import Path
 
 import numpy as np
 from datasets import Dataset, DatasetDict
-from scipy.fft import next_fast_len
-from scipy.signal import chirp, sawtooth
 
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.multilingual import normalize_language_code
@@ -454,6 +452,8 @@ def _beeps(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np
 
 def _chirp(start_hz: tuple[float, float], end_hz: tuple[float, float]) -> Callable:
     def generate(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+        from scipy.signal import chirp  # scipy costs 0.3-0.5 s to import: only when generating audio
+
         span = max(time[-1], 1 / sampling_rate)
         return chirp(time, rng.uniform(*start_hz), span, rng.uniform(*end_hz), method="logarithmic")
 
@@ -466,6 +466,8 @@ def _colored_noise(exponent: float) -> Callable:
     def generate(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
         if exponent == 0:
             return rng.standard_normal(len(time))
+        from scipy.fft import next_fast_len  # see _chirp
+
         # Shape a slightly longer noise of a fast FFT length (segment lengths are arbitrary) and cut it.
         fft_length = next_fast_len(len(time), real=True)
         spectrum = np.fft.rfft(rng.standard_normal(fft_length))
@@ -485,6 +487,8 @@ def _clicks(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> n
 
 
 def _buzz(time: np.ndarray, sampling_rate: int, rng: np.random.Generator) -> np.ndarray:
+    from scipy.signal import sawtooth  # see _chirp
+
     return sawtooth(2 * np.pi * rng.uniform(100, 160) * time + rng.uniform(0, 2 * np.pi))
 
 

@@ -32,7 +32,6 @@ clips of FreeSound and the AudioCaps clips of AudioSet_SL.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable
 from pathlib import Path, PurePath
@@ -54,8 +53,9 @@ from hf_atr.data.corpus_utils import (
 )
 from hf_atr.data.schema import SOURCE_ID_COLUMN, atr_features
 from hf_atr.data.source_ids import freesound_source_id, source_id, youtube_source_id
+from hf_atr.lazy import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # transformers logging, imported on the first message
 
 WAVCAPS_OFFICIAL_CLIPS: dict[str, int] = {
     "FreeSound": 262300,

@@ -1,8 +1,8 @@
-"""Retrieval evaluation: chunked metrics, the `evaluate` module, and encoding a dataset once."""
+"""Retrieval evaluation: chunked metrics, the `evaluate` module, the evaluator and the results table."""
 
 from .retrieval import (
     DEFAULT_KS,
-    DEFAULT_MAP_CUTOFF,
+    DEFAULT_MAP_CUTOFFS,
     inner_product_scores,
     load_retrieval_metric,
     retrieval_metrics,
@@ -11,7 +11,7 @@ from .retrieval import (
 
 __all__ = [
     "DEFAULT_KS",
-    "DEFAULT_MAP_CUTOFF",
+    "DEFAULT_MAP_CUTOFFS",
     "inner_product_scores",
     "load_retrieval_metric",
     "retrieval_metrics",

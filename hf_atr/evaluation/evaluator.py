@@ -1,102 +1,35 @@
-"""Encode an evaluation set once and compute retrieval metrics (DESIGN.md, "Data flow" 7)."""
+"""Encode an evaluation set once (:mod:`hf_atr.encoding`) and compute retrieval metrics (DESIGN.md, "Data flow" 7)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
+from transformers.utils import logging
 
-from ..data.schema import ENGLISH, captions_in_language
-from ..objectives.ot import sinkhorn_log_plan
-from ..processing_atr import AtrProcessor, audio_batch
-from .retrieval import retrieval_metrics, retrieval_metrics_from_embeddings
+from ..data.relevance import load_relevance_judgements
+from ..data.schema import ENGLISH
+from ..encoding import CaptionTable, caption_table, encode_audio, encode_text
+from ..ot import sinkhorn_log_plan
+from ..processing_atr import AtrProcessor
+from .retrieval import (
+    DEFAULT_KS,
+    DEFAULT_MAP_CUTOFFS,
+    TIE_RULE,
+    retrieval_metrics,
+    retrieval_metrics_from_embeddings,
+)
+
+logger = logging.get_logger(__name__)
 
 SCORING_MODES = ("head", "ot_plan")
-
-
-@dataclass
-class CaptionTable:
-    """Every caption of an evaluation set, flattened.
-
-    ``captions[i]`` belongs to clip ``text_to_audio[i]``, is in language ``languages[i]``, and
-    ``caption_groups[i]`` is shared by the translations of one English caption (clip, slot).
-    """
-
-    captions: list[str]
-    text_to_audio: torch.Tensor
-    languages: list[str]
-    caption_groups: torch.Tensor
-
-
-def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> CaptionTable:
-    """Flatten the ``captions`` (English) and ``translations[lang]`` of a shared-schema dataset.
-
-    Args:
-        languages: ISO 639-3 codes to include; ``None`` means English only. Clips without a
-            translation in a language are skipped for that language.
-    """
-    languages = list(languages) if languages else [ENGLISH]
-    columns = ["captions"] + (["translations"] if any(lang != ENGLISH for lang in languages) else [])
-    missing_columns = [column for column in columns if column not in dataset.column_names]
-    if missing_columns:
-        raise ValueError(
-            f"Evaluation set lacks column(s) {missing_columns} needed for languages {languages}."
-        )
-    rows = dataset.select_columns(columns)
-    slots_per_clip = max((len(captions) for captions in rows["captions"]), default=0)
-    captions, text_to_audio, caption_languages, caption_groups = [], [], [], []
-    for clip_index, row in enumerate(rows):
-        for language in languages:
-            for slot, caption in enumerate(captions_in_language(row, language) or []):
-                if not isinstance(caption, str) or not caption.strip():
-                    raise ValueError(f"Clip {clip_index}: {language} caption {slot} is empty ({caption!r}).")
-                captions.append(caption)
-                text_to_audio.append(clip_index)
-                caption_languages.append(language)
-                caption_groups.append(clip_index * slots_per_clip + slot)
-    return CaptionTable(
-        captions, torch.tensor(text_to_audio), caption_languages, torch.tensor(caption_groups)
-    )
-
-
-@torch.no_grad()
-def encode_audio(
-    model: Any, processor: AtrProcessor, dataset: Any, *, batch_size: int = 64, show_progress: bool = False
-) -> torch.Tensor:
-    """``(n_clips, dim)`` audio embeddings of a dataset with precomputed features (or raw ``audio``)."""
-    model.eval()
-    device = next(model.parameters()).device
-    chunks = []
-    for start in tqdm(range(0, len(dataset), batch_size), desc="Encoding audio", disable=not show_progress):
-        rows = [dataset[index] for index in range(start, min(start + batch_size, len(dataset)))]
-        audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
-        inputs = {name: value.to(device) for name, value in audio_batch(processor, rows, audio_ids).items()}
-        chunks.append(model.get_audio_features(**inputs).float().cpu())
-    return torch.cat(chunks)
-
-
-@torch.no_grad()
-def encode_text(
-    model: Any,
-    processor: AtrProcessor,
-    captions: Sequence[str],
-    *,
-    batch_size: int = 256,
-    show_progress: bool = False,
-) -> torch.Tensor:
-    """``(n_captions, dim)`` caption embeddings."""
-    model.eval()
-    device = next(model.parameters()).device
-    chunks = []
-    for start in tqdm(
-        range(0, len(captions), batch_size), desc="Encoding captions", disable=not show_progress
-    ):
-        tokens = processor(text=list(captions[start : start + batch_size]), return_tensors="pt")
-        chunks.append(model.get_text_features(**{k: v.to(device) for k, v in tokens.items()}).float().cpu())
-    return torch.cat(chunks)
+COLLAPSE_RELATIVE_VARIANCE = 1e-6
+"""Embeddings whose variance across clips (or captions) is below this fraction of their mean squared norm
+count as collapsed: every item then scores (nearly) the same against every query."""
 
 
 def head_similarity(model: Any) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -140,6 +73,59 @@ def ot_plan_scores(
     return scores
 
 
+def embedding_spread(embeds: torch.Tensor) -> float:
+    """Total variance of the rows over their mean squared norm: 0 when every row is the same.
+
+    About 1 for unit vectors spread around the sphere (``1 - ||mean||^2`` for unit rows).
+
+    Args:
+        embeds: ``(n, dim)``, ``n >= 1``.
+    """
+    embeds = embeds.double()
+    mean_square_norm = embeds.pow(2).sum(dim=1).mean()
+    if mean_square_norm == 0:
+        return 0.0
+    return float(embeds.var(dim=0, unbiased=False).sum() / mean_square_norm)
+
+
+@dataclass
+class _Queries:
+    """The captions evaluated (rows of a :class:`CaptionTable`) with their relevant clips."""
+
+    captions: list[str]
+    text_to_audio: torch.Tensor | list[list[int]]
+    languages: list[str]
+    caption_groups: torch.Tensor
+    without_judgement: int = 0
+
+
+def _judged_queries(table: CaptionTable, relevance: Mapping[str, Sequence[int]]) -> _Queries:
+    """The captions of `table` that relevance judgements cover, each with its judged clips.
+
+    A judged English caption is evaluated once (its first row, should the text recur); a translation
+    takes the judged clips of its English caption (same caption group) and is left out with it.
+    """
+    judged_groups: dict[int, list[int]] = {}
+    seen = set()
+    for caption, language, group in zip(table.captions, table.languages, table.caption_groups.tolist()):
+        if language == ENGLISH and caption in relevance and caption not in seen:
+            seen.add(caption)
+            judged_groups[group] = [int(clip) for clip in relevance[caption]]
+    if not judged_groups:
+        raise ValueError(
+            f"None of the {table.languages.count(ENGLISH)} English captions of the evaluation set has "
+            "relevance judgements; check that the judgements belong to this split."
+        )
+    rows = [row for row, group in enumerate(table.caption_groups.tolist()) if group in judged_groups]
+    return _Queries(
+        captions=[table.captions[row] for row in rows],
+        text_to_audio=[judged_groups[int(table.caption_groups[row])] for row in rows],
+        languages=[table.languages[row] for row in rows],
+        caption_groups=table.caption_groups[rows],
+        without_judgement=len(table.captions) - len(rows),
+    )
+
+
 class RetrievalEvaluator:
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -148,12 +134,28 @@ class RetrievalEvaluator:
         processor: the model's :class:`~hf_atr.AtrProcessor` (tokenises captions, featurises raw audio).
         languages: caption languages to evaluate (``None``: English). With several, per-language keys
             carry a ``/<lang>`` suffix, un-suffixed keys are the mean over languages, and ``MRV`` is added.
+        split: name of the evaluation set (e.g. ``"test"``), used in warnings and recorded in `protocol`.
+        relevance: relevance judgements (several relevant clips per caption, DCASE 2025): a CSV file read
+            by :func:`~hf_atr.data.relevance.load_relevance_judgements`, or a mapping ``{English caption:
+            [clip row index, ...]}``. Only judged captions are evaluated (translations take their English
+            caption's clips); ``None``: each caption's own clip is its only relevant item.
+        relevance_threshold, relevance_missing: `threshold` and `missing` of the loader, for a CSV file.
+        ks, map_cutoffs: cutoffs of R@k and mAP@c.
 
     Calling it with a model returns the flat dict of
-    :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings`; scores come from the model's
-    scoring head (cosine, or negative Euclidean/Mahalanobis distance), or with ``scoring="ot_plan"``
-    from the entropic OT plan between all captions of a language and all clips (m-LTM Eq. 5,
-    regularisation ``ot_reg``), see :func:`ot_plan_scores`.
+    :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
+    item); scores come from the model's scoring head (cosine, or negative Euclidean/Mahalanobis
+    distance), or with ``scoring="ot_plan"`` from the entropic OT plan between all captions of a language
+    and all clips (m-LTM Eq. 5, regularisation ``ot_reg``), see :func:`ot_plan_scores`. A warning naming
+    the split is logged when the audio or caption embeddings have collapsed (:func:`embedding_spread`
+    below :data:`COLLAPSE_RELATIVE_VARIANCE`).
+
+    ``protocol`` is the JSON-ready record of how the figures are obtained: ``tie_rule``, ``split``,
+    ``clips``, ``captions`` (queries evaluated), ``languages``, ``relevance`` (``"own clip"`` or
+    ``"judgements"``) with ``relevance_file``, ``relevance_threshold``, ``captions_without_judgement`` and
+    ``relevant_clips_per_caption``, ``ks``, ``map_cutoffs``, ``scoring`` (and ``ot_reg``), ``similarity``
+    (the model's scoring head, filled in by each call) and ``window_pooling`` (``None``: each clip is
+    encoded in one forward pass of the inputs the processor prepares).
     """
 
     def __init__(
@@ -166,6 +168,12 @@ class RetrievalEvaluator:
         show_progress: bool = False,
         scoring: str = "head",
         ot_reg: float = 0.05,
+        split: str | None = None,
+        relevance: str | os.PathLike | Mapping[str, Sequence[int]] | None = None,
+        relevance_threshold: float | None = None,
+        relevance_missing: str = "error",
+        ks: Sequence[int] = DEFAULT_KS,
+        map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS,
     ) -> None:
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}.")
@@ -176,35 +184,87 @@ class RetrievalEvaluator:
         self.languages = list(languages) if languages else None
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self.split = split
+        self.ks = tuple(ks)
+        self.map_cutoffs = tuple(map_cutoffs)
         self.table = caption_table(dataset, self.languages)
+        relevance_file = None
+        if isinstance(relevance, (str, os.PathLike)):
+            relevance_file = str(Path(relevance).expanduser())
+            relevance = load_relevance_judgements(
+                relevance, dataset, threshold=relevance_threshold, missing=relevance_missing
+            )
+        elif relevance_threshold is not None:
+            raise ValueError("relevance_threshold applies to a relevance file; pass relevance=<path>.")
+        if relevance is None:
+            self.queries = _Queries(
+                self.table.captions, self.table.text_to_audio, self.table.languages, self.table.caption_groups
+            )
+        else:
+            self.queries = _judged_queries(self.table, relevance)
+        self.protocol = self._protocol(relevance_file, relevance_threshold, judged=relevance is not None)
 
     def __call__(self, model: Any) -> dict[str, float]:
-        was_training = model.training
         audio_embeds = encode_audio(
             model, self.processor, self.dataset, batch_size=self.batch_size, show_progress=self.show_progress
         )
         text_embeds = encode_text(
             model,
             self.processor,
-            self.table.captions,
+            self.queries.captions,
             batch_size=4 * self.batch_size,
             show_progress=self.show_progress,
         )
-        model.train(was_training)
+        self._warn_if_collapsed(audio_embeds, "audio", "clip")
+        self._warn_if_collapsed(text_embeds, "caption", "caption")
+        self.protocol["similarity"] = model.config.scoring
         multilingual = self.languages is not None and len(self.languages) > 1
-        metadata = {
-            "languages": self.table.languages if multilingual else None,
-            "caption_groups": self.table.caption_groups if multilingual else None,
+        arguments = {
+            "languages": self.queries.languages if multilingual else None,
+            "caption_groups": self.queries.caption_groups if multilingual else None,
+            "ks": self.ks,
+            "map_cutoffs": self.map_cutoffs,
         }
         if self.scoring == "ot_plan":
-            scores = ot_plan_scores(model, text_embeds, audio_embeds, self.table.languages, reg=self.ot_reg)
-            return retrieval_metrics(scores, self.table.text_to_audio, **metadata)
+            scores = ot_plan_scores(model, text_embeds, audio_embeds, self.queries.languages, reg=self.ot_reg)
+            return retrieval_metrics(scores, self.queries.text_to_audio, **arguments)
         score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
         with torch.no_grad():
             return retrieval_metrics_from_embeddings(
-                audio_embeds,
-                text_embeds,
-                self.table.text_to_audio,
-                score_fn=score_fn,
-                **metadata,
+                audio_embeds, text_embeds, self.queries.text_to_audio, score_fn=score_fn, **arguments
+            )
+
+    def _protocol(self, relevance_file: str | None, threshold: float | None, judged: bool) -> dict[str, Any]:
+        relevant_counts = [len(clips) for clips in self.queries.text_to_audio] if judged else [1]
+        protocol: dict[str, Any] = {
+            "tie_rule": TIE_RULE,
+            "split": self.split,
+            "clips": len(self.dataset),
+            "captions": len(self.queries.captions),
+            "languages": list(dict.fromkeys(self.queries.languages)),
+            "relevance": "judgements" if judged else "own clip",
+            "relevance_file": relevance_file,
+            "relevance_threshold": threshold,
+            "captions_without_judgement": self.queries.without_judgement,
+            "relevant_clips_per_caption": sum(relevant_counts) / len(relevant_counts),
+            "ks": list(self.ks),
+            "map_cutoffs": list(self.map_cutoffs),
+            "scoring": self.scoring,
+            "similarity": None,
+            "window_pooling": None,
+        }
+        if self.scoring == "ot_plan":
+            protocol["ot_reg"] = self.ot_reg
+        return protocol
+
+    def _warn_if_collapsed(self, embeds: torch.Tensor, what: str, item: str) -> None:
+        if len(embeds) < 2:
+            return
+        spread = embedding_spread(embeds)
+        if spread < COLLAPSE_RELATIVE_VARIANCE:
+            where = f"split {self.split!r}" if self.split else "the evaluation set"
+            logger.warning(
+                f"Evaluating on {where}: the {what} embeddings have collapsed (their variance across the "
+                f"{len(embeds)} {item}s is {spread:.1e} of their mean squared norm), so every {item} scores "
+                "(nearly) the same; ties count against the relevant item, so retrieval is at chance or below."
             )

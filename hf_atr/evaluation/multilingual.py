@@ -1,32 +1,21 @@
-"""Cross-language consistency of a multilingual model (ATRI §5.3) and ATRI-style result tables.
+"""Cross-language consistency of a multilingual model (ATRI §5.3).
 
 Retrieval metrics per language and MRV (Eq. 16) come from
 :func:`~hf_atr.evaluation.retrieval.retrieval_metrics`; this module adds the embedding-space measures of
-Eq. (14)–(15) and formats everything as one table like ATRI's Tables 1–3.
+Eq. (14)–(15). :func:`~hf_atr.evaluation.tables.results_table` shows them side by side, like ATRI's
+Tables 1–3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ..data.schema import ENGLISH
+from ..encoding import caption_table, encode_text
 from ..processing_atr import AtrProcessor
-from .evaluator import caption_table, encode_text
-
-TABLE_COLUMNS = (
-    ("T2A R@1", "t2a_R@1"),
-    ("T2A R@5", "t2a_R@5"),
-    ("T2A R@10", "t2a_R@10"),
-    ("T2A mAP10", "t2a_mAP@10"),
-    ("A2T R@1", "a2t_R@1"),
-    ("A2T R@5", "a2t_R@5"),
-    ("A2T R@10", "a2t_R@10"),
-    ("A2T mAP10", "a2t_mAP@10"),
-)
-"""(header, metric key) of the percentage columns of :func:`format_multilingual_table`."""
 
 
 def _check_aligned(english_embeds: torch.Tensor, language_embeds: torch.Tensor) -> None:
@@ -112,35 +101,3 @@ def language_consistency(
     metrics["gap"] = sum(metrics[f"gap/{language}"] for language in foreign) / len(foreign)
     metrics["dis"] = sum(metrics[f"dis/{language}"] for language in foreign) / len(foreign)
     return metrics
-
-
-def format_multilingual_table(results: Mapping[str, Mapping[str, float]], languages: Sequence[str]) -> str:
-    """One Markdown table of several training schemes, like ATRI's Tables 1–3 side by side.
-
-    Args:
-        results: scheme name → metrics dict with per-language keys (``t2a_R@1/<lang>``, ...), un-suffixed
-            averages, ``MRV``, and optionally ``gap/<lang>``, ``dis/<lang>``, ``gap``, ``dis`` from
-            :func:`language_consistency`.
-        languages: the rows of each scheme, followed by an ``avg`` row.
-
-    Returns:
-        Rows ``scheme | language``; recall and mAP@10 in percent, Gap and Dis to three decimals, MRV on the
-        ``avg`` row. Missing values are shown as ``—``.
-    """
-    if not results:
-        raise ValueError("format_multilingual_table needs at least one scheme's metrics.")
-    headers = ["Scheme", "Lang", *(header for header, _ in TABLE_COLUMNS), "Gap", "Dis", "MRV"]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    for scheme, metrics in results.items():
-        for language in (*languages, None):
-            suffix = "" if language is None else f"/{language}"
-            cells = [scheme, "avg" if language is None else language]
-            cells += [_format(metrics.get(f"{key}{suffix}"), 100, ".2f") for _, key in TABLE_COLUMNS]
-            cells += [_format(metrics.get(f"{key}{suffix}"), 1, ".3f") for key in ("gap", "dis")]
-            cells.append(_format(metrics.get("MRV") if language is None else None, 1, ".2f"))
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _format(value: float | None, factor: float, spec: str) -> str:
-    return "—" if value is None else format(factor * value, spec)

@@ -26,18 +26,13 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
-from transformers.utils import logging
 
-logger = logging.get_logger(__name__)
-
-DEFAULT_NUM_PROTOTYPES = 512
-"""``N_c``, the number of coarse-grained prototypes (ASK §5.1)."""
+from ..encoding import encode_pairs, pair_audio_ids
+from ..objectives.ask import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
 
 KMEANS_ITERATIONS = 20
 MODALITIES = ("audio", "text")
 GRANULARITIES = ("fine", "coarse")
-CAPTION_MODES = ("all", "first")
-SEARCH_BACKENDS = ("torch", "faiss")
 _SEARCH_BLOCK_ENTRIES = 2**24
 """Largest ``(queries, entries)`` score block the torch search holds at once (64 MiB in float32)."""
 _DISTINCT_BLOCK_ENTRIES = 2**22
@@ -114,89 +109,6 @@ def prototype_pairs(
         prototypes.append(pooled)
     occupied = torch.bincount(assignment, minlength=clusters) > 0
     return tuple(F.normalize(pooled[occupied], dim=-1) for pooled in prototypes)
-
-
-def _pair_captions(
-    dataset: Any, captions: str, languages: Sequence[str] | None
-) -> tuple[list[str], torch.Tensor]:
-    """The captions of the pairs of ``dataset`` and the clip index of each, in the order of :func:`encode_pairs`."""
-    # Imported here: the evaluator imports the processor and config, whose objective validation imports
-    # the objectives, and the ask objective imports this module.
-    from ..evaluation.evaluator import caption_table
-
-    if captions not in CAPTION_MODES:
-        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
-    if captions == "all":
-        table = caption_table(dataset, languages)
-        return table.captions, table.text_to_audio
-    if "captions" not in dataset.column_names:
-        raise ValueError(f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names}).")
-    caption_texts = []
-    for clip_index, clip_captions in enumerate(dataset["captions"]):
-        if not clip_captions or not isinstance(clip_captions[0], str) or not clip_captions[0].strip():
-            raise ValueError(f"encode_pairs: clip {clip_index} has no first caption ({clip_captions!r}).")
-        caption_texts.append(clip_captions[0])
-    return caption_texts, torch.arange(len(caption_texts))
-
-
-def pair_audio_ids(
-    dataset: Any, *, captions: str = "all", languages: Sequence[str] | None = None
-) -> list[str]:
-    """The ``audio_id`` of every pair :func:`encode_pairs` makes of ``dataset``, in its order (no encoding).
-
-    Pairs are clip-major, so the ids of a dataset are those of its contiguous shards, concatenated.
-    """
-    if "audio_id" not in dataset.column_names:
-        raise ValueError(
-            f"Knowledge base source: the dataset lacks an 'audio_id' column ({dataset.column_names}); ASK needs "
-            "it to keep a sample's own clip out of its neighbours."
-        )
-    clip_ids = [str(audio_id) for audio_id in dataset["audio_id"]]
-    _, text_to_audio = _pair_captions(dataset, captions, languages)
-    return [clip_ids[index] for index in text_to_audio.tolist()]
-
-
-@torch.no_grad()
-def encode_pairs(
-    model: Any,
-    processor: Any,
-    dataset: Any,
-    *,
-    captions: str = "all",
-    languages: Sequence[str] | None = None,
-    batch_size: int = 64,
-    show_progress: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Encode a shared-schema dataset into paired ``(audio, text)`` embeddings (ASK Eq. 6).
-
-    Args:
-        model: the :class:`~hf_atr.AtrDualEncoderModel`; its train/eval mode is restored afterwards.
-        processor: its :class:`~hf_atr.AtrProcessor`.
-        dataset: rows with ``audio_id``, ``captions`` and precomputed audio features (or raw ``audio``).
-        captions: ``"all"`` pairs every caption with its clip (the paper's "all audio-text pairs"; a clip
-            with 5 captions gives 5 pairs sharing one audio embedding), ``"first"`` one pair per clip.
-        languages: caption languages (ISO 639-3) for ``"all"``; default English.
-
-    Returns:
-        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair; the clip of
-        each pair is given by :func:`pair_audio_ids`.
-    """
-    from ..evaluation.evaluator import encode_audio, encode_text
-
-    if len(dataset) == 0:
-        raise ValueError("encode_pairs: the knowledge-base source dataset is empty.")
-    caption_texts, text_to_audio = _pair_captions(dataset, captions, languages)
-    was_training = model.training
-    try:
-        audio_embeds = encode_audio(
-            model, processor, dataset, batch_size=batch_size, show_progress=show_progress
-        )
-        text_embeds = encode_text(
-            model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
-        )
-    finally:
-        model.train(was_training)
-    return audio_embeds[text_to_audio], text_embeds
 
 
 class KnowledgeBase:
@@ -291,9 +203,10 @@ class KnowledgeBase:
         show_progress: bool = True,
         seed: int = 0,
     ) -> KnowledgeBase:
-        """Encode ``dataset`` with ``model`` (batched, with a progress bar) and build the base; see :func:`encode_pairs`.
+        """Encode ``dataset`` with ``model`` (batched, with a progress bar) and build the base.
 
-        The pairs keep the ``audio_id`` of their clip (:func:`pair_audio_ids`).
+        See :func:`hf_atr.encoding.encode_pairs` for ``captions``, ``languages`` and ``batch_size``. The pairs
+        keep the ``audio_id`` of their clip (:func:`hf_atr.encoding.pair_audio_ids`).
         """
         audio_ids = pair_audio_ids(dataset, captions=captions, languages=languages)
         audio_embeds, text_embeds = encode_pairs(

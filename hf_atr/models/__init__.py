@@ -1,1 +1,2 @@
-"""Audio and text backbones that hf-atr adds to the transformers family (each registers with the Auto classes)."""
+"""Backbones hf-atr adds to the transformers family (PANNs, registered with the Auto classes) and converters
+from other checkpoint formats into hf-atr models (CLAP, sentence-transformers)."""

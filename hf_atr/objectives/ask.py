@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.utils import logging
 
-from ..knowledge.knowledge_base import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
+from ..ot import sinkhorn_log_plan
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .contrastive import ContrastiveObjective, pair_similarity
-from .ot import sinkhorn_log_plan
 from .registry import ObjectiveOutput, register_objective
-
-if TYPE_CHECKING:
-    from ..knowledge.knowledge_base import KnowledgeBase
 
 logger = logging.get_logger(__name__)
 
+DEFAULT_NUM_PROTOTYPES = 512
+"""``N_c``, the number of coarse-grained prototypes of the knowledge base (ASK §5.1)."""
+SEARCH_BACKENDS = ("torch", "faiss")
+"""How the knowledge base is searched (:meth:`hf_atr.knowledge.KnowledgeBase.search`), an option of ASK."""
 OT_TOLERANCE = 1e-5
 """Column-marginal error at which the realignment plan's Sinkhorn stops: the plan only re-weights rows."""
 
@@ -127,9 +127,10 @@ class AskObjective(ContrastiveObjective):
         output = objective(audio_embeds, text_embeds, batch={"audio_ids": ids}, model=model)
     """
 
+    description = "contrastive learning with an adaptive self-improving knowledge base (ASK)"
     citation = (
         "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. Anonymous ACL submission "
-        "(under review; no public identifier)."
+        "(under review; no public identifier).",
     )
 
     def __init__(
@@ -186,7 +187,7 @@ class AskObjective(ContrastiveObjective):
         self.use_ot_realignment = use_ot_realignment
         self.use_reliability = use_reliability
         self.search_backend = search_backend
-        self.knowledge_base: KnowledgeBase | None = None
+        self.knowledge_base: Any = None  # a hf_atr.knowledge.KnowledgeBase, set by the refresh callback
 
     def _retrieve(
         self,

@@ -131,7 +131,8 @@ class RandomLanguageObjective(AtriContrastiveObjective):
         objective = build_objective({"name": "random_language"})
     """
 
-    citation = ATRI_CITATION
+    description = "contrastive learning on one random caption language per step (ATRI baseline)"
+    citation = (ATRI_CITATION,)
 
 
 @register_objective("kcl")
@@ -157,7 +158,8 @@ class KclObjective(AtriContrastiveObjective):
                                                   batch={"audio_ids": ids, "language_mask": mask})
     """
 
-    citation = ATRI_CITATION
+    description = "K-language contrastive learning over all caption translations (ATRI)"
+    citation = (ATRI_CITATION,)
 
     def forward(
         self,
@@ -220,7 +222,8 @@ class CaclObjective(AtriContrastiveObjective):
                                                    batch={"audio_ids": ids, "language_mask": mask})
     """
 
-    citation = ATRI_CITATION
+    description = "contrastive learning with a cross-language consistency term (ATRI)"
+    citation = (ATRI_CITATION,)
 
     def forward(
         self,

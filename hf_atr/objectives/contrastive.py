@@ -13,6 +13,15 @@ from torch import nn
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .registry import Objective, ObjectiveOutput, register_objective
 
+CLIP_CITATION = (
+    "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021. "
+    "arXiv:2103.00020"
+)
+CLAP_CITATION = (
+    "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023. "
+    "arXiv:2206.04769"
+)
+
 
 def pair_similarity(
     audio_embeds: torch.Tensor, text_embeds: torch.Tensor, model: nn.Module | None
@@ -37,7 +46,8 @@ class ContrastiveObjective(Objective):
 
     Args:
         temperature: fixed temperature ``t``. ``None`` (default) uses the model scoring head's learnable
-            ``logit_scale`` (CLIP), or ``t = 0.07`` when no model is passed.
+            ``logit_scale`` (CLIP; with two scales, as CLAP, the audio scale for the audio→text term), or
+            ``t = 0.07`` when no model is passed.
 
     Example::
 
@@ -46,12 +56,8 @@ class ContrastiveObjective(Objective):
         output.loss.backward()
     """
 
-    citation = (
-        "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021. "
-        "arXiv:2103.00020\n"
-        "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023. "
-        "arXiv:2206.04769"
-    )
+    description = "symmetric InfoNCE over in-batch pairs (CLIP / CLAP)"
+    citation = (CLIP_CITATION, CLAP_CITATION)
     DEFAULT_TEMPERATURE = 0.07
 
     def __init__(self, temperature: float | None = None) -> None:
@@ -65,12 +71,18 @@ class ContrastiveObjective(Objective):
         self.temperature = temperature
 
     def logit_scale(self, model: nn.Module | None) -> torch.Tensor | float:
-        """The factor ``1/t`` applied to similarities."""
+        """The factor ``1/t`` applied to similarities (the text→audio one when the model has two)."""
         if self.temperature is not None:
             return 1.0 / self.temperature
         if model is not None:
             return model.scoring_head.scale()
         return 1.0 / self.DEFAULT_TEMPERATURE
+
+    def audio_logit_scale(self, model: nn.Module | None) -> torch.Tensor | float:
+        """The factor of the audio→text direction: the head's audio scale (CLAP's ``logit_scale_a``)."""
+        if self.temperature is None and model is not None:
+            return model.scoring_head.audio_scale()
+        return self.logit_scale(model)
 
     def forward(
         self,
@@ -83,13 +95,17 @@ class ContrastiveObjective(Objective):
         """``audio_embeds``, ``text_embeds``: ``(batch, dim)``, row i of each forms a positive pair."""
         check_pair_embeddings(audio_embeds, text_embeds, self.name)
         batch_size = audio_embeds.shape[0]
-        logits_per_text = self.logit_scale(model) * pair_similarity(audio_embeds, text_embeds, model)
-        duplicates = same_clip_mask(batch_audio_ids(batch), batch_size, logits_per_text.device)
-        other_copies = duplicates & ~torch.eye(batch_size, dtype=torch.bool, device=logits_per_text.device)
-        logits_per_text = logits_per_text.masked_fill(other_copies, float("-inf"))
-        targets = torch.arange(batch_size, device=logits_per_text.device)
+        similarity = pair_similarity(audio_embeds, text_embeds, model)
+        duplicates = same_clip_mask(batch_audio_ids(batch), batch_size, similarity.device)
+        other_copies = duplicates & ~torch.eye(batch_size, dtype=torch.bool, device=similarity.device)
+        # Mask after scaling: a masked -inf times the scale would give the scale a NaN gradient.
+        logits_per_text = (self.logit_scale(model) * similarity).masked_fill(other_copies, float("-inf"))
+        logits_per_audio = (self.audio_logit_scale(model) * similarity.T).masked_fill(
+            other_copies.T, float("-inf")
+        )
+        targets = torch.arange(batch_size, device=similarity.device)
         text_to_audio = F.cross_entropy(logits_per_text, targets)
-        audio_to_text = F.cross_entropy(logits_per_text.T, targets)
+        audio_to_text = F.cross_entropy(logits_per_audio, targets)
         loss = (text_to_audio + audio_to_text) / 2
         return ObjectiveOutput(
             loss=loss,

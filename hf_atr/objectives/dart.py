@@ -24,12 +24,11 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
+from ..ot import unbalanced_sinkhorn_plan
+from ..ot.utils import DEFAULT_MAX_ITER, DEFAULT_TOL, check_positive, check_solver_options
 from .batch import check_pair_embeddings
-from .mltm import DEFAULT_MAX_ITER, DEFAULT_TOL, check_reg, check_solver_options
-from .ot import unbalanced_sinkhorn_plan
 from .registry import Objective, ObjectiveOutput, build_objective, default_scoring, register_objective
 
 DART_CITATION = (
@@ -168,18 +167,6 @@ def marginal_entropy(marginal: torch.Tensor) -> float:
     return float(-(positive * positive.log()).sum())
 
 
-def _average_across_ranks(values: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` over the processes of the default group (DART §3.3), or ``values`` when not distributed."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return values
-    world_size = dist.get_world_size()
-    if world_size == 1:
-        return values
-    summed = values.clone()
-    dist.all_reduce(summed, op=dist.ReduceOp.SUM)
-    return summed / world_size
-
-
 def _check_optional_int(value: Any, field: str, minimum: int) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
         raise ValueError(f"dart: `{field}` must be None or an integer ≥ {minimum}, got {value!r}.")
@@ -208,10 +195,13 @@ class UnbalancedFeatureTransport(Objective):
 
     - ``"reliability"`` (RAM, §3.3, App. B): ``u = v = r / Σ r`` with ``r_j = σ(corr − var − kurt)``
       (:func:`reliability_scores`). In training mode (with autograd enabled) each batch's scores are
-      averaged across processes and folded into an EMA, ``r ← β r + (1 − β) r̂`` (Eq. 13), kept in the
+      folded into an EMA, ``r ← β r + (1 − β) r̂`` (Eq. 13), kept in the
       buffer ``reliability_ema`` (it round-trips through ``state_dict`` / safetensors); the first batch
       initialises it. Otherwise (eval mode, or under ``torch.no_grad``) the stored EMA is used as is
-      (the batch's own scores before any training update).
+      (the batch's own scores before any training update). Under several processes the scores must be
+      those of the global batch, as DART averages them across processes: :class:`~hf_atr.AtrTrainer`
+      gathers every rank's embeddings before the objective (``hf_atr.training.distributed``), so every
+      rank computes the same scores and holds the same EMA.
     - ``"uniform"``, ``"norm"`` (``‖U[:, j]‖₂`` for u, ``‖V[:, j]‖₂`` for v), ``"variance"`` (the
       batch variance of each channel): the alternatives of App. I, recomputed per batch.
 
@@ -239,7 +229,7 @@ class UnbalancedFeatureTransport(Objective):
         max_iter, tol: unbalanced Sinkhorn iteration cap and tolerance.
     """
 
-    citation = DART_CITATION
+    citation = (DART_CITATION,)
 
     def __init__(
         self,
@@ -257,11 +247,11 @@ class UnbalancedFeatureTransport(Objective):
         tol: float = DEFAULT_TOL,
     ) -> None:
         super().__init__()
-        self.reg = check_reg(reg, "dart", "uwd_reg")
+        self.reg = check_positive("dart", "uwd_reg", reg)
         if feature_cost not in FEATURE_COSTS:
             raise ValueError(f"dart: `feature_cost` must be one of {FEATURE_COSTS}, got {feature_cost!r}.")
         self.feature_cost = feature_cost
-        self.marginal_reg = check_reg(marginal_reg, "dart", "uwd_marginal_reg", "marginal relaxation τ")
+        self.marginal_reg = check_positive("dart", "uwd_marginal_reg", marginal_reg)
         if marginals not in MARGINAL_MODES:
             raise ValueError(f"dart: `marginals` must be one of {MARGINAL_MODES}, got {marginals!r}.")
         if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not (0 <= ema_decay < 1):
@@ -288,7 +278,7 @@ class UnbalancedFeatureTransport(Objective):
                 f"dart: {configured} select channels by reliability and need marginals='reliability', "
                 f"got marginals={marginals!r}."
             )
-        check_solver_options(max_iter, tol, "dart")
+        check_solver_options("dart", max_iter, tol)
         self.marginals = marginals
         self.ema_decay = float(ema_decay)
         self.warmup_steps = warmup_steps
@@ -322,7 +312,7 @@ class UnbalancedFeatureTransport(Objective):
         return self.freeze_after_steps is not None and int(self.num_updates) >= self.freeze_after_steps
 
     def update_reliability(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> None:
-        """Fold this batch's reliabilities (averaged across processes) into the EMA (Eq. 13), then update
+        """Fold this (global) batch's reliabilities into the EMA (Eq. 13), then update
         the hysteresis state. A no-op once frozen.
 
         Args:
@@ -331,7 +321,7 @@ class UnbalancedFeatureTransport(Objective):
         """
         if self.frozen:
             return
-        batch_reliability = _average_across_ranks(reliability_scores(audio_embeds, text_embeds))
+        batch_reliability = reliability_scores(audio_embeds, text_embeds)
         dim = batch_reliability.shape[0]
         if self.reliability_ema.numel() == 0:
             self.reliability_ema = batch_reliability.to(torch.float32).clone()
@@ -511,7 +501,10 @@ class DartObjective(Objective):
         output.logs  # {"loss_t2a": ..., "loss_a2t": ..., "loss_uwd": ..., "reliability_entropy": ...}
     """
 
-    citation = DART_CITATION
+    description = (
+        "instance-level alignment plus reliability-weighted unbalanced Wasserstein feature alignment (DART)"
+    )
+    citation = (DART_CITATION,)
 
     @classmethod
     def scoring_in_paper(cls, hyperparameters: Mapping[str, Any]) -> str:

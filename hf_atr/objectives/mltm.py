@@ -10,15 +10,15 @@ a learnable PSD matrix (m-LTM Eq. 9), which the model itself keeps PSD
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..ot import partial_sinkhorn_log_plan, sinkhorn_log_plan
+from ..ot.utils import DEFAULT_MAX_ITER, DEFAULT_TOL, check_positive, check_solver_options
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
-from .ot import partial_sinkhorn_log_plan, sinkhorn_log_plan
 from .registry import Objective, ObjectiveOutput, register_objective
 
 MLTM_CITATION = (
@@ -29,8 +29,6 @@ MLTM_CITATION = (
 DEFAULT_REG = 0.05
 # m-LTM §3.3 / Fig. 2: the best transported mass tracks the noise ratio; 0.95 suits a few percent of noise.
 DEFAULT_PARTIAL_MASS = 0.95
-DEFAULT_MAX_ITER = 1000
-DEFAULT_TOL = 1e-6
 # Balanced IOT stops at a tighter marginal error: at 1e-6 the one-step gradient can be ~7e-4 (relative)
 # from the exact one on near-diagonal batches, at 1e-7 it is under 1e-4 (benchmarks/ot_solvers.py).
 DEFAULT_IOT_TOL = 1e-7
@@ -91,23 +89,6 @@ def inverse_ot_loss(log_plan: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return (target_mass * (target_mass.log() - log_plan[support])).sum()
 
 
-def check_reg(
-    reg: Any, objective_name: str, field: str = "reg", meaning: str = "entropic regularisation ε"
-) -> float:
-    """Return ``reg`` as a float, raising a :class:`ValueError` unless it is a finite number > 0."""
-    if isinstance(reg, bool) or not isinstance(reg, (int, float)) or not (0 < reg < math.inf):
-        raise ValueError(f"{objective_name}: `{field}` ({meaning}) must be a finite number > 0, got {reg!r}.")
-    return float(reg)
-
-
-def check_solver_options(max_iter: Any, tol: Any, objective_name: str) -> None:
-    """Raise a :class:`ValueError` unless ``max_iter`` is a positive integer and ``tol`` a number > 0."""
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"{objective_name}: `max_iter` must be a positive integer, got {max_iter!r}.")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0 < tol < math.inf):
-        raise ValueError(f"{objective_name}: `tol` must be a number > 0, got {tol!r}.")
-
-
 @register_objective("iot")
 class InverseOTObjective(Objective):
     r"""Inverse optimal transport (m-LTM Eq. 6–8; DART Eq. 4–5).
@@ -147,7 +128,8 @@ class InverseOTObjective(Objective):
         model.project_parameters_()
     """
 
-    citation = MLTM_CITATION
+    description = "inverse optimal transport with a learned ground metric (m-LTM)"
+    citation = (MLTM_CITATION,)
     grad_modes = GRAD_MODES
     # DART Eq. 4 ("Euclidean in our implementation"); m-LTM Eq. 9 with M = I (scoring="mahalanobis" learns M).
     paper_scoring = "euclidean"
@@ -161,8 +143,8 @@ class InverseOTObjective(Objective):
     ) -> None:
         super().__init__()
         objective_name = self.name or type(self).__name__
-        self.reg = check_reg(reg, objective_name)
-        check_solver_options(max_iter, tol, objective_name)
+        self.reg = check_positive(objective_name, "reg", reg)
+        check_solver_options(objective_name, max_iter, tol)
         if grad_mode not in self.grad_modes:
             raise ValueError(
                 f"{objective_name}: `grad_mode` must be one of {self.grad_modes}, got {grad_mode!r}."
@@ -231,7 +213,8 @@ class PartialInverseOTObjective(InverseOTObjective):
         objective = build_objective({"name": "iot_partial", "mass": 0.8})
     """
 
-    citation = MLTM_CITATION
+    description = "inverse partial optimal transport, robust to noisy pairs (m-LTM)"
+    citation = (MLTM_CITATION,)
     grad_modes = PARTIAL_GRAD_MODES
 
     def __init__(

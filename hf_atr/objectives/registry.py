@@ -1,14 +1,18 @@
 """The objective registry: every training loss is an :class:`Objective` plugin chosen by name.
 
-Built-in objectives register themselves with :func:`register_objective` when
-:mod:`hf_atr.objectives` is imported; third-party packages expose theirs through the
+Names resolve lazily, as transformers' auto mappings do: the built-in objectives are a table of
+``name -> "module:Class"`` (:data:`BUILTIN_OBJECTIVES`), and third-party packages expose theirs through the
 ``hf_atr.objectives`` entry-point group::
 
     [project.entry-points."hf_atr.objectives"]
     my_loss = "my_package.losses:MyObjective"
 
-The entry point is loaded the first time the registry is queried, so a plugin only needs to be
-installed. ``build_objective({"name": "contrastive", "temperature": 0.05})`` instantiates one.
+Listing names (:func:`available_objectives`) imports nothing. Looking one up (:func:`get_objective_class`,
+:func:`objective_parameters`, :func:`build_objective`, :func:`default_scoring`) imports that objective's
+module only, which registers its classes with :func:`register_objective`; so checking a config's objective
+costs one small module on top of torch (which transformers' config machinery has already loaded), never the
+knowledge base, faiss or the other objectives. A class decorated with :func:`register_objective` in user code
+is found by name as well. ``build_objective({"name": "contrastive", "temperature": 0.05})`` instantiates one.
 
 Precision, for plugin authors: calling an objective (``objective(audio_embeds, text_embeds, ...)``) runs its
 ``forward`` with autocast disabled and with floating embeddings up-cast to at least float32, whatever the
@@ -21,10 +25,11 @@ free; it must not re-enable autocast inside.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
 
 import torch
@@ -32,8 +37,23 @@ from torch import nn
 
 ENTRY_POINT_GROUP = "hf_atr.objectives"
 
+BUILTIN_OBJECTIVES: dict[str, str] = {
+    "contrastive": "hf_atr.objectives.contrastive:ContrastiveObjective",
+    "triplet": "hf_atr.objectives.triplet:TripletObjective",
+    "iot": "hf_atr.objectives.mltm:InverseOTObjective",
+    "iot_partial": "hf_atr.objectives.mltm:PartialInverseOTObjective",
+    "dart": "hf_atr.objectives.dart:DartObjective",
+    "random_language": "hf_atr.objectives.atri:RandomLanguageObjective",
+    "kcl": "hf_atr.objectives.atri:KclObjective",
+    "cacl": "hf_atr.objectives.atri:CaclObjective",
+    "ask": "hf_atr.objectives.ask:AskObjective",
+}
+"""Built-in objective name -> ``"module:Class"``; the module is imported when the name is first looked up."""
+
 _REGISTRY: dict[str, type[Objective]] = {}
-_entry_points_loaded = False
+"""Classes registered so far: built-ins whose module was imported, plugins, classes decorated in user code."""
+_entry_points: dict[str, EntryPoint] | None = None
+"""Installed plugins by name (read once, loaded on lookup)."""
 
 
 @dataclass
@@ -68,14 +88,17 @@ class Objective(nn.Module):
 
     Attributes:
         name: the registered name (set by :func:`register_objective`).
-        citation: the paper the objective implements (authors, title, venue, arXiv/OpenReview id), shown in
-            model cards; empty for an objective without a paper.
+        description: one line for the model card: what the objective does.
+        citation: the papers the objective implements, one reference per string (authors, title, venue,
+            arXiv/OpenReview id), listed in model cards; empty for an objective without a paper. A plugin
+            brings its own.
         paper_scoring: the scoring head (ground metric) the paper trains with, ``"cosine"`` unless it says
             otherwise; :class:`~hf_atr.AtrConfig` defaults ``scoring`` to it (see :meth:`scoring_in_paper`).
     """
 
     name: ClassVar[str] = ""
-    citation: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    citation: ClassVar[tuple[str, ...]] = ()
     paper_scoring: ClassVar[str] = "cosine"
 
     @classmethod
@@ -135,11 +158,12 @@ def register_objective(name: str) -> Callable[[type[Objective]], type[Objective]
             raise TypeError(
                 f"@register_objective({name!r}) must decorate an Objective subclass, got {objective_class!r}"
             )
+        location = f"{objective_class.__module__}:{objective_class.__qualname__}"
         existing = _REGISTRY.get(name)
-        if existing is not None and existing is not objective_class:
-            raise ValueError(
-                f"An objective named {name!r} is already registered ({existing.__module__}.{existing.__qualname__})."
-            )
+        reserved = BUILTIN_OBJECTIVES.get(name)
+        if (existing is not None and existing is not objective_class) or reserved not in (None, location):
+            taken_by = reserved or f"{existing.__module__}:{existing.__qualname__}"
+            raise ValueError(f"An objective named {name!r} is already registered ({taken_by}).")
         objective_class.name = name
         _REGISTRY[name] = objective_class
         return objective_class
@@ -147,32 +171,32 @@ def register_objective(name: str) -> Callable[[type[Objective]], type[Objective]
     return decorator
 
 
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name in _REGISTRY:
-            continue
-        objective_class = entry_point.load()
-        register_objective(entry_point.name)(objective_class)
+def _installed_plugins() -> dict[str, EntryPoint]:
+    """Entry points of the ``hf_atr.objectives`` group by name, read from package metadata (nothing imported)."""
+    global _entry_points
+    if _entry_points is None:
+        _entry_points = {
+            entry_point.name: entry_point for entry_point in entry_points(group=ENTRY_POINT_GROUP)
+        }
+    return _entry_points
 
 
 def available_objectives() -> list[str]:
-    """Sorted names of every registered objective, built-in and plugin."""
-    _load_entry_points()
-    return sorted(_REGISTRY)
+    """Sorted names of every objective: built-in, installed plugins, and classes registered in this process."""
+    return sorted({*BUILTIN_OBJECTIVES, *_installed_plugins(), *_REGISTRY})
 
 
 def get_objective_class(name: str) -> type[Objective]:
-    """The class registered under ``name``; a :class:`KeyError` lists the registered names."""
-    _load_entry_points()
-    if name not in _REGISTRY:
-        raise KeyError(
-            f"Unknown objective {name!r}. Registered objectives: {', '.join(available_objectives())}."
-        )
-    return _REGISTRY[name]
+    """The class registered under ``name``, importing its module on first use; a :class:`KeyError` lists the
+    registered names."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if name in BUILTIN_OBJECTIVES:
+        module_name, class_name = BUILTIN_OBJECTIVES[name].split(":")
+        return register_objective(name)(getattr(importlib.import_module(module_name), class_name))
+    if name in _installed_plugins():
+        return register_objective(name)(_installed_plugins()[name].load())
+    raise KeyError(f"Unknown objective {name!r}. Registered objectives: {', '.join(available_objectives())}.")
 
 
 def objective_parameters(name: str) -> dict[str, Any]:

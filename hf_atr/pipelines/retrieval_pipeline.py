@@ -27,8 +27,9 @@ from transformers import AutoModel, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
+from hf_atr import hub
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES
-from hf_atr.evaluation.evaluator import encode_audio, encode_text
+from hf_atr.encoding import encode_audio, encode_text
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint
 from hf_atr.processing_atr import AtrProcessor
 
@@ -79,7 +80,8 @@ class AudioTextRetrievalPipeline(Pipeline):
       similarity: cosine, or the negative Euclidean/Mahalanobis distance.
     - :meth:`classify` does zero-shot classification with caption templates.
     - :meth:`save_index` / :meth:`load_index` persist the indexes (safetensors + JSON); an index saved in
-      ``<model dir>/retrieval_index`` (or in the model's Hub repository) is loaded automatically.
+      ``<model dir>/retrieval_index`` (or in the model's Hub repository) is loaded automatically;
+      :meth:`push_to_hub` uploads it with the model.
 
     Args:
         index_dir: a directory written by :meth:`save_index` to load at construction.
@@ -282,7 +284,7 @@ class AudioTextRetrievalPipeline(Pipeline):
     def _hub_index_dir(self) -> Path | None:
         """The ``retrieval_index`` folder of the Hub repository the model came from, if it has one.
 
-        Downloads only that folder (``hf_atr.hub.push_to_hub`` puts it there); a model that is not from the
+        Downloads only that folder (:meth:`push_to_hub` puts it there); a model that is not from the
         Hub, a repository without an index, or no network (and nothing cached) gives ``None``.
         """
         repo_id = str(getattr(self.model, "name_or_path", "") or "")
@@ -339,6 +341,25 @@ class AudioTextRetrievalPipeline(Pipeline):
             else:
                 self.text_index = index
 
+    def push_to_hub(self, repo_id: str, **upload: Any) -> Any:
+        """Upload the model, its processor, its card and this pipeline's index in one commit.
+
+        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (``eval_results``, ``private``, ...).
+        ``pipeline("audio-text-retrieval", model=repo_id)`` loads the index again with the model.
+        """
+        if self.audio_index is None and self.text_index is None:
+            raise ValueError(
+                "This pipeline holds no index to push: build one with `pipe.index(...)`, or push the model "
+                "alone with `model.push_to_hub(repo_id)`."
+            )
+        return hub.push_to_hub(
+            self.model,
+            repo_id,
+            processor=self.processor,
+            stage_extra=lambda staging: self.save_index(staging / INDEX_DIRNAME),
+            **upload,
+        )
+
     # Zero-shot classification ------------------------------------------------------------------------
 
     @torch.no_grad()
@@ -354,7 +375,8 @@ class AudioTextRetrievalPipeline(Pipeline):
 
         Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``); several
         templates are averaged into one label embedding and re-normalised (CLIP's prompt ensembles).
-        Scores are the softmax over labels of the model's logits (``scale · similarity``).
+        Scores are the softmax over labels of the model's ``logits_per_audio`` (audio scale · similarity), as
+        transformers' ``zero-shot-audio-classification`` pipeline scores a ``ClapModel``.
 
         Returns:
             ``[{"label", "score"}]`` best first, or one such list per clip for a list of clips.
@@ -376,7 +398,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             **{key: value.to(device) for key, value in inputs.items()}
         )
         head = self.model.scoring_head
-        probabilities = head(label_embeds.to(device), audio_embeds).T.softmax(dim=-1).cpu()
+        probabilities = head.audio_logits(audio_embeds, label_embeds.to(device)).softmax(dim=-1).cpu()
         results = [
             [{"label": labels[i], "score": float(row[i])} for i in row.argsort(descending=True).tolist()]
             for row in probabilities

@@ -1,9 +1,10 @@
-"""Training: the trainer, its data collator and callbacks."""
+"""Training: the trainer, its data collators (precomputed features or raw waveforms) and callbacks."""
 
 from .callbacks import KnowledgeBaseRefreshCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .multilingual import MultilingualCollator, RandomLanguageDataset, group_caption_embeds
 from .trainer import AtrTrainer, NonFiniteLossError
+from .waveform_collator import WaveformCollator, featurize_waveforms
 
 __all__ = [
     "AtrDataCollator",
@@ -13,5 +14,7 @@ __all__ = [
     "MultilingualCollator",
     "NonFiniteLossError",
     "RandomLanguageDataset",
+    "WaveformCollator",
+    "featurize_waveforms",
     "group_caption_embeds",
 ]

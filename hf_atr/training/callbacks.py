@@ -7,65 +7,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 import torch.distributed as dist
 from transformers import TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
-from ..knowledge.knowledge_base import (
-    KnowledgeBase,
-    encode_pairs,
-    pair_audio_ids,
-    prototype_pairs,
-    representation_drift,
-)
+from ..encoding import encode_pairs, pair_audio_ids
+from ..knowledge.knowledge_base import KnowledgeBase, prototype_pairs, representation_drift
+from .distributed import all_gather_rows, broadcast_rows, is_distributed
 
 logger = logging.get_logger(__name__)
 
 DEFAULT_REFRESH_EPOCHS = 15
 """The update period ``T`` in epochs (ASK §5.1, Fig. 3)."""
-
-
-def _distributed() -> bool:
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def _collective_device() -> torch.device:
-    """NCCL only moves CUDA tensors; gloo moves CPU ones."""
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
-def _all_gather_rows(rows: torch.Tensor) -> torch.Tensor:
-    """Every rank's ``(n_rank, dim)`` rows concatenated in rank order (``n_rank`` may differ), on the CPU.
-
-    Tensor collectives (padded to the longest shard), not ``all_gather_object``, which pickles.
-    """
-    device = _collective_device()
-    world_size = dist.get_world_size()
-    count = torch.tensor([rows.shape[0]], device=device)
-    counts = [torch.zeros_like(count) for _ in range(world_size)]
-    dist.all_gather(counts, count)
-    longest = max(int(rank_count.item()) for rank_count in counts)
-    padded = torch.zeros(longest, rows.shape[1], dtype=rows.dtype, device=device)
-    padded[: rows.shape[0]] = rows.to(device)
-    gathered = [torch.empty_like(padded) for _ in range(world_size)]
-    dist.all_gather(gathered, padded)
-    return torch.cat([shard[: int(rank_count.item())] for shard, rank_count in zip(gathered, counts)]).cpu()
-
-
-def _broadcast_rows(rows: torch.Tensor | None, dim: int) -> torch.Tensor:
-    """Rank 0's ``(n, dim)`` float32 rows on every rank (other ranks pass None), on the CPU."""
-    device = _collective_device()
-    count = torch.tensor([rows.shape[0] if rows is not None else 0], device=device)
-    dist.broadcast(count, src=0)
-    if dist.get_rank() == 0:
-        buffer = rows.to(device=device, dtype=torch.float32).contiguous()
-    else:
-        buffer = torch.empty(int(count.item()), dim, dtype=torch.float32, device=device)
-    dist.broadcast(buffer, src=0)
-    return buffer.cpu()
 
 
 KNOWLEDGE_BASE_NAME = "knowledge_base.safetensors"
@@ -93,7 +46,7 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         every_epochs: refresh period ``T`` in epochs (``None``: not by epochs).
         every_steps: refresh every this many optimizer steps as well (``None``: not by steps).
         refresh: ``False`` keeps the initial base for the whole run (Table 3, "w/o dynamic refinement").
-        captions, languages: which captions form pairs, see :func:`~hf_atr.knowledge.knowledge_base.encode_pairs`.
+        captions, languages: which captions form pairs, see :func:`~hf_atr.encoding.encode_pairs`.
         drift_queries: queries used to estimate the drift (``None``: every pair).
         show_progress: progress bars while encoding (on the main process only).
 
@@ -153,7 +106,7 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
     def build(self, model: Any, *, show_progress: bool | None = None) -> KnowledgeBase:
         """Encode the source with ``model`` (this rank's shard when distributed) and build the shared base."""
         show_progress = self.show_progress if show_progress is None else show_progress
-        distributed = _distributed()
+        distributed = is_distributed()
         # Pairs are clip-major, so the shards gathered in rank order hold the whole dataset's pairs in order.
         audio_ids = pair_audio_ids(self.dataset, captions=self.captions, languages=self.languages)
         dataset = self.dataset
@@ -177,7 +130,7 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
                 num_prototypes=self.objective.num_prototypes,
                 seed=self.seed,
             )
-        audio_embeds, text_embeds = _all_gather_rows(audio_embeds), _all_gather_rows(text_embeds)
+        audio_embeds, text_embeds = all_gather_rows(audio_embeds), all_gather_rows(text_embeds)
         # k-means on rank 0 only, then broadcast: every rank must hold bit-identical prototypes.
         prototypes = (None, None)
         if dist.get_rank() == 0:
@@ -188,7 +141,7 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         return KnowledgeBase(
             audio_embeds,
             text_embeds,
-            *(_broadcast_rows(rows, dim) for rows in prototypes),
+            *(broadcast_rows(rows, dim) for rows in prototypes),
             fine_audio_ids=audio_ids,
         )
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.schema import ENGLISH, captions_in_language
+from ..data.schema import ENGLISH, captions_in_language, check_caption
 from ..processing_atr import AtrProcessor, audio_batch
 
 METADATA_KEYS = ("audio_ids", "caption_indices", "languages")
@@ -63,18 +63,42 @@ class AtrDataCollator:
                 index = 0
             else:
                 index = int(torch.randint(len(clip_captions), ()).item())
-            caption = clip_captions[index]
-            if not isinstance(caption, str) or not caption.strip():
-                raise ValueError(f"Clip {audio_id!r}: {language} caption {index} is empty ({caption!r}).")
-            captions.append(caption)
+            captions.append(check_caption(clip_captions[index], index, audio_id, language))
             caption_indices.append(index)
             languages.append(language)
-        batch = audio_batch(self.processor, rows, audio_ids)
-        batch.update(self.processor(text=captions, max_length=self.max_length, return_tensors="pt"))
-        batch["audio_ids"] = audio_ids
-        batch["caption_indices"] = torch.tensor(caption_indices)
-        batch["languages"] = languages
-        return batch
+        return pair_batch(
+            self.processor,
+            self.audio_inputs(rows, audio_ids),
+            audio_ids,
+            captions,
+            caption_indices,
+            languages,
+            self.max_length,
+        )
+
+    def audio_inputs(self, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
+        """The batch's audio part: precomputed features stacked (or raw audio featurised now)."""
+        return audio_batch(self.processor, rows, audio_ids)
+
+
+def pair_batch(
+    processor: AtrProcessor,
+    audio_inputs: dict[str, Any],
+    audio_ids: list[str],
+    captions: list[str],
+    caption_indices: list[int],
+    languages: list[Any],
+    max_length: int | None,
+) -> dict[str, Any]:
+    """The model inputs (``audio_inputs``, the batch's audio part, plus the tokenised ``captions``) and the
+    objective's metadata (:data:`METADATA_KEYS`): ``audio_ids``, ``caption_indices`` ``(n_captions,)`` and
+    ``languages``."""
+    batch = dict(audio_inputs)
+    batch.update(processor(text=captions, max_length=max_length, return_tensors="pt"))
+    batch["audio_ids"] = audio_ids
+    batch["caption_indices"] = torch.tensor(caption_indices)
+    batch["languages"] = languages
+    return batch
 
 
 def caption_columns(clips: Any, languages: Sequence[str]) -> tuple[list, list]:

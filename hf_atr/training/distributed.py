@@ -1,11 +1,16 @@
-"""Gathering a batch across processes so that objectives see the global batch (global negatives).
+"""Every collective of hf-atr: gathering a batch across processes so that objectives see the global batch
+(global negatives), and moving knowledge-base rows between ranks.
 
 Every process gathers the embeddings of all processes *with gradient* and evaluates the objective on
 the whole global batch, so the loss is the same on every rank. The backward of the gather sums the
 gradients that all ranks send to a rank's own rows; DDP then averages parameter gradients over the
 ``W`` ranks, so the update equals the single-process update on the global batch (``W · g / W``).
-This is what OT objectives need (the plan is a property of the whole batch) and it makes a
-``W``-process run reproduce a one-process run with the same global batch.
+This is what OT objectives need (the plan is a property of the whole batch, DART's channel reliabilities
+a statistic of it) and it makes a ``W``-process run reproduce a one-process run with the same global batch.
+Objectives themselves never communicate: they compute on the batch they are given.
+
+Rows are exchanged with tensor collectives (padded to the longest shard); only :func:`gather_objects`
+(batch metadata such as ``audio_ids``) pickles.
 """
 
 from __future__ import annotations
@@ -24,23 +29,67 @@ def is_distributed() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def _collective_device() -> torch.device:
+    """NCCL only moves CUDA tensors; gloo moves CPU ones."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _row_counts(count: int) -> list[int]:
+    """Every rank's number of rows, in rank order."""
+    local = torch.tensor([count], device=_collective_device())
+    counts = [torch.zeros_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, local)
+    return [int(rank_count.item()) for rank_count in counts]
+
+
+def _padded(rows: torch.Tensor, length: int) -> torch.Tensor:
+    """``rows`` ``(n, ...)`` followed by zero rows up to ``length`` (the collectives need equal shapes)."""
+    if rows.shape[0] == length:
+        return rows
+    return torch.cat([rows, rows.new_zeros((length - rows.shape[0], *rows.shape[1:]))])
+
+
 def gather_rows(tensor: torch.Tensor) -> torch.Tensor:
     """Concatenate every rank's ``(n_rank, ...)`` rows in rank order, keeping the autograd graph.
 
     Ranks may hold different numbers of rows (the last batch of an epoch): rows are padded to the
     largest count for the collective and the padding is dropped afterwards.
     """
-    counts = [int(count) for count in gather_objects([tensor.shape[0]])]
-    padded = tensor
-    if len(set(counts)) > 1:
-        padding = tensor.new_zeros((max(counts) - tensor.shape[0], *tensor.shape[1:]))
-        padded = torch.cat([tensor, padding])
+    counts = _row_counts(tensor.shape[0])
+    padded = _padded(tensor, max(counts))
     with warnings.catch_warnings():
         # Deprecated in favour of functional collectives, whose backward needs reduce_scatter, which gloo
         # (CPU) lacks; this one sums gradients with all-to-all on gloo and reduce-scatter on NCCL.
         warnings.simplefilter("ignore", FutureWarning)
         pieces = all_gather_with_grad(padded.contiguous())
     return torch.cat([piece[:count] for piece, count in zip(pieces, counts)])
+
+
+def all_gather_rows(rows: torch.Tensor) -> torch.Tensor:
+    """Every rank's ``(n_rank, dim)`` rows concatenated in rank order (``n_rank`` may differ), on the CPU.
+
+    No gradient: for encoded knowledge-base pairs, not for training embeddings (:func:`gather_rows`).
+    """
+    counts = _row_counts(rows.shape[0])
+    padded = _padded(rows.detach().to(_collective_device()), max(counts))
+    gathered = [torch.empty_like(padded) for _ in counts]
+    dist.all_gather(gathered, padded)
+    return torch.cat([shard[:count] for shard, count in zip(gathered, counts)]).cpu()
+
+
+def broadcast_rows(rows: torch.Tensor | None, dim: int) -> torch.Tensor:
+    """Rank 0's ``(n, dim)`` float32 rows on every rank (other ranks pass None), on the CPU."""
+    device = _collective_device()
+    count = torch.tensor([rows.shape[0] if rows is not None else 0], device=device)
+    dist.broadcast(count, src=0)
+    if dist.get_rank() == 0:
+        buffer = rows.to(device=device, dtype=torch.float32).contiguous()
+    else:
+        buffer = torch.empty(int(count.item()), dim, dtype=torch.float32, device=device)
+    dist.broadcast(buffer, src=0)
+    return buffer.cpu()
 
 
 def gather_objects(values: list[Any]) -> list[Any]:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.schema import ENGLISH, LANGUAGES, captions_in_language
+from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
 from ..processing_atr import AtrProcessor, audio_batch
-from .collator import caption_columns
+from .collator import caption_columns, pair_batch
 
 MULTILINGUAL_METADATA_KEYS = ("captions_per_audio", "language_mask")
 """Batch entries :class:`MultilingualCollator` adds for the objective (besides ``audio_ids``,
@@ -58,10 +58,7 @@ def caption_in_language(row: Mapping[str, Any], language: str, slot: int, audio_
     captions = captions_in_language(row, language)
     if captions is None or slot >= len(captions):
         return None
-    caption = captions[slot]
-    if not isinstance(caption, str) or not caption.strip():
-        raise ValueError(f"Clip {audio_id!r}: {language} caption {slot} is empty ({caption!r}).")
-    return caption
+    return check_caption(captions[slot], slot, audio_id, language)
 
 
 def _check_languages(languages: Sequence[str], owner: str) -> list[str]:
@@ -152,11 +149,15 @@ class MultilingualCollator:
             caption_indices.append(slot)
             row_languages.append(list(languages))
             language_mask.append(present)
-        batch = audio_batch(self.processor, rows, audio_ids)
-        batch.update(self.processor(text=captions, max_length=self.max_length, return_tensors="pt"))
-        batch["audio_ids"] = audio_ids
-        batch["caption_indices"] = torch.tensor(caption_indices)
-        batch["languages"] = row_languages
+        batch = pair_batch(
+            self.processor,
+            audio_batch(self.processor, rows, audio_ids),
+            audio_ids,
+            captions,
+            caption_indices,
+            row_languages,
+            self.max_length,
+        )
         batch["captions_per_audio"] = self.captions_per_audio
         batch["language_mask"] = torch.tensor(language_mask, dtype=torch.bool)
         return batch

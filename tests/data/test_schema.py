@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import pytest
 from datasets import Dataset, DatasetDict, concatenate_datasets, load_from_disk
 
 from hf_atr.data.schema import (
     all_captions,
     atr_features,
     captions_in_language,
+    check_caption,
     corpus_provenance,
     finalize_audio_column,
     record_filter,
@@ -45,6 +47,14 @@ def test_captions_in_language_reads_english_or_the_translation():
     assert captions_in_language(row, "deu") is None
     assert captions_in_language({"captions": ["x"]}, "jpn") is None
     assert captions_in_language({"text": ["y"]}, "eng", english_column="text") == ["y"]
+
+
+def test_check_caption_returns_text_and_names_the_clip_of_an_empty_one():
+    assert check_caption("a dog barks", 0) == "a dog barks"
+    with pytest.raises(ValueError, match=r"^Clip 'c7': fra caption 2 is empty or not a string \(' '\)\.$"):
+        check_caption(" ", 2, "c7", "fra")
+    with pytest.raises(ValueError, match=r"^Caption 1 is empty or not a string \(None\)\.$"):
+        check_caption(None, 1)
 
 
 def test_provenance_survives_save_load_and_dataset_operations(tmp_path):

@@ -63,3 +63,25 @@ def test_module_errors_are_clear(metric):
 def test_ragged_score_rows_are_rejected(metric):
     with pytest.raises(ValueError, match=r"score rows of one length .* got lengths \[1, 2\]"):
         metric.compute(predictions=[[0.1, 0.2], [0.3]], references=[0, 1])
+
+
+def test_several_relevant_clips_per_caption_and_map_cutoffs(metric):
+    scores, text_to_audio, languages, _ = multilingual_problem()
+    relevant = [[int(clip), (int(clip) + 1) % scores.shape[1]] for clip in text_to_audio]
+    relevant[0] = relevant[0][:1]
+    result = metric.compute(
+        predictions=scores.tolist(), references=relevant, languages=languages, map_cutoffs=(2, 16)
+    )
+    assert result == retrieval_metrics(scores, relevant, languages, map_cutoffs=(2, 16))
+    assert {"t2a_recall_fraction@5", "t2a_mAP@16/fra", "a2t_mAP@2"} <= set(result)
+    assert "t2a_mAP@10" not in result
+    for start in range(0, len(scores), 4):
+        metric.add_batch(predictions=scores[start : start + 4], references=relevant[start : start + 4])
+    assert metric.compute() == retrieval_metrics(scores, relevant)
+
+
+def test_deprecated_map_cutoff_still_works(metric):
+    scores, text_to_audio, _, _ = multilingual_problem()
+    with pytest.warns(FutureWarning, match="map_cutoff` is deprecated"):
+        result = metric.compute(predictions=scores.tolist(), references=text_to_audio.tolist(), map_cutoff=3)
+    assert result == retrieval_metrics(scores, text_to_audio, map_cutoffs=(3,))

@@ -1,65 +1,18 @@
 from __future__ import annotations
 
+import csv
+import logging
+
 import numpy as np
 import ot
 import pytest
 import torch
-from datasets import Dataset
 from tiny_models import make_model, make_processor
+from tiny_models import translated_feature_dataset as _clips
 
-from hf_atr.evaluation.evaluator import (
-    RetrievalEvaluator,
-    caption_table,
-    encode_audio,
-    encode_text,
-    head_similarity,
-    ot_plan_scores,
-)
-from hf_atr.evaluation.retrieval import retrieval_metrics
-
-
-def _clips(n=6, seed=0):
-    rng = np.random.default_rng(seed)
-    return Dataset.from_dict(
-        {
-            "audio_id": [f"c{i}" for i in range(n)],
-            "captions": [[f"a dog barks {i}", f"a siren wails {i}"] for i in range(n)],
-            "translations": [
-                {
-                    "fra": [f"un chien {i}", f"une sirène {i}"],
-                    "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"],
-                }
-                for i in range(n)
-            ],
-            "input_values": [rng.standard_normal((100, 32)).astype(np.float32) for _ in range(n)],
-        }
-    )
-
-
-def test_caption_table_flattens_languages_and_skips_missing_translations():
-    table = caption_table(_clips(3), ["eng", "deu"])
-    assert table.captions == [
-        "a dog barks 0",
-        "a siren wails 0",
-        "ein Hund 0",
-        "eine Sirene 0",
-        "a dog barks 1",
-        "a siren wails 1",
-        "ein Hund 1",
-        "eine Sirene 1",
-        "a dog barks 2",
-        "a siren wails 2",
-    ]
-    assert table.text_to_audio.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
-    assert table.languages == ["eng", "eng", "deu", "deu"] * 2 + ["eng", "eng"]
-    assert table.caption_groups.tolist() == [0, 1, 0, 1, 2, 3, 2, 3, 4, 5]
-
-
-def test_caption_table_names_missing_columns_and_empty_captions():
-    with pytest.raises(ValueError, match=r"lacks column\(s\) \['translations'\]"):
-        caption_table(Dataset.from_dict({"captions": [["x"]]}), ["eng", "fra"])
-    with pytest.raises(ValueError, match="Clip 0: eng caption 1 is empty"):
-        caption_table(Dataset.from_dict({"captions": [["x", " "]]}))
+from hf_atr.encoding import caption_table, encode_audio, encode_text
+from hf_atr.evaluation.evaluator import RetrievalEvaluator, embedding_spread, head_similarity, ot_plan_scores
+from hf_atr.evaluation.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
 
 
 @pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])
@@ -103,18 +56,173 @@ def test_ot_plan_scores_are_the_log_of_pots_plan_per_language():
     np.testing.assert_allclose(np.exp(scores[english].double().numpy()), plan, rtol=1e-3, atol=1e-7)
 
 
-def test_evaluator_ot_plan_mode_and_bad_mode():
+def pot_log_plan(cost: np.ndarray, reg: float) -> np.ndarray:
+    """log of POT's entropic plan with uniform marginals (m-LTM Eq. 3), the reference for the OT-plan mode."""
+    n_text, n_audio = cost.shape
+    plan = ot.sinkhorn(
+        np.full(n_text, 1 / n_text),
+        np.full(n_audio, 1 / n_audio),
+        cost,
+        reg,
+        method="sinkhorn_log",
+        stopThr=1e-10,
+        numItermax=100000,
+    )
+    return np.log(plan)
+
+
+def test_evaluator_ot_plan_mode_ranks_by_pots_plan_and_bad_mode(monkeypatch):
     processor = make_processor()
     model = make_model(processor=processor, scoring="euclidean")
-    metrics = RetrievalEvaluator(_clips(), processor, scoring="ot_plan")(model)
-    assert 0 <= metrics["t2a_R@1"] <= 1
+    clips = _clips()
+    table = caption_table(clips)
+    # Embeddings with a hub: clip 5 sits at the origin, near every caption, so the head's distances rank it
+    # high for many captions, while the plan's uniform clip marginal (m-LTM Eq. 5) spreads the captions out.
+    generator = torch.Generator().manual_seed(0)
+    audio = torch.randn(6, 16, generator=generator)
+    audio[5] = 0.0
+    text = 0.5 * audio[table.text_to_audio] + 0.6 * torch.randn(12, 16, generator=generator)
+    monkeypatch.setattr(model, "get_audio_features", lambda **inputs: audio)
+    monkeypatch.setattr(model, "get_text_features", lambda **inputs: text)
+    evaluator = RetrievalEvaluator(clips, processor, scoring="ot_plan", ot_reg=0.5)
+    metrics = evaluator(model)
+    cost = model.scoring_head.distance(text, audio).detach().double().numpy()
+    assert metrics == pytest.approx(
+        retrieval_metrics(pot_log_plan(cost, 0.5), table.text_to_audio), abs=1e-12
+    )
+    head_metrics = retrieval_metrics(-cost, table.text_to_audio)
+    assert metrics["t2a_R@1"] == 1.0 and head_metrics["t2a_R@1"] == pytest.approx(7 / 12)
+    assert evaluator.protocol["scoring"] == "ot_plan" and evaluator.protocol["ot_reg"] == 0.5
     with pytest.raises(ValueError, match="scoring must be one of \\('head', 'ot_plan'\\)"):
         RetrievalEvaluator(_clips(), processor, scoring="plan")
 
 
-def test_encoding_keeps_training_mode_of_the_model():
+def test_evaluator_leaves_the_model_in_its_mode():
     processor = make_processor()
     model = make_model(processor=processor).train()
-    RetrievalEvaluator(_clips(), processor)(model)
-    assert model.training
-    assert isinstance(encode_audio(model, processor, _clips(2)), torch.Tensor)
+    RetrievalEvaluator(_clips(3), processor)(model)
+    assert all(module.training for module in model.modules())
+    RetrievalEvaluator(_clips(3), processor)(model.eval())
+    assert not any(module.training for module in model.modules())
+
+
+def test_embedding_spread():
+    assert embedding_spread(torch.ones(4, 3)) == 0.0
+    assert embedding_spread(torch.zeros(4, 3)) == 0.0
+    assert embedding_spread(torch.eye(4)) == pytest.approx(1 - 1 / 4)  # 1 - ||mean||^2 for unit rows
+    assert embedding_spread(torch.eye(4) * 1e-3 + torch.ones(4, 4)) == pytest.approx(3e-6 / 4 / 4, rel=1e-2)
+
+
+def test_collapsed_embeddings_are_reported_naming_the_split(caplog):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    with caplog.at_level(logging.WARNING):
+        RetrievalEvaluator(_clips(), processor, split="validation")(model)
+    assert "collapsed" not in caplog.text
+    model.audio_projection.weight.data.zero_()  # every clip embeds to the same (zero) vector
+    with caplog.at_level(logging.WARNING):
+        metrics = RetrievalEvaluator(_clips(), processor, split="test")(model)
+    assert "Evaluating on split 'test': the audio embeddings have collapsed" in caplog.text
+    assert "across the 6 clips" in caplog.text and "caption embeddings" not in caplog.text
+    # All six clips tie for every caption: the relevant one is ranked last (it used to be ranked first).
+    assert metrics["t2a_R@1"] == 0.0 and metrics["t2a_R@5"] == 0.0 and metrics["t2a_mean_rank"] == 6.0
+
+
+def test_protocol_records_how_the_figures_were_obtained():
+    processor = make_processor()
+    model = make_model(processor=processor, scoring="mahalanobis")
+    evaluator = RetrievalEvaluator(
+        _clips(), processor, languages=["eng", "deu"], split="test", ks=(1, 3), map_cutoffs=(10, 16)
+    )
+    assert evaluator.protocol["similarity"] is None
+    metrics = evaluator(model)
+    assert evaluator.protocol == {
+        "tie_rule": TIE_RULE,
+        "split": "test",
+        "clips": 6,
+        "captions": 12 + 10,  # clip 2 has no German caption
+        "languages": ["eng", "deu"],
+        "relevance": "own clip",
+        "relevance_file": None,
+        "relevance_threshold": None,
+        "captions_without_judgement": 0,
+        "relevant_clips_per_caption": 1.0,
+        "ks": [1, 3],
+        "map_cutoffs": [10, 16],
+        "scoring": "head",
+        "similarity": "mahalanobis",
+        "window_pooling": None,
+    }
+    assert {"t2a_R@3/deu", "a2t_mAP@16", "MRV"} <= set(metrics) and "t2a_R@5" not in metrics
+
+
+def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = _clips()
+    judged = {"a dog barks 0": [0, 3], "a siren wails 4": [4], "a dog barks 5": [5, 1, 2]}
+    evaluator = RetrievalEvaluator(
+        clips, processor, languages=["eng", "fra"], relevance=judged, map_cutoffs=(16,)
+    )
+    metrics = evaluator(model)
+    # Expected: the judged English captions and their French translations, with the judged clips.
+    table = caption_table(clips, ["eng", "fra"])
+    english_of_group = {
+        int(group): caption
+        for caption, language, group in zip(table.captions, table.languages, table.caption_groups)
+        if language == "eng"
+    }
+    rows = [
+        row for row, group in enumerate(table.caption_groups.tolist()) if english_of_group[group] in judged
+    ]
+    assert [table.captions[row] for row in rows] == [
+        "a dog barks 0",
+        "un chien 0",
+        "a siren wails 4",
+        "une sirène 4",
+        "a dog barks 5",
+        "un chien 5",
+    ]
+    audio = encode_audio(model, processor, clips)
+    text = encode_text(model, processor, [table.captions[row] for row in rows])
+    expected = retrieval_metrics_from_embeddings(
+        audio,
+        text,
+        [judged[english_of_group[int(table.caption_groups[row])]] for row in rows],
+        languages=[table.languages[row] for row in rows],
+        caption_groups=table.caption_groups[rows],
+        map_cutoffs=(16,),
+    )
+    assert metrics == pytest.approx(expected)
+    assert "t2a_recall_fraction@1/fra" in metrics
+    assert evaluator.protocol["relevance"] == "judgements" and evaluator.protocol["captions"] == 6
+    assert evaluator.protocol["captions_without_judgement"] == 24 - 6
+    assert evaluator.protocol["relevant_clips_per_caption"] == pytest.approx((2 + 2 + 1 + 1 + 3 + 3) / 6)
+
+    path = tmp_path / "judgements.csv"
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows(
+            [
+                ["caption", "file_name", "relevance"],
+                ["a dog barks 0", "c0", "90"],
+                ["a dog barks 0", "c3", "70"],
+                ["a dog barks 0", "c1", "10"],
+                ["a siren wails 4", "c4", "80"],
+                ["a dog barks 5", "c5", "99"],
+                ["a dog barks 5", "c1", "60"],
+                ["a dog barks 5", "c2", "55"],
+            ]
+        )
+    from_file = RetrievalEvaluator(
+        clips, processor, languages=["eng", "fra"], relevance=path, relevance_threshold=50, map_cutoffs=(16,)
+    )
+    assert from_file(model) == pytest.approx(metrics)
+    assert (
+        from_file.protocol["relevance_file"] == str(path) and from_file.protocol["relevance_threshold"] == 50
+    )
+    with pytest.raises(
+        ValueError, match="None of the 12 English captions of the evaluation set has relevance"
+    ):
+        RetrievalEvaluator(clips, processor, relevance={"a cat meows": [0]})
+    with pytest.raises(ValueError, match="relevance_threshold applies to a relevance file"):
+        RetrievalEvaluator(clips, processor, relevance=judged, relevance_threshold=0.5)

@@ -6,10 +6,9 @@ import torch
 from datasets import Dataset
 from tiny_models import make_model, make_processor
 
-from hf_atr.evaluation.evaluator import encode_text
+from hf_atr.encoding import encode_text
 from hf_atr.evaluation.multilingual import (
     embedding_gap,
-    format_multilingual_table,
     language_consistency,
     mean_embedding_distance,
 )
@@ -69,26 +68,3 @@ def test_language_consistency_pairs_translations_with_their_english_caption():
     assert metrics["gap"] == pytest.approx((metrics["gap/fra"] + metrics["gap/deu"]) / 2)
     with pytest.raises(ValueError, match="at least one language besides English"):
         language_consistency(model, processor, clips, ["eng"])
-
-
-def test_format_multilingual_table_lists_schemes_languages_and_averages():
-    metrics = {
-        "t2a_R@1/eng": 0.5,
-        "t2a_R@1/fra": 0.25,
-        "t2a_R@1": 0.375,
-        "a2t_mAP@10": 0.125,
-        "gap/fra": 0.1234,
-        "gap": 0.1234,
-        "MRV": 7.5,
-    }
-    table = format_multilingual_table({"kcl": metrics, "cacl": {"MRV": 9.0}}, ["eng", "fra"])
-    lines = table.splitlines()
-    assert lines[0].startswith("| Scheme | Lang | T2A R@1 |") and lines[0].endswith("| Gap | Dis | MRV |")
-    assert len(lines) == 2 + 2 * 3
-    rows = {tuple(cell.strip() for cell in line.strip("|").split("|")[:2]): line for line in lines[2:]}
-    assert "| 50.00 |" in rows[("kcl", "eng")] and "| 25.00 |" in rows[("kcl", "fra")]
-    assert "| 0.123 |" in rows[("kcl", "fra")]
-    assert rows[("kcl", "avg")].rstrip().endswith("| 7.50 |") and "| 12.50 |" in rows[("kcl", "avg")]
-    assert rows[("cacl", "avg")].rstrip().endswith("| 9.00 |") and "—" in rows[("cacl", "eng")]
-    with pytest.raises(ValueError, match="at least one scheme"):
-        format_multilingual_table({}, ["eng"])

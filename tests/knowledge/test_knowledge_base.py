@@ -9,11 +9,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from tiny_models import feature_dataset, make_model, make_processor
 
-from hf_atr.evaluation.evaluator import encode_audio, encode_text
+from hf_atr.encoding import encode_audio, encode_text
 from hf_atr.knowledge.knowledge_base import (
     KnowledgeBase,
-    encode_pairs,
-    pair_audio_ids,
     prototype_pairs,
     representation_drift,
 )
@@ -301,8 +299,6 @@ def test_from_dataset_encodes_every_caption_pair(tiny_setup):
     assert model.training, "encoding must restore the model's training mode"
     assert base.num_pairs == 12 and base.num_prototypes == 4
     assert base.clip_ids == dataset["audio_id"]
-    assert pair_audio_ids(dataset) == [audio_id for audio_id in dataset["audio_id"] for _ in range(2)]
-    assert pair_audio_ids(dataset, captions="first") == dataset["audio_id"]
     audio = encode_audio(model, processor, dataset)
     captions = [caption for row in dataset["captions"] for caption in row]
     text = encode_text(model, processor, captions)
@@ -310,15 +306,3 @@ def test_from_dataset_encodes_every_caption_pair(tiny_setup):
         base.tensors["fine_audio"], audio.repeat_interleave(2, dim=0), rtol=1e-5, atol=1e-5
     )
     torch.testing.assert_close(base.tensors["fine_text"], text, rtol=1e-5, atol=1e-5)
-
-
-def test_encode_pairs_first_caption(tiny_setup):
-    model, processor, dataset = tiny_setup
-    audio, text = encode_pairs(model, processor, dataset, captions="first", show_progress=False)
-    assert audio.shape == text.shape == (6, 16)
-    expected = encode_text(model, processor, [row[0] for row in dataset["captions"]])
-    torch.testing.assert_close(text, expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="`captions` must be one of"):
-        encode_pairs(model, processor, dataset, captions="some")
-    with pytest.raises(ValueError, match="dataset is empty"):
-        encode_pairs(model, processor, dataset.select([]))

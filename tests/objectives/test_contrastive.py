@@ -9,18 +9,20 @@ from tiny_models import make_model
 from hf_atr.objectives import build_objective
 
 
-def _brute_force_nt_xent(audio, text, audio_ids, scale):
-    """Direct loops: each row's softmax over its candidates, excluding other copies of the same clip."""
+def _brute_force_nt_xent(audio, text, audio_ids, scale, audio_scale=None):
+    """Direct loops: each row's softmax over its candidates, excluding other copies of the same clip.
+
+    ``scale`` multiplies the text→audio rows, ``audio_scale`` (default ``scale``) the audio→text rows."""
     n = audio.shape[0]
     total = 0.0
     for i in range(n):
-        for anchor, candidates in ((text[i], audio), (audio[i], text)):
+        for anchor, candidates, factor in ((text[i], audio, scale), (audio[i], text, audio_scale or scale)):
             logits = [
-                scale * float(anchor @ candidates[j])
+                factor * float(anchor @ candidates[j])
                 for j in range(n)
                 if j == i or audio_ids[j] != audio_ids[i]
             ]
-            positive = scale * float(anchor @ candidates[i])
+            positive = factor * float(anchor @ candidates[i])
             total += -(positive - math.log(sum(math.exp(v) for v in logits)))
     return total / (2 * n)
 
@@ -58,6 +60,33 @@ def test_learnable_temperature_comes_from_the_model_and_receives_gradient():
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     loss.backward()
     assert model.scoring_head.logit_scale.grad is not None
+
+
+def test_two_logit_scales_weight_their_own_direction():
+    """CLAP's scales: logit_scale_t for text→audio, the audio scale (logit_scale_a) for audio→text."""
+    model = make_model(separate_logit_scales=True)
+    with torch.no_grad():
+        model.scoring_head.logit_scale.fill_(math.log(8.0))
+        model.scoring_head.audio_logit_scale.fill_(math.log(20.0))
+    audio = torch.nn.functional.normalize(torch.randn(4, 16), dim=-1)
+    text = torch.nn.functional.normalize(torch.randn(4, 16), dim=-1)
+    loss = build_objective({"name": "contrastive"})(audio, text, model=model).loss
+    expected = _brute_force_nt_xent(audio.double(), text.double(), list("abcd"), 8.0, audio_scale=20.0)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    loss.backward()
+    assert model.scoring_head.audio_logit_scale.grad is not None
+
+
+@pytest.mark.parametrize("separate_logit_scales", [False, True])
+def test_masked_duplicates_leave_the_scale_gradients_finite(separate_logit_scales):
+    model = make_model(separate_logit_scales=separate_logit_scales)
+    audio = torch.nn.functional.normalize(torch.randn(4, 16), dim=-1)
+    text = torch.nn.functional.normalize(torch.randn(4, 16), dim=-1)
+    objective = build_objective({"name": "contrastive"})
+    objective(audio, text, batch={"audio_ids": ["a", "a", "b", "c"]}, model=model).loss.backward()
+    head = model.scoring_head
+    for parameter in [head.logit_scale, *([head.audio_logit_scale] if separate_logit_scales else [])]:
+        assert torch.isfinite(parameter.grad).all() and parameter.grad != 0
 
 
 def test_fixed_temperature_ignores_the_model_scale():

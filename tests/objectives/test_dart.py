@@ -10,7 +10,6 @@ import ot as pot
 import pytest
 import scipy.stats
 import torch
-import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 
 import hf_atr.objectives.dart as dart_module
@@ -308,33 +307,6 @@ def test_ema_state_round_trips_through_state_dict_and_safetensors(tmp_path):
     fresh_state = DartObjective().state_dict()
     save_file({key: value.contiguous() for key, value in fresh_state.items()}, tmp_path / "fresh.safetensors")
     DartObjective().load_state_dict(load_file(tmp_path / "fresh.safetensors"))
-
-
-def test_reliability_is_averaged_across_ranks_before_the_ema(monkeypatch):
-    """Rank 0's view of a two-process run whose other rank saw another batch."""
-    local_batch, other_batch = batch_embeddings(seed=11), batch_embeddings(seed=12)
-    other_scores = torch.as_tensor(numpy_reliability(*(x.numpy() for x in other_batch)))
-    reductions = []
-
-    def all_reduce(tensor, op):
-        assert op == dist.ReduceOp.SUM
-        reductions.append(tensor.clone())
-        tensor.add_(other_scores.to(tensor))
-
-    monkeypatch.setattr(dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
-    monkeypatch.setattr(dist, "all_reduce", all_reduce)
-    transport = UnbalancedFeatureTransport()
-    transport(*local_batch)
-    local_scores = numpy_reliability(*(x.numpy() for x in local_batch))
-    np.testing.assert_allclose(
-        transport.reliability_ema.numpy(), (local_scores + other_scores.numpy()) / 2, rtol=1e-5
-    )
-    assert len(reductions) == 1
-
-    transport.eval()
-    transport(*local_batch)  # no reduction outside training: every rank uses its own stored EMA
-    assert len(reductions) == 1
 
 
 def test_warmup_then_top_k_channels():

@@ -73,7 +73,7 @@ def test_entry_point_plugins_are_discovered(monkeypatch):
     plugin = importlib.metadata.EntryPoint(
         name="pairwise_mse", value=f"{__name__}:_ConstantObjective", group=registry.ENTRY_POINT_GROUP
     )
-    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(registry, "_entry_points", None)
     monkeypatch.setattr(
         registry, "entry_points", lambda group: [plugin] if group == registry.ENTRY_POINT_GROUP else []
     )

@@ -10,14 +10,18 @@ import datasets
 import evaluate
 import numpy as np
 
-from hf_atr.evaluation.retrieval import DEFAULT_KS, DEFAULT_MAP_CUTOFF, retrieval_metrics
+from hf_atr.evaluation.retrieval import DEFAULT_KS, DEFAULT_MAP_CUTOFFS, retrieval_metrics
 
 _DESCRIPTION = """
-Text-to-audio (T2A) and audio-to-text (A2T) retrieval metrics: R@k, mAP@10 and median/mean rank, with
-per-language values and the mean rank variance (MRV, ATRI Eq. 16) for multilingual evaluation. Ranks
-count the gallery items scoring strictly higher than the relevant one; a2t_R@k counts a clip as found if
-any of its captions is in the top k, a2t_recall_fraction@k averages the fraction of its captions there.
-Each language's captions form their own A2T gallery. Computed chunk-wise without sorting the score matrix.
+Text-to-audio (T2A) and audio-to-text (A2T) retrieval metrics: R@k, mAP@c at any cutoffs and median/mean
+rank, with per-language values and the mean rank variance (MRV, ATRI Eq. 16) for multilingual
+evaluation. A caption may have several relevant clips (DCASE 2025); a clip's relevant captions are those
+that list it. Ties count against the relevant item: its 0-based position is the number of irrelevant
+items scoring higher than or equal to it (plus i - 1 for the i-th best of several relevant items), so a
+collapsed model that scores everything equally ranks last. R@k counts a query as found if any relevant
+item is in the top k; recall_fraction@k averages the fraction of its relevant items there (A2T always,
+T2A when a caption has several relevant clips). Each language's captions form their own A2T gallery.
+Computed chunk-wise without sorting the score matrix.
 """
 
 _CITATION = """
@@ -32,15 +36,17 @@ _CITATION = """
 _KWARGS_DESCRIPTION = """
 Args:
     predictions: one score row per caption, `(n_audio,)` floats each (higher is more similar).
-    references: the index of each caption's clip, an int in [0, n_audio).
+    references: each caption's relevant clip: an int in [0, n_audio), or a list of such ints when a
+        caption has several relevant clips (use one form for every caption: wrap single clips as [c]).
     languages (optional): the language of each caption (e.g. "eng", "fra"); adds per-language keys
         "<metric>/<lang>" and makes the un-suffixed keys their mean.
     caption_groups (optional, needs languages): equal for the translations of one caption; adds "MRV".
     ks (optional): R@k cutoffs, default (1, 5, 10).
-    map_cutoff (optional): cutoff of mAP, default 10.
+    map_cutoffs (optional): mAP cutoffs, default (10,); e.g. (10, 16) for DCASE 2025's mAP@16.
+    map_cutoff (optional, deprecated): alias of map_cutoffs=(map_cutoff,).
 Returns:
-    dict of floats: t2a_R@k, a2t_R@k, a2t_recall_fraction@k, t2a_mAP@10, a2t_mAP@10,
-    t2a_median_rank, t2a_mean_rank, a2t_median_rank, a2t_mean_rank (ranks 1-based), [MRV].
+    dict of floats: t2a_R@k, a2t_R@k, a2t_recall_fraction@k, [t2a_recall_fraction@k], t2a_mAP@c,
+    a2t_mAP@c, t2a_median_rank, t2a_mean_rank, a2t_median_rank, a2t_mean_rank (ranks 1-based), [MRV].
 Examples:
     >>> from hf_atr.evaluation.retrieval import load_retrieval_metric
     >>> metric = load_retrieval_metric()
@@ -58,24 +64,29 @@ class RetrievalMetric(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            # Array2D fixes every dimension but the first, so the matrix travels as one row per caption.
-            features=datasets.Features(
-                {
-                    "predictions": datasets.Sequence(datasets.Value("float32")),
-                    "references": datasets.Value("int64"),
-                }
-            ),
+            # Array2D fixes every dimension but the first, so the matrix travels as one row per caption;
+            # references are one clip index per caption or (DCASE 2025) a list of relevant clips each.
+            features=[
+                datasets.Features(
+                    {
+                        "predictions": datasets.Sequence(datasets.Value("float32")),
+                        "references": references,
+                    }
+                )
+                for references in (datasets.Value("int64"), datasets.Sequence(datasets.Value("int64")))
+            ],
             reference_urls=["https://arxiv.org/abs/2203.15537"],
         )
 
     def _compute(
         self,
         predictions: list[list[float]],
-        references: list[int],
+        references: list[int] | list[list[int]],
         languages: list | None = None,
         caption_groups: list | None = None,
         ks: tuple[int, ...] = DEFAULT_KS,
-        map_cutoff: int = DEFAULT_MAP_CUTOFF,
+        map_cutoffs: tuple[int, ...] = DEFAULT_MAP_CUTOFFS,
+        map_cutoff: int | None = None,
     ) -> dict[str, float]:
         row_lengths = {len(row) for row in predictions}
         if len(row_lengths) > 1:
@@ -85,9 +96,10 @@ class RetrievalMetric(evaluate.Metric):
         scores = np.asarray(predictions, dtype=np.float32).reshape(len(predictions), -1)
         return retrieval_metrics(
             scores,
-            np.asarray(references, dtype=np.int64),
+            references,
             languages=languages,
             caption_groups=caption_groups,
             ks=ks,
+            map_cutoffs=map_cutoffs,
             map_cutoff=map_cutoff,
         )

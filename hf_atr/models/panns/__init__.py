@@ -1,15 +1,16 @@
 """PANNs CNN14 / ResNet38 audio backbones (Kong et al., 2020) for the transformers Auto classes.
 
 Importing this package is cheap: the configuration, model and feature extractor modules load on first
-use of their names, and :func:`register_panns` imports them when it runs.
+use of their names. ``import hf_atr`` arranges their registration with ``AutoConfig``, ``AutoModel``,
+``AutoModelForAudioClassification`` and ``AutoFeatureExtractor`` as soon as transformers loads those
+(:mod:`hf_atr.auto_registration`); :func:`register_panns` does all of it at once.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ...lazy import lazy_attributes
 
-_LAZY_ATTRIBUTES = {
+_LAZY_NAMES = {
     "PannsConfig": ".configuration_panns",
     "PannsFeatureExtractor": ".feature_extraction_panns",
     "PannsModel": ".modeling_panns",
@@ -18,27 +19,19 @@ _LAZY_ATTRIBUTES = {
     "PannsCheckpointError": ".convert_panns_checkpoint",
     "convert_panns_checkpoint": ".convert_panns_checkpoint",
 }
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
 
 
 def register_panns() -> None:
     """Register ``model_type="panns"`` with ``AutoConfig``, ``AutoModel``,
-    ``AutoModelForAudioClassification`` and ``AutoFeatureExtractor`` (no ``trust_remote_code``)."""
-    from transformers import AutoConfig, AutoFeatureExtractor, AutoModel, AutoModelForAudioClassification
+    ``AutoModelForAudioClassification`` and ``AutoFeatureExtractor`` now (no ``trust_remote_code``)."""
+    from .configuration_panns import register_auto_config
+    from .feature_extraction_panns import register_auto_feature_extractor
+    from .modeling_panns import register_auto_models
 
-    from .configuration_panns import PannsConfig
-    from .feature_extraction_panns import PannsFeatureExtractor
-    from .modeling_panns import PannsForAudioClassification, PannsModel
-
-    AutoConfig.register(PannsConfig.model_type, PannsConfig, exist_ok=True)
-    AutoModel.register(PannsConfig, PannsModel, exist_ok=True)
-    AutoModelForAudioClassification.register(PannsConfig, PannsForAudioClassification, exist_ok=True)
-    AutoFeatureExtractor.register(PannsConfig, PannsFeatureExtractor, exist_ok=True)
+    register_auto_config()
+    register_auto_models()
+    register_auto_feature_extractor()
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY_ATTRIBUTES:
-        return getattr(importlib.import_module(_LAZY_ATTRIBUTES[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["register_panns", *_LAZY_ATTRIBUTES]
+__all__ = ["register_panns", *_LAZY_NAMES]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from huggingface_hub.dataclasses import strict
-from transformers import PreTrainedConfig
+from transformers import AutoConfig, PreTrainedConfig
 
 ARCHITECTURES = ("cnn14", "resnet38")
 
@@ -131,4 +131,9 @@ class PannsConfig(PreTrainedConfig):
         return 2 ** (len(self.resnet_stage_channels) + 1)
 
 
-__all__ = ["PannsConfig"]
+def register_auto_config() -> None:
+    """Make ``AutoConfig`` resolve ``model_type="panns"`` without remote code."""
+    AutoConfig.register(PannsConfig.model_type, PannsConfig, exist_ok=True)
+
+
+__all__ = ["PannsConfig", "register_auto_config"]

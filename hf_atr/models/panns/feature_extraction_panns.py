@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from transformers import BatchFeature, SequenceFeatureExtractor
+from transformers import AutoFeatureExtractor, BatchFeature, SequenceFeatureExtractor
 from transformers.audio_utils import mel_filter_bank, spectrogram_batch, window_function
 from transformers.utils import logging
+
+from .configuration_panns import PannsConfig
 
 logger = logging.get_logger(__name__)
 
@@ -189,4 +191,9 @@ def _as_mono_clips(raw_speech: Any) -> list[np.ndarray]:
     return clips
 
 
-__all__ = ["PannsFeatureExtractor"]
+def register_auto_feature_extractor() -> None:
+    """Make ``AutoFeatureExtractor`` load a :class:`PannsFeatureExtractor` for a :class:`PannsConfig`."""
+    AutoFeatureExtractor.register(PannsConfig, PannsFeatureExtractor, exist_ok=True)
+
+
+__all__ = ["PannsFeatureExtractor", "register_auto_feature_extractor"]

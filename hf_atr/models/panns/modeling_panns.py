@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn import functional
-from transformers import PreTrainedModel
+from transformers import AutoModel, AutoModelForAudioClassification, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 
@@ -254,4 +254,10 @@ class PannsForAudioClassification(PannsPreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
-__all__ = ["PannsForAudioClassification", "PannsModel", "PannsPreTrainedModel"]
+def register_auto_models() -> None:
+    """Make ``AutoModel`` and ``AutoModelForAudioClassification`` build PANNs from a :class:`PannsConfig`."""
+    AutoModel.register(PannsConfig, PannsModel, exist_ok=True)
+    AutoModelForAudioClassification.register(PannsConfig, PannsForAudioClassification, exist_ok=True)
+
+
+__all__ = ["PannsForAudioClassification", "PannsModel", "PannsPreTrainedModel", "register_auto_models"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from tiny_models import tiny_panns_config, tiny_panns_feature_extractor
 from transformers import AutoConfig, AutoFeatureExtractor, AutoModel, AutoModelForAudioClassification
 
-import hf_atr  # noqa: F401  (calls register_panns)
+import hf_atr  # noqa: F401  (arranges the deferred registration)
 from hf_atr.models.panns import PannsConfig, PannsFeatureExtractor, register_panns
 from hf_atr.models.panns.modeling_panns import PannsForAudioClassification, PannsModel
 

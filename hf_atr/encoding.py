@@ -1,0 +1,224 @@
+"""The one way a model encodes audio, captions and (audio, caption) pairs: batched, with a progress bar.
+
+The evaluator, the ASK knowledge base and its refresh callback, the retrieval pipeline (and so
+``hf-atr index``) and the demo all encode through these functions, as sentence-transformers' evaluators
+and search go through ``SentenceTransformer.encode``. Each function runs the model in eval mode without
+gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from .data.schema import ENGLISH, captions_in_language, check_caption
+from .processing_atr import AtrProcessor, audio_batch
+
+CAPTION_MODES = ("all", "first")
+"""Which captions :func:`encode_pairs` pairs with their clip: every one, or the first of each clip."""
+
+
+@dataclass
+class CaptionTable:
+    """Every caption of a dataset, flattened.
+
+    ``captions[i]`` belongs to clip ``text_to_audio[i]``, is in language ``languages[i]``, and
+    ``caption_groups[i]`` is shared by the translations of one English caption (clip, slot).
+    """
+
+    captions: list[str]
+    text_to_audio: torch.Tensor
+    languages: list[str]
+    caption_groups: torch.Tensor
+
+
+def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> CaptionTable:
+    """Flatten the ``captions`` (English) and ``translations[lang]`` of a shared-schema dataset.
+
+    Args:
+        languages: ISO 639-3 codes to include; ``None`` means English only. Clips without a
+            translation in a language are skipped for that language.
+    """
+    languages = list(languages) if languages else [ENGLISH]
+    columns = ["captions"] + (["translations"] if any(lang != ENGLISH for lang in languages) else [])
+    missing_columns = [column for column in columns if column not in dataset.column_names]
+    if missing_columns:
+        raise ValueError(
+            f"Evaluation set lacks column(s) {missing_columns} needed for languages {languages}."
+        )
+    rows = dataset.select_columns(columns)
+    slots_per_clip = max((len(captions) for captions in rows["captions"]), default=0)
+    captions, text_to_audio, caption_languages, caption_groups = [], [], [], []
+    for clip_index, row in enumerate(rows):
+        for language in languages:
+            for slot, caption in enumerate(captions_in_language(row, language) or []):
+                captions.append(check_caption(caption, slot, clip_index, language))
+                text_to_audio.append(clip_index)
+                caption_languages.append(language)
+                caption_groups.append(clip_index * slots_per_clip + slot)
+    return CaptionTable(
+        captions, torch.tensor(text_to_audio), caption_languages, torch.tensor(caption_groups)
+    )
+
+
+def _encode_in_batches(
+    embed: Callable[..., torch.Tensor],
+    model: Any,
+    count: int,
+    batch_size: int,
+    batch_inputs: Callable[[int, int], Mapping[str, torch.Tensor]],
+    description: str,
+    show_progress: bool,
+) -> torch.Tensor:
+    """``(count, dim)`` float32 CPU embeddings: ``embed(**batch_inputs(start, stop))`` batch by batch, in eval
+    mode without gradients, leaving ``model`` in the train/eval mode it was in."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    chunks = []
+    try:
+        with torch.no_grad():
+            for start in tqdm(range(0, count, batch_size), desc=description, disable=not show_progress):
+                inputs = batch_inputs(start, min(start + batch_size, count))
+                chunks.append(
+                    embed(**{name: value.to(device) for name, value in inputs.items()}).float().cpu()
+                )
+    finally:
+        model.train(was_training)
+    return torch.cat(chunks)
+
+
+def encode_audio(
+    model: Any, processor: AtrProcessor, dataset: Any, *, batch_size: int = 64, show_progress: bool = False
+) -> torch.Tensor:
+    """``(n_clips, dim)`` audio embeddings of a dataset with precomputed features (or raw ``audio``).
+
+    ``dataset`` is a ``datasets.Dataset`` or a list of row dicts (``audio`` or precomputed features, and
+    optionally ``audio_id``, which names a clip that cannot be decoded or stacked).
+    """
+
+    def batch_inputs(start: int, stop: int) -> Mapping[str, torch.Tensor]:
+        rows = [dataset[index] for index in range(start, stop)]
+        audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
+        return audio_batch(processor, rows, audio_ids)
+
+    return _encode_in_batches(
+        model.get_audio_features,
+        model,
+        len(dataset),
+        batch_size,
+        batch_inputs,
+        "Encoding audio",
+        show_progress,
+    )
+
+
+def encode_text(
+    model: Any,
+    processor: AtrProcessor,
+    captions: Sequence[str],
+    *,
+    batch_size: int = 256,
+    show_progress: bool = False,
+) -> torch.Tensor:
+    """``(n_captions, dim)`` caption embeddings."""
+
+    def batch_inputs(start: int, stop: int) -> Mapping[str, torch.Tensor]:
+        return processor(text=list(captions[start:stop]), return_tensors="pt")
+
+    return _encode_in_batches(
+        model.get_text_features,
+        model,
+        len(captions),
+        batch_size,
+        batch_inputs,
+        "Encoding captions",
+        show_progress,
+    )
+
+
+def _pair_captions(
+    dataset: Any, captions: str, languages: Sequence[str] | None
+) -> tuple[list[str], torch.Tensor]:
+    """The caption of every pair :func:`encode_pairs` makes of ``dataset`` and the clip index of each
+    (``(pairs,)``), clip-major."""
+    if captions not in CAPTION_MODES:
+        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
+    if len(dataset) == 0:
+        raise ValueError("encode_pairs: the dataset is empty; there is nothing to encode.")
+    if captions == "all":
+        table = caption_table(dataset, languages)
+        return table.captions, table.text_to_audio
+    if "captions" not in dataset.column_names:
+        raise ValueError(f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names}).")
+    caption_texts = [
+        check_caption(clip_captions[0] if clip_captions else None, 0, clip_index)
+        for clip_index, clip_captions in enumerate(dataset["captions"])
+    ]
+    return caption_texts, torch.arange(len(caption_texts))
+
+
+def pair_audio_ids(
+    dataset: Any, *, captions: str = "all", languages: Sequence[str] | None = None
+) -> list[str]:
+    """The ``audio_id`` of every pair :func:`encode_pairs` makes of ``dataset``, in its order (nothing encoded).
+
+    Pairs are clip-major, so the ids of a dataset are those of its contiguous shards, concatenated. ASK's
+    knowledge base keeps them to leave a sample's own clip out of its neighbours.
+    """
+    if "audio_id" not in dataset.column_names:
+        raise ValueError(
+            f"pair_audio_ids: the dataset lacks an 'audio_id' column ({dataset.column_names}); ASK needs "
+            "it to keep a sample's own clip out of its neighbours."
+        )
+    clip_ids = [str(audio_id) for audio_id in dataset["audio_id"]]
+    _, text_to_audio = _pair_captions(dataset, captions, languages)
+    return [clip_ids[index] for index in text_to_audio.tolist()]
+
+
+def encode_pairs(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    captions: str = "all",
+    languages: Sequence[str] | None = None,
+    batch_size: int = 64,
+    show_progress: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encode a shared-schema dataset into paired ``(audio, text)`` embeddings (ASK Eq. 6).
+
+    Args:
+        model: the :class:`~hf_atr.AtrDualEncoderModel`.
+        processor: its :class:`~hf_atr.AtrProcessor`.
+        dataset: rows with ``audio_id``, ``captions`` and precomputed audio features (or raw ``audio``).
+        captions: ``"all"`` pairs every caption with its clip (the paper's "all audio-text pairs"; a clip
+            with 5 captions gives 5 pairs sharing one audio embedding), ``"first"`` one pair per clip.
+        languages: caption languages (ISO 639-3) for ``"all"``; default English.
+        batch_size: clips per forward pass (captions go four times as many).
+
+    Returns:
+        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair; the clip of
+        each pair is given by :func:`pair_audio_ids`.
+    """
+    caption_texts, text_to_audio = _pair_captions(dataset, captions, languages)
+    audio_embeds = encode_audio(model, processor, dataset, batch_size=batch_size, show_progress=show_progress)
+    text_embeds = encode_text(
+        model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
+    )
+    return audio_embeds[text_to_audio], text_embeds
+
+
+__all__ = [
+    "CAPTION_MODES",
+    "CaptionTable",
+    "caption_table",
+    "encode_audio",
+    "encode_pairs",
+    "encode_text",
+    "pair_audio_ids",
+]

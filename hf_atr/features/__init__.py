@@ -1,0 +1,28 @@
+"""Batched log-mel features in torch, on the training device, equal to transformers' feature extractors.
+
+``batched_features_for(extractor)`` returns the :class:`BatchedFeatureExtractor` twin of a transformers
+extractor (AST, Whisper, CLAP; others register with :func:`register_batched_features`), or ``None``.
+dB-scale families (CLAP; PANNs next) derive from :class:`DecibelMelFeatures`.
+Light: imports torch, NumPy and transformers' extractor classes only.
+"""
+
+from .ast_fbank import AstFbankFeatures
+from .base import BatchedFeatureExtractor, RandomSource
+from .clap_log_mel import ClapLogMelFeatures
+from .decibel_mel import DecibelMelFeatures
+from .registry import batched_features_for, register_batched_features, supported_extractors
+from .spectrogram import pad_waveforms
+from .whisper_log_mel import WhisperLogMelFeatures
+
+__all__ = [
+    "AstFbankFeatures",
+    "BatchedFeatureExtractor",
+    "ClapLogMelFeatures",
+    "DecibelMelFeatures",
+    "RandomSource",
+    "WhisperLogMelFeatures",
+    "batched_features_for",
+    "pad_waveforms",
+    "register_batched_features",
+    "supported_extractors",
+]

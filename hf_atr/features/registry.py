@@ -1,0 +1,69 @@
+"""Which transformers feature extractor has which batched torch implementation.
+
+Built in: ``ASTFeatureExtractor`` -> :class:`AstFbankFeatures`, ``WhisperFeatureExtractor`` ->
+:class:`WhisperLogMelFeatures`, ``ClapFeatureExtractor`` -> :class:`ClapLogMelFeatures`. Another family
+plugs in with one call, made in the module that defines its extractor (so that holding an extractor
+instance implies the entry exists)::
+
+    register_batched_features(PannsFeatureExtractor, PannsLogMelFeatures)
+
+Lookup is by exact class: a subclass may compute something else, so it falls back to transformers until it
+is registered itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
+from transformers.utils import logging
+
+from .ast_fbank import AstFbankFeatures
+from .base import BatchedFeatureExtractor
+from .clap_log_mel import ClapLogMelFeatures
+from .whisper_log_mel import WhisperLogMelFeatures
+
+logger = logging.get_logger(__name__)
+
+_IMPLEMENTATIONS: dict[type, type[BatchedFeatureExtractor]] = {
+    ASTFeatureExtractor: AstFbankFeatures,
+    WhisperFeatureExtractor: WhisperLogMelFeatures,
+    ClapFeatureExtractor: ClapLogMelFeatures,
+}
+
+
+def register_batched_features(
+    extractor_class: type, implementation: type[BatchedFeatureExtractor], *, exist_ok: bool = False
+) -> None:
+    """Map ``extractor_class`` to ``implementation`` (built with ``implementation.from_extractor``).
+
+    Raises:
+        TypeError: ``implementation`` is not a :class:`BatchedFeatureExtractor` subclass.
+        ValueError: ``extractor_class`` already has an implementation and ``exist_ok`` is false.
+    """
+    if not (isinstance(implementation, type) and issubclass(implementation, BatchedFeatureExtractor)):
+        raise TypeError(f"{implementation!r} is not a BatchedFeatureExtractor subclass.")
+    existing = _IMPLEMENTATIONS.get(extractor_class)
+    if existing is not None and existing is not implementation and not exist_ok:
+        raise ValueError(
+            f"{extractor_class.__name__} already uses {existing.__name__}; pass exist_ok=True to replace it."
+        )
+    _IMPLEMENTATIONS[extractor_class] = implementation
+
+
+def supported_extractors() -> tuple[type, ...]:
+    """The feature-extractor classes that have a batched torch implementation."""
+    return tuple(_IMPLEMENTATIONS)
+
+
+def batched_features_for(extractor: Any) -> BatchedFeatureExtractor | None:
+    """The batched torch twin of ``extractor``, built from its current settings; ``None`` (logged once per
+    class at info level) when its class has none, so the caller uses the transformers extractor."""
+    implementation = _IMPLEMENTATIONS.get(type(extractor))
+    if implementation is None:
+        logger.info_once(
+            f"No batched torch features for {type(extractor).__name__} (supported: "
+            f"{sorted(cls.__name__ for cls in _IMPLEMENTATIONS)}); using the transformers extractor."
+        )
+        return None
+    return implementation.from_extractor(extractor)

@@ -1,0 +1,209 @@
+"""Map a transformers ``ClapModel`` checkpoint (LAION CLAP: HTS-AT + RoBERTa) onto an hf-atr dual encoder.
+
+``laion/clap-htsat-unfused``, ``laion/clap-htsat-fused``, ``laion/larger_clap_general`` / ``_music`` /
+``_music_and_speech`` are ``ClapModel`` checkpoints. Every tensor has one place in
+:class:`~hf_atr.AtrDualEncoderModel` configured by :func:`atr_config_kwargs_from_clap`:
+
+==========================================  ==========================================
+``ClapModel``                                hf-atr
+==========================================  ==========================================
+``audio_model.*`` (``ClapAudioModel``)       ``audio_model.*``, ``audio_pooling="pooler"``
+``text_model.*`` (``ClapTextModel``)         ``text_model.*``, ``text_pooling="pooler"``
+``audio_projection.linear1/linear2.*``       ``audio_projection.linear1/linear2.*`` (``projection="mlp"``)
+``text_projection.linear1/linear2.*``        ``text_projection.linear1/linear2.*``
+``logit_scale_t``                            ``scoring_head.logit_scale`` (``logits_per_text``)
+``logit_scale_a``                            ``scoring_head.audio_logit_scale`` (``logits_per_audio``)
+==========================================  ==========================================
+
+:func:`check_clap_loading_info` refuses a checkpoint that ``ClapModel.from_pretrained`` loaded with missing,
+unexpected or mismatched keys (transformers 5 only warns, and fills missing weights with random values),
+and :func:`convert_clap_state_dict` refuses any tensor without a place, naming the keys. This module
+imports no hf-atr model code, so the dual encoder's ``from_clap`` can use it from below.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+import transformers
+from transformers.utils import logging
+
+if TYPE_CHECKING:
+    from transformers import ClapConfig, ClapModel
+
+logger = logging.get_logger(__name__)
+
+CLAP_KEY_PREFIXES = {
+    "audio_model.": "audio_model.",
+    "text_model.": "text_model.",
+    "audio_projection.": "audio_projection.",
+    "text_projection.": "text_projection.",
+}
+CLAP_LOGIT_SCALE_KEYS = {
+    "logit_scale_t": "scoring_head.logit_scale",
+    "logit_scale_a": "scoring_head.audio_logit_scale",
+}
+CLAP_FIXED_CONFIG_FIELDS = (
+    "audio_config",
+    "text_config",
+    "projection_dim",
+    "audio_pooling",
+    "text_pooling",
+    "text_pooling_normalize",
+    "projection",
+    "projection_hidden_act",
+    "separate_logit_scales",
+    "logit_scale_init",
+)
+"""AtrConfig fields a CLAP checkpoint determines; ``from_clap`` refuses other values for them."""
+DERIVED_BUFFER_SUFFIXES = ("position_ids", "token_type_ids", "relative_position_index", "num_batches_tracked")
+"""Buffers computed from the config alone (index tables, a batch-norm step counter): a checkpoint may lack
+them without losing anything, and ``_init_weights`` sets them."""
+FRESH_ATR_KEYS = ("scoring_head.metric_matrix",)
+"""hf-atr parameters no CLAP tensor fills (Mahalanobis scoring chosen on top of CLAP): they keep their
+initial values (the identity)."""
+
+
+class ClapCheckpointError(ValueError):
+    """A CLAP checkpoint whose tensors do not all land in the hf-atr model (or that loaded incompletely)."""
+
+
+def atr_config_kwargs_from_clap(clap_config: ClapConfig) -> dict[str, Any]:
+    """The :class:`~hf_atr.AtrConfig` fields that reproduce ``ClapModel`` (values of :data:`CLAP_FIXED_CONFIG_FIELDS`)."""
+    return {
+        "audio_config": clap_config.audio_config,
+        "text_config": clap_config.text_config,
+        "projection_dim": clap_config.projection_dim,
+        "audio_pooling": "pooler",
+        "text_pooling": "pooler",
+        "text_pooling_normalize": False,
+        "projection": "mlp",
+        "projection_hidden_act": clap_config.projection_hidden_act,
+        "separate_logit_scales": True,
+        "logit_scale_init": math.log(clap_config.logit_scale_init_value),
+    }
+
+
+def _is_derived_buffer(key: str) -> bool:
+    return key.rsplit(".", 1)[-1] in DERIVED_BUFFER_SUFFIXES
+
+
+def _describe_mismatch(item: Any) -> str:
+    """``"key (checkpoint (a, b) vs model (c, d))"`` from transformers' ``(key, checkpoint shape, model shape)``."""
+    if isinstance(item, tuple) and len(item) == 3:
+        key, checkpoint_shape, model_shape = item
+        return f"{key} (checkpoint {tuple(checkpoint_shape)} vs model {tuple(model_shape)})"
+    return str(item)
+
+
+def check_clap_loading_info(loading_info: Mapping[str, Iterable[Any]], source: str) -> None:
+    """Raise :class:`ClapCheckpointError` unless ``ClapModel.from_pretrained`` found every weight.
+
+    Args:
+        loading_info: the second value of ``from_pretrained(..., output_loading_info=True)``.
+        source: the checkpoint's name, for the message.
+
+    Buffers of :data:`DERIVED_BUFFER_SUFFIXES` missing from the file are logged, not refused.
+    """
+    missing = sorted(loading_info.get("missing_keys", ()))
+    derived = [key for key in missing if _is_derived_buffer(key)]
+    if derived:
+        logger.warning(f"{source} lacks the derived buffers {derived}; they are computed from the config.")
+    problems = [
+        f"{label}: {', '.join(str(item) for item in items)}"
+        for label, items in (
+            ("missing keys", [key for key in missing if not _is_derived_buffer(key)]),
+            ("unexpected keys", sorted(loading_info.get("unexpected_keys", ()))),
+            (
+                "mismatched keys",
+                sorted(_describe_mismatch(item) for item in loading_info.get("mismatched_keys", ())),
+            ),
+            ("errors", list(loading_info.get("error_msgs", ()))),
+        )
+        if items
+    ]
+    if problems:
+        raise ClapCheckpointError(
+            f"{source} is not a complete ClapModel checkpoint for its config: " + "; ".join(problems) + "."
+        )
+
+
+def load_clap_checkpoint(clap_name_or_path: str | os.PathLike, **kwargs: Any) -> ClapModel:
+    """``ClapModel.from_pretrained`` that raises :class:`ClapCheckpointError` instead of filling missing weights.
+
+    Keyword arguments go to ``from_pretrained`` (``revision``, ``cache_dir``, ``dtype``, ...). Shape mismatches are
+    collected (``ignore_mismatched_sizes``) so that the error names them, then refused like missing weights.
+    """
+    # Through transformers' lazy module: CLAP's modeling code loads when a checkpoint is converted, not on import.
+    clap, loading_info = transformers.ClapModel.from_pretrained(
+        clap_name_or_path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+    )
+    check_clap_loading_info(loading_info, str(clap_name_or_path))
+    return clap
+
+
+def clap_to_atr_key(clap_key: str) -> str | None:
+    """The hf-atr key of a ``ClapModel`` state-dict key, or ``None`` when it has no place."""
+    if clap_key in CLAP_LOGIT_SCALE_KEYS:
+        return CLAP_LOGIT_SCALE_KEYS[clap_key]
+    for clap_prefix, atr_prefix in CLAP_KEY_PREFIXES.items():
+        if clap_key.startswith(clap_prefix):
+            return atr_prefix + clap_key[len(clap_prefix) :]
+    return None
+
+
+def convert_clap_state_dict(
+    clap_state: Mapping[str, torch.Tensor],
+    atr_shapes: Mapping[str, torch.Size | tuple[int, ...]],
+    source: str = "the CLAP checkpoint",
+) -> dict[str, torch.Tensor]:
+    """``ClapModel`` tensors under their hf-atr keys, every key accounted for.
+
+    Args:
+        clap_state: ``ClapModel.state_dict()``.
+        atr_shapes: ``{key: shape}`` of the hf-atr model's state dict (built with
+            :func:`atr_config_kwargs_from_clap`).
+
+    Raises:
+        ClapCheckpointError: naming CLAP keys without a place, hf-atr keys no CLAP tensor fills (other than
+            :data:`FRESH_ATR_KEYS`), and shape mismatches.
+    """
+    converted, without_place, mismatched = {}, [], []
+    for clap_key, tensor in clap_state.items():
+        atr_key = clap_to_atr_key(clap_key)
+        if atr_key is None or atr_key not in atr_shapes:
+            without_place.append(clap_key if atr_key is None else f"{clap_key} (→ {atr_key})")
+        elif tuple(tensor.shape) != tuple(atr_shapes[atr_key]):
+            mismatched.append(f"{clap_key} ({tuple(tensor.shape)} vs {atr_key} {tuple(atr_shapes[atr_key])})")
+        else:
+            converted[atr_key] = tensor
+    unfilled = sorted(
+        set(atr_shapes) - set(converted) - set(FRESH_ATR_KEYS) - {clap_to_atr_key(key) for key in clap_state}
+    )
+    problems = [
+        f"{label}: {', '.join(items)}"
+        for label, items in (
+            ("CLAP tensors without a place in the hf-atr model", sorted(without_place)),
+            ("shape mismatches", mismatched),
+            ("hf-atr tensors no CLAP tensor fills", unfilled),
+        )
+        if items
+    ]
+    if problems:
+        raise ClapCheckpointError(f"Cannot convert {source}: " + "; ".join(problems) + ".")
+    return converted
+
+
+__all__ = [
+    "CLAP_FIXED_CONFIG_FIELDS",
+    "ClapCheckpointError",
+    "atr_config_kwargs_from_clap",
+    "check_clap_loading_info",
+    "clap_to_atr_key",
+    "convert_clap_state_dict",
+    "load_clap_checkpoint",
+]

@@ -1,0 +1,154 @@
+"""Raw waveforms from DataLoader workers, log-mel features on the training device.
+
+The worker side (:class:`WaveformCollator`) decodes, resamples and crops each clip to the window its
+feature extractor reads, and makes the extractor's random choices; the device side
+(:func:`featurize_waveforms`) turns the batch's waveforms into the model's audio inputs with the
+extractor's batched torch twin (:mod:`hf_atr.features`). Every random draw is seeded from ``(seed, epoch,
+item)``, so a batch does not depend on which worker built it, on the number of workers, or on the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.audio import decode_audio
+from ..features.base import BatchedFeatureExtractor
+from ..features.registry import batched_features_for
+from ..features.spectrogram import pad_waveforms
+from ..processing_atr import model_audio_inputs
+from .collator import AtrDataCollator
+
+WAVEFORMS = "waveforms"
+WAVEFORM_LENGTHS = "waveform_lengths"
+RANDOM_CHOICES = "feature_random_choices"
+CROPS = ("random", "start")
+
+
+def item_seed(seed: int, epoch: int, *keys: Any) -> int:
+    """A 63-bit seed from ``(seed, epoch, keys)``, the same in every process (unlike ``hash``)."""
+    text = "\x1f".join(str(part) for part in (seed, epoch, *keys))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 1
+
+
+@dataclass
+class WaveformCollator(AtrDataCollator):
+    """Worker side of on-device features: rows with raw ``audio`` -> waveforms + captions + metadata.
+
+    Each row's ``audio`` (a shared-schema value, a path or an ``{"array", "sampling_rate"}`` dict) is
+    decoded with soundfile and resampled to the extractor's rate (:func:`~hf_atr.data.audio.decode_audio`).
+    A clip longer than the extractor's window (:attr:`BatchedFeatureExtractor.window_samples`: AST's
+    ``max_length`` frames, Whisper's ``chunk_length``, CLAP rand_trunc's ``max_length_s``; CLAP fusion
+    reads the whole clip and is never cut) is cut to it:
+
+    - ``crop="random"`` (default): at an offset drawn uniformly, seeded by ``(seed, epoch, audio_id,
+      caption_language, caption_index)``. For AST and Whisper this is training augmentation (the
+      extractor itself reads the start); for CLAP rand_trunc it is the extractor's own crop.
+    - ``crop="start"``: AST and Whisper keep the start, exactly what their extractors read; CLAP
+      rand_trunc still draws its crop as above (that is its extractor's behaviour).
+
+    The remaining random choices (CLAP fusion's three crops, the clip forced ``is_longer``) are drawn with
+    a generator seeded by ``(seed, epoch, the batch's items)``. Call :meth:`set_epoch` before each epoch's
+    iterator is created (with ``persistent_workers=False``, the DataLoader's default, workers get a fresh
+    copy of the collator every epoch).
+
+    Returns, besides the captions and metadata of :class:`AtrDataCollator`: ``waveforms: (batch,
+    samples)`` float32 zero-padded, ``waveform_lengths: (batch,)`` and ``feature_random_choices`` (a dict
+    of ``(batch, ...)`` tensors). :func:`featurize_waveforms` turns them into model inputs on the device.
+
+    Raises:
+        ValueError: the processor's feature extractor has no batched torch implementation.
+    """
+
+    crop: str = "random"
+    seed: int = 0
+    epoch: int = 0
+    features: BatchedFeatureExtractor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.crop not in CROPS:
+            raise ValueError(f"crop must be one of {CROPS}, got {self.crop!r}.")
+        features = batched_features_for(self.processor.feature_extractor)
+        if features is None:
+            raise ValueError(
+                f"WaveformCollator needs a feature extractor with batched torch features; "
+                f"{type(self.processor.feature_extractor).__name__} has none. Use AtrDataCollator."
+            )
+        self.features = features
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw this epoch's crops (and other random choices)."""
+        self.epoch = int(epoch)
+
+    def audio_inputs(self, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
+        item_keys = [
+            (audio_id, row.get("caption_language", ""), row.get("caption_index", ""))
+            for audio_id, row in zip(audio_ids, rows)
+        ]
+        waveforms, source_lengths = [], []
+        for key, row in zip(item_keys, rows):
+            if "audio" not in row:
+                raise ValueError(f"Clip {key[0]!r} has no 'audio' column to decode (columns: {sorted(row)}).")
+            waveform = decode_audio(row["audio"], self.features.sampling_rate, source=key[0])
+            source_lengths.append(len(waveform))
+            waveforms.append(
+                self.cut(waveform, np.random.default_rng(item_seed(self.seed, self.epoch, *key)))
+            )
+        padded, lengths = pad_waveforms(waveforms)
+        generator = torch.Generator().manual_seed(item_seed(self.seed, self.epoch, *item_keys))
+        random_choices = self.features.draw_random_choices(
+            lengths, generator, source_lengths=torch.tensor(source_lengths)
+        )
+        return {WAVEFORMS: padded, WAVEFORM_LENGTHS: lengths, RANDOM_CHOICES: random_choices}
+
+    def cut(self, waveform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``waveform`` cut to the extractor's window (see the class docstring)."""
+        window = self.features.window_samples
+        if window is None or len(waveform) <= window:
+            return waveform
+        if self.crop == "start" and not self.features.random_window:
+            return waveform[:window]
+        offset = int(rng.integers(0, len(waveform) - window + 1))
+        return waveform[offset : offset + window]
+
+
+def featurize_waveforms(
+    batch: dict[str, Any],
+    features: BatchedFeatureExtractor,
+    *,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
+) -> dict[str, Any]:
+    """Device side: replace a :class:`WaveformCollator` batch's waveforms by the model's audio inputs.
+
+    Args:
+        batch: the collator's output (possibly already moved to the device by the Trainer).
+        features: the collator's :attr:`WaveformCollator.features`.
+        device: where to compute (default: where the waveforms are).
+        generator: for noise the extractor adds (Whisper's ``dither``).
+
+    Returns:
+        A new dict: the batch without ``waveforms``, ``waveform_lengths`` and ``feature_random_choices``,
+        with the extractor's outputs named as the model takes them (e.g. ``input_values``, ``is_longer``,
+        ``audio_attention_mask``).
+    """
+    missing = [name for name in (WAVEFORMS, WAVEFORM_LENGTHS) if name not in batch]
+    if missing:
+        raise ValueError(
+            f"The batch has no {missing}; it was not built by WaveformCollator (keys: {sorted(batch)})."
+        )
+    batch = dict(batch)
+    waveforms = batch.pop(WAVEFORMS)
+    lengths = batch.pop(WAVEFORM_LENGTHS)
+    random_choices = batch.pop(RANDOM_CHOICES, {})
+    if device is not None:
+        waveforms = waveforms.to(device)
+    outputs = features(waveforms, lengths, random_source=generator, random_choices=random_choices)
+    batch.update(model_audio_inputs(outputs))
+    return batch

@@ -1,0 +1,132 @@
+"""Pushing a model with its retrieval index: the uploaded files and the index checks, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from huggingface_hub import HfApi
+from tiny_models import make_model, make_processor, random_waveforms
+from transformers import pipeline
+
+from hf_atr.pipelines.index import IndexFormatError
+from hf_atr.pipelines.retrieval_pipeline import register_pipeline
+from hf_atr.pipelines.sharing import push_to_hub, stage_upload
+
+UPLOADED_FILES = [
+    "README.md",
+    "config.json",
+    "model.safetensors",
+    "processor_config.json",
+    "retrieval_index/audio_index.json",
+    "retrieval_index/audio_index.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+]
+
+
+def model_with_index(tmp_path, seed=0):
+    """A tiny model, its processor, and a directory holding an audio index built with it."""
+    register_pipeline()
+    processor = make_processor()
+    model = make_model(processor=processor, seed=seed)
+    model_dir = tmp_path / f"model{seed}"
+    model.save_pretrained(model_dir)
+    processor.save_pretrained(model_dir)
+    pipe = pipeline("audio-text-retrieval", model=str(model_dir))
+    pipe.index(random_waveforms(3), show_progress=False)
+    index_dir = tmp_path / f"index{seed}"
+    pipe.save_index(index_dir)
+    return model, processor, index_dir
+
+
+def test_push_to_hub_uploads_model_processor_index_and_card(tmp_path):
+    model, processor, index_dir = model_with_index(tmp_path)
+
+    uploaded: dict[str, bytes] = {}
+
+    def fake_create_commit(self, repo_id, operations, **kwargs):
+        assert repo_id == "team/atr-tiny"
+        for operation in operations:
+            uploaded[operation.path_in_repo] = Path(operation.path_or_fileobj).read_bytes()
+        return mock.sentinel.commit_info
+
+    fake_repo = mock.Mock(repo_id="team/atr-tiny")
+    with (
+        mock.patch.object(HfApi, "create_repo", return_value=fake_repo) as create_repo,
+        mock.patch.object(HfApi, "create_commit", fake_create_commit),
+    ):
+        result = push_to_hub(
+            model, "atr-tiny", processor=processor, index_dir=index_dir,
+            eval_results={"t2a_R@1": 0.5}, training_data="synthcaps",
+        )  # fmt: skip
+    assert result is mock.sentinel.commit_info
+    assert create_repo.call_args.args == ("atr-tiny",)
+    assert sorted(uploaded) == UPLOADED_FILES
+    readme = uploaded["README.md"].decode()
+    assert readme.startswith("---\n") and "license: apache-2.0" in readme
+    assert 'pipeline("audio-text-retrieval", model="team/atr-tiny")' in readme
+    assert "| all | 50.0 |" in readme and "- training data: synthcaps" in readme
+    assert uploaded["retrieval_index/audio_index.json"] == (index_dir / "audio_index.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("index", "error", "message"),
+    [("missing", FileNotFoundError, "No saved retrieval index"), ("stale", IndexFormatError, "fingerprint")],
+)
+def test_push_to_hub_refuses_a_missing_index_or_one_of_other_weights(tmp_path, index, error, message):
+    index_dir = model_with_index(tmp_path, seed=1)[2] if index == "stale" else tmp_path
+    with (
+        mock.patch.object(HfApi, "create_repo", return_value=mock.Mock(repo_id="team/x")),
+        mock.patch.object(HfApi, "create_commit") as create_commit,
+        pytest.raises(error, match=message),
+    ):
+        push_to_hub(make_model(), "team/x", index_dir=index_dir)
+    create_commit.assert_not_called()
+
+
+def test_stage_upload_writes_what_would_be_pushed(tmp_path):
+    model, processor, index_dir = model_with_index(tmp_path)
+    files = stage_upload(
+        model, tmp_path / "staged", repo_id="team/atr", processor=processor, index_dir=index_dir
+    )
+    assert [path.relative_to(tmp_path / "staged").as_posix() for path in files] == UPLOADED_FILES
+    assert 'model="team/atr"' in (tmp_path / "staged" / "README.md").read_text()
+
+
+def fake_hub(uploaded: dict[str, bytes]):
+    """Patches HfApi so that a commit records its files instead of uploading them."""
+
+    def fake_create_commit(self, repo_id, operations, **kwargs):
+        for operation in operations:
+            uploaded[operation.path_in_repo] = Path(operation.path_or_fileobj).read_bytes()
+        return mock.sentinel.commit_info
+
+    return (
+        mock.patch.object(HfApi, "create_repo", return_value=mock.Mock(repo_id="team/atr-tiny")),
+        mock.patch.object(HfApi, "create_commit", fake_create_commit),
+    )
+
+
+def test_pipeline_pushes_the_index_it_holds_with_its_model(tmp_path):
+    model_with_index(tmp_path)  # the model's directory holds no index: the pipeline starts without one
+    pipe = pipeline("audio-text-retrieval", model=str(tmp_path / "model0"))
+    with pytest.raises(ValueError, match="no index to push"):
+        pipe.push_to_hub("atr-tiny")
+    pipe.index(random_waveforms(3), show_progress=False)
+    uploaded: dict[str, bytes] = {}
+    create_repo, create_commit = fake_hub(uploaded)
+    with create_repo, create_commit:
+        assert pipe.push_to_hub("atr-tiny", training_data="synthcaps") is mock.sentinel.commit_info
+    assert sorted(uploaded) == UPLOADED_FILES
+    assert "- training data: synthcaps" in uploaded["README.md"].decode()
+
+
+def test_model_push_to_hub_uploads_model_processor_and_card_only(tmp_path):
+    uploaded: dict[str, bytes] = {}
+    create_repo, create_commit = fake_hub(uploaded)
+    with create_repo, create_commit:
+        make_model().push_to_hub("atr-tiny", processor=make_processor())
+    assert sorted(uploaded) == [name for name in UPLOADED_FILES if not name.startswith("retrieval_index/")]
+    assert 'pipeline("audio-text-retrieval", model="team/atr-tiny")' in uploaded["README.md"].decode()

@@ -1,0 +1,180 @@
+"""The floors of hf_atr, checked on the import graph read from the source (docs/architecture.md).
+
+Every ``import`` statement counts, wherever it stands (module level, inside a function, under
+``TYPE_CHECKING``), and so does the package ``__init__`` that Python runs before a submodule. A module may
+import from its own floor or a lower one, never from a higher one, and the graph has no cycle. Names that
+resolve by table at first use (``hf_atr.__init__``, the objective registry, the auto-class registration)
+are not imports; ``test_every_public_name_resolves`` checks that those tables point at real objects.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / "hf_atr"
+
+FLOORS = {
+    # 0 ground: solvers, data loaders, metric arithmetic and tables, tokenizer training, import deferral
+    "hf_atr.ot": 0,
+    "hf_atr.data": 0,
+    "hf_atr.lazy": 0,
+    "hf_atr.auto_registration": 0,
+    "hf_atr.tokenization": 0,
+    "hf_atr.evaluation.retrieval": 0,
+    "hf_atr.evaluation.tables": 0,
+    # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
+    # (PANNs, CLAP's checkpoint conversion, sentence-transformers layouts, the tower mapping, the batched
+    # torch twins of transformers' feature extractors)
+    "hf_atr.models": 0,
+    "hf_atr.towers": 0,
+    "hf_atr.features": 0,
+    # 1 the objective registry: names, base class, hyperparameter checks
+    "hf_atr.objectives.registry": 1,
+    # 2 configuration
+    "hf_atr.configuration_atr": 2,
+    # 3 what reads a model without importing it: its card and its upload
+    "hf_atr.model_card": 3,
+    "hf_atr.hub": 3,
+    # 4 model and processor
+    "hf_atr.modeling_atr": 4,
+    "hf_atr.processing_atr": 4,
+    # 5 objectives, encoding, evaluation
+    "hf_atr.objectives": 5,
+    "hf_atr.encoding": 5,
+    "hf_atr.evaluation": 5,
+    # 6 knowledge, 7 training
+    "hf_atr.knowledge": 6,
+    "hf_atr.training": 7,
+    # 8 pipelines, 9 the demo and the command line
+    "hf_atr.pipelines": 8,
+    "hf_atr.demo": 9,
+    "hf_atr.cli": 9,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE_DIR.rglob("*.py"))}
+PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def imported_modules(name: str) -> set[str]:
+    """hf_atr modules that ``name`` imports, with the packages whose ``__init__`` those imports run."""
+    base = name if name in PACKAGES else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                anchor = base.split(".")[: len(base.split(".")) - node.level + 1]
+                source = ".".join([*anchor, *([source] if source else [])])
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                targets.add(submodule if submodule in MODULES else source)
+    edges = set()
+    for target in targets:
+        parts = target.split(".")
+        # The module itself and every package __init__ above it, except the root (see below).
+        edges.update(".".join(parts[:end]) for end in range(2, len(parts) + 1))
+    # The importer's own packages ran before it did: they are no dependency of it.
+    own_packages = {".".join(name.split(".")[:end]) for end in range(1, len(name.split(".")) + 1)}
+    return {edge for edge in edges if edge in MODULES and edge not in own_packages}
+
+
+GRAPH = {name: imported_modules(name) for name in MODULES}
+
+
+def floor(name: str) -> int:
+    """The assigned floor of a module; a package ``__init__`` sits on the highest floor it imports from."""
+    if name in PACKAGES and name != "hf_atr":
+        return max((floor(target) for target in GRAPH[name]), default=0)
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in FLOORS:
+            return FLOORS[".".join(parts[:end])]
+    if name == "hf_atr":
+        return max(FLOORS.values())  # the public facade is the top floor
+    raise AssertionError(
+        f"{name} has no floor: add it to FLOORS in tests/test_layers.py and docs/architecture.md"
+    )
+
+
+def test_root_package_imports_only_the_ground_floor():
+    """Python runs hf_atr/__init__.py before any submodule, so it must import nothing above the ground."""
+    assert {target: floor(target) for target in GRAPH["hf_atr"]} == {
+        "hf_atr.auto_registration": 0,
+        "hf_atr.lazy": 0,
+    }
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_imports_from_a_higher_floor(name):
+    upward = sorted(target for target in GRAPH[name] if floor(target) > floor(name))
+    assert not upward, f"{name} (floor {floor(name)}) imports {[(t, floor(t)) for t in upward]}"
+
+
+def test_import_graph_has_no_cycle():
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(GRAPH[name]):
+            if state.get(target) == "open":
+                cycle = path[path.index(target) :] + [target]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [name])
+
+
+def test_ground_floor_solvers_import_nothing_else_of_hf_atr():
+    solvers = [name for name in MODULES if name.startswith("hf_atr.ot")]
+    assert {target for name in solvers for target in GRAPH[name]} <= set(solvers)
+
+
+@pytest.mark.parametrize("room", ["hf_atr.features", "hf_atr.models", "hf_atr.towers"])
+def test_backbones_and_features_import_nothing_of_hf_atr_outside_their_room(room):
+    """The dual encoder and the processor build on these; they must not know either (nor data, nor config)."""
+    members = [name for name in MODULES if name == room or name.startswith(f"{room}.")]
+    assert {target for name in members for target in GRAPH[name]} <= {*members, "hf_atr.lazy"}
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "hf_atr",
+        "hf_atr.objectives",
+        "hf_atr.data",
+        "hf_atr.ot",
+        "hf_atr.features",
+        "hf_atr.models.panns",
+        "hf_atr.training",
+        "hf_atr.evaluation",
+    ],
+)
+def test_every_public_name_resolves(package):
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if getattr(module, name, None) is None]
+    assert not missing
+
+
+def test_the_objective_table_points_at_the_registered_classes():
+    from hf_atr.objectives.registry import BUILTIN_OBJECTIVES, get_objective_class
+
+    for name, location in BUILTIN_OBJECTIVES.items():
+        objective_class = get_objective_class(name)
+        assert f"{objective_class.__module__}:{objective_class.__qualname__}" == location
+        assert objective_class.name == name and objective_class.citation and objective_class.description

@@ -1,0 +1,158 @@
+"""What importing costs: each check runs in a fresh interpreter and reads ``sys.modules`` (issue 12).
+
+Timings are measured by ``benchmarks/imports.py``; these tests check what gets loaded, which decides them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from tiny_models import make_model, make_processor, tiny_panns_config, tiny_panns_feature_extractor
+
+FIXTURE_MODEL = Path(__file__).resolve().parent / "fixtures" / "format_v0" / "model_cosine"
+
+
+def run_fresh(code: str) -> dict:
+    """Run ``code`` in a new interpreter; it prints one JSON object as its last line."""
+    completed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=600
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+HEAVY = ("torch", "transformers", "faiss", "scipy", "hf_atr.modeling_atr", "hf_atr.configuration_atr")
+
+
+def test_package_data_loaders_and_cli_help_load_nothing_heavy():
+    loaded = run_fresh(
+        f"""
+        import contextlib, io, json, sys
+        heavy = {HEAVY!r}
+        import hf_atr
+        after_package = [name for name in heavy if name in sys.modules]
+        import hf_atr.data
+        for name in hf_atr.data.__all__:  # every loader and helper, not only the package
+            getattr(hf_atr.data, name)
+        after_data = [name for name in heavy if name in sys.modules]
+        from hf_atr.cli import main
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            main(["--help"])
+        after_help = [name for name in heavy if name in sys.modules]
+        print(json.dumps({{"package": after_package, "data": after_data, "help": after_help}}))
+        """
+    )
+    assert loaded == {"package": [], "data": [], "help": []}, (
+        "hf_atr.data must stay light: import scipy where it is used and log through hf_atr.lazy.get_logger"
+    )
+
+
+REGISTRATION_CHECK = f"""
+    model_dir = {str(FIXTURE_MODEL)!r}
+    config = AutoConfig.from_pretrained(model_dir)
+    model = AutoModel.from_pretrained(model_dir)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    pipe = pipeline("audio-text-retrieval", model=model_dir)
+    from hf_atr.auto_registration import _RegistrationHook
+    print(json.dumps([
+        type(config).__name__, type(model).__name__, type(processor).__name__, type(pipe).__name__,
+        any(isinstance(finder, _RegistrationHook) for finder in sys.meta_path),
+    ]))
+"""
+RESOLVED = ["AtrConfig", "AtrDualEncoderModel", "AtrProcessor", "AudioTextRetrievalPipeline", False]
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import hf_atr\nfrom transformers import AutoConfig, AutoModel, AutoProcessor, pipeline",
+        "from transformers import AutoConfig, AutoModel, AutoProcessor, pipeline\nimport hf_atr",
+        "from transformers import AutoConfig\nimport hf_atr\nfrom transformers import AutoModel, AutoProcessor, pipeline",
+    ],
+    ids=["hf_atr-first", "transformers-first", "interleaved"],
+)
+def test_auto_classes_and_pipeline_resolve_in_either_import_order(imports):
+    code = "import json, sys\n" + imports + "\n" + textwrap.dedent(REGISTRATION_CHECK)
+    assert run_fresh(code) == RESOLVED  # and the hook removed itself once everything was registered
+
+
+@pytest.fixture(scope="module")
+def panns_directories(tmp_path_factory):
+    """A PANNs classifier with its feature extractor, and a dual encoder with a PANNs audio tower."""
+    from hf_atr.models.panns import PannsForAudioClassification
+
+    root = tmp_path_factory.mktemp("panns")
+    PannsForAudioClassification(tiny_panns_config(num_labels=3)).save_pretrained(root / "classifier")
+    tiny_panns_feature_extractor().save_pretrained(root / "classifier")
+    processor = make_processor("panns")
+    make_model("panns", processor=processor).save_pretrained(root / "dual_encoder")
+    processor.save_pretrained(root / "dual_encoder")
+    return root
+
+
+PANNS_CHECK = """
+    classifier, dual_encoder = {classifier!r}, {dual_encoder!r}
+    from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
+    model = AutoModel.from_pretrained(dual_encoder)
+    print(json.dumps([
+        type(AutoConfig.from_pretrained(classifier)).__name__,
+        type(AutoModel.from_pretrained(classifier)).__name__,
+        type(AutoModelForAudioClassification.from_pretrained(classifier)).__name__,
+        type(AutoFeatureExtractor.from_pretrained(classifier)).__name__,
+        type(model).__name__,
+        type(model.audio_model).__name__,
+        type(AutoProcessor.from_pretrained(dual_encoder).feature_extractor).__name__,
+    ]))
+"""
+PANNS_RESOLVED = [
+    "PannsConfig",
+    "PannsModel",
+    "PannsForAudioClassification",
+    "PannsFeatureExtractor",
+    "AtrDualEncoderModel",
+    "PannsModel",
+    "PannsFeatureExtractor",
+]
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import hf_atr\nfrom transformers import AutoConfig, AutoModel, AutoProcessor",
+        "from transformers import AutoConfig, AutoModel, AutoProcessor\nimport hf_atr",
+    ],
+    ids=["hf_atr-first", "transformers-first"],
+)
+def test_panns_auto_classes_resolve_in_either_import_order(imports, panns_directories):
+    check = textwrap.dedent(PANNS_CHECK).format(
+        classifier=str(panns_directories / "classifier"), dual_encoder=str(panns_directories / "dual_encoder")
+    )
+    assert run_fresh("import json\n" + imports + "\n" + check) == PANNS_RESOLVED
+
+
+def test_checking_an_objective_imports_only_that_objective():
+    loaded = run_fresh(
+        """
+        import json, sys
+        from hf_atr.objectives import available_objectives
+        names = available_objectives()
+        listed_only = sorted(name for name in sys.modules if name.startswith("hf_atr.objectives."))
+        from hf_atr import AtrConfig
+        AtrConfig(objective={"name": "ask", "num_neighbours": 5})
+        # (transformers' docstring machinery loads its AutoModel mapping while building the BERT sub-config,
+        # so hf_atr.modeling_atr is registered and loaded here whatever the objective.)
+        watched = ("faiss", "hf_atr.knowledge", "hf_atr.encoding", "hf_atr.evaluation.evaluator",
+                   "hf_atr.training", "hf_atr.objectives.dart", "hf_atr.objectives.mltm")
+        print(json.dumps({"names": names, "listed_only": listed_only,
+                          "ask": "hf_atr.objectives.ask" in sys.modules,
+                          "heavy": [name for name in watched if name in sys.modules]}))
+        """
+    )
+    assert {"ask", "contrastive", "dart", "iot", "kcl"} <= set(loaded["names"])
+    assert loaded["listed_only"] == ["hf_atr.objectives.registry"]
+    assert loaded["ask"] and loaded["heavy"] == []

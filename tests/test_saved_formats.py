@@ -1,0 +1,63 @@
+"""What users saved with an earlier hf-atr still loads, with identical embeddings and search results.
+
+``tests/fixtures/format_v0`` holds two tiny models (cosine + contrastive, Mahalanobis + iot) with their
+processors and retrieval indexes, written by ``make_fixture.py`` with the code before the issue-12
+restructure, and the embeddings and search hits that code produced. The fixture is never regenerated.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoProcessor, pipeline
+
+import hf_atr  # noqa: F401  (registers the Auto classes and the pipeline)
+from hf_atr.configuration_atr import FORMAT_VERSION
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "format_v0"
+EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
+EMBEDDINGS = load_file(FIXTURE / "expected_embeddings.safetensors")
+MODELS = sorted(EXPECTED["results"])
+
+
+@pytest.fixture
+def fixture_copy(tmp_path) -> Path:
+    """The fixture copied to a temporary folder, so that nothing a test does can touch the originals."""
+    return Path(shutil.copytree(FIXTURE, tmp_path / "format_v0"))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_saved_model_and_processor_give_the_same_embeddings(name, fixture_copy):
+    model_dir = fixture_copy / f"model_{name}"
+    model = AutoModel.from_pretrained(model_dir)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert "format_version" not in saved and model.config.format_version == FORMAT_VERSION  # migrated
+    assert model.config.objective == saved["objective"]
+    clips = [str(fixture_copy / clip) for clip in EXPECTED["clips"]]
+    with torch.no_grad():
+        audio_embeds = model.get_audio_features(**processor(audio=clips))
+        text_embeds = model.get_text_features(**processor(text=EXPECTED["captions"]))
+    torch.testing.assert_close(audio_embeds, EMBEDDINGS[f"{name}/audio_embeds"], rtol=0, atol=1e-5)
+    torch.testing.assert_close(text_embeds, EMBEDDINGS[f"{name}/text_embeds"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_saved_index_loads_and_gives_the_same_search_results(name, fixture_copy):
+    pipe = pipeline("audio-text-retrieval", model=str(fixture_copy / f"model_{name}"))
+    assert pipe.audio_index is not None and pipe.text_index is not None  # loaded from retrieval_index/
+    expected = EXPECTED["results"][name]
+    queries = [(query, hits) for query, hits in expected["text_queries"].items()]
+    queries += [(str(fixture_copy / clip), hits) for clip, hits in expected["audio_queries"].items()]
+    for query, expected_hits in queries:
+        hits = pipe(query, top_k=3)
+        assert [hit["id"] for hit in hits] == [hit["id"] for hit in expected_hits], query
+        np.testing.assert_allclose(
+            [hit["score"] for hit in hits], [hit["score"] for hit in expected_hits], rtol=0, atol=1e-5
+        )
