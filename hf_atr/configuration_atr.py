@@ -21,9 +21,11 @@ POOLING_KINDS = ("mean", "cls", "max", "pooler")
 PROJECTION_KINDS = ("linear", "mlp")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the saved ``config.json`` format. Files written before versioning (hf-atr up to issue 12) are
 format 0 and read through :data:`MIGRATIONS`."""
+SCORING_BEFORE_FORMAT_2 = "cosine"
+"""What a config without ``scoring`` meant up to format 1; from format 2 it means the objective's paper metric."""
 
 
 def _from_format_0(config_dict: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +33,17 @@ def _from_format_0(config_dict: dict[str, Any]) -> dict[str, Any]:
     return {**config_dict, "format_version": 1}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0}
+def _from_format_1(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 -> 2: an absent ``scoring`` meant cosine; now it means the paper's metric (``iot``: Euclidean)."""
+    scoring = config_dict.get("scoring")
+    return {
+        **config_dict,
+        "scoring": SCORING_BEFORE_FORMAT_2 if scoring is None else scoring,
+        "format_version": 2,
+    }
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0, 1: _from_format_1}
 """Format ``n`` -> the function that turns a saved format-``n`` dict into format ``n + 1``."""
 
 _loading_saved_config: ContextVar[bool] = ContextVar("_loading_saved_config", default=False)
