@@ -56,6 +56,12 @@ class AtrOutput(ModelOutput):
     audio_model_output: Any = None
 
 
+def _capped_exp(log_scale: torch.Tensor) -> torch.Tensor:
+    """``exp(log_scale)`` capped at :data:`MAX_LOGIT_SCALE`, computed in at least float32 (a 0-dim tensor, so
+    it never changes the dtype of the scores it multiplies)."""
+    return log_scale.to(torch.promote_types(log_scale.dtype, torch.float32)).exp().clamp(max=MAX_LOGIT_SCALE)
+
+
 class AtrScoringHead(nn.Module):
     r"""Scores caption/audio embedding pairs: cosine similarity, or a negative ground-metric distance.
 
@@ -67,8 +73,9 @@ class AtrScoringHead(nn.Module):
     Logits are ``exp(logit_scale) · s`` with ``exp(logit_scale)`` capped at 100. With
     ``separate_scales`` (CLAP's ``logit_scale_t`` / ``logit_scale_a``), ``logits_per_text`` use
     ``logit_scale`` and ``logits_per_audio`` a second parameter, ``audio_logit_scale``; otherwise both
-    directions share ``logit_scale``. The metric matrix is cast to the dtype of the embeddings it scores, so
-    float32 objectives can score with a half-precision model.
+    directions share ``logit_scale``. Scales are exponentiated in at least float32 and the metric matrix is
+    cast to the dtype of the embeddings it scores, so float32 objectives score exactly with a half-precision
+    model.
     """
 
     def __init__(self, kind: str, dim: int, logit_scale_init: float, separate_scales: bool = False) -> None:
@@ -82,13 +89,13 @@ class AtrScoringHead(nn.Module):
 
     def scale(self) -> torch.Tensor:
         """``exp(logit_scale)``, capped at :data:`MAX_LOGIT_SCALE`: the factor of ``logits_per_text``."""
-        return self.logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+        return _capped_exp(self.logit_scale)
 
     def audio_scale(self) -> torch.Tensor:
         """The factor of ``logits_per_audio``: ``exp(audio_logit_scale)`` (capped), or :meth:`scale` when shared."""
         if not hasattr(self, "audio_logit_scale"):
             return self.scale()
-        return self.audio_logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+        return _capped_exp(self.audio_logit_scale)
 
     def symmetric_metric(self) -> torch.Tensor:
         """``(dim, dim)`` ``(M + Mᵀ) / 2``, the matrix the quadratic form ``(x − y)ᵀ M (x − y)`` actually uses."""

@@ -7,7 +7,7 @@ import torch
 from objective_inputs import build_with_inputs, objective_embeddings
 from tiny_models import make_model
 
-from hf_atr.objectives.registry import Objective, ObjectiveOutput, available_objectives
+from hf_atr.objectives.registry import Objective, ObjectiveOutput, available_objectives, build_objective
 
 BATCH, DIM = 12, 16
 AUDIO_IDS = [f"clip{row}" for row in range(BATCH - 2)] + ["clip0", "clip1"]  # two duplicate clips
@@ -62,6 +62,30 @@ def test_bfloat16_embeddings_give_a_float32_loss_and_bfloat16_gradients(name, mo
     assert output.loss.item() == pytest.approx(reference.loss.item(), rel=1e-5)
     output.loss.backward()
     assert audio_half.grad.dtype == torch.bfloat16 and torch.isfinite(audio_half.grad).all()
+
+
+@pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])
+def test_a_bfloat16_model_head_scores_in_float32_with_both_logit_scales(scoring):
+    """Both logit scales are exponentiated, and the metric applied, in float32: the loss equals that of a float32
+    model holding the same (bfloat16-valued) parameters."""
+    half = make_model(scoring=scoring, projection_dim=DIM, separate_logit_scales=True)
+    with torch.no_grad():
+        half.scoring_head.logit_scale.fill_(2.9)
+        half.scoring_head.audio_logit_scale.fill_(4.1)
+        if scoring == "mahalanobis":
+            factor = torch.eye(DIM) + 0.3 * torch.randn(DIM, DIM, generator=torch.Generator().manual_seed(4))
+            half.scoring_head.metric_matrix.copy_(factor @ factor.T)
+    half = half.to(torch.bfloat16)
+    full = make_model(scoring=scoring, projection_dim=DIM, separate_logit_scales=True)
+    full.load_state_dict({name: value.float() for name, value in half.state_dict().items()})
+    audio, text = objective_embeddings("contrastive", BATCH, DIM)
+    losses = {}
+    for precision, model in (("half", half), ("full", full)):
+        objective = build_objective({"name": "contrastive"})
+        losses[precision] = objective(audio, text, batch={"audio_ids": AUDIO_IDS}, model=model).loss
+    assert half.scoring_head.scale().dtype == half.scoring_head.audio_scale().dtype == torch.float32
+    assert losses["half"].dtype == torch.float32
+    assert losses["half"].item() == pytest.approx(losses["full"].item(), rel=1e-6)
 
 
 class _HalfPrecisionPlugin(Objective):
