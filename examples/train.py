@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from datasets import load_from_disk
-from transformers import TrainingArguments
+from transformers import TrainingArguments, set_seed
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor, AtrTrainer
 from hf_atr.data.schema import LANGUAGES, all_captions
@@ -25,7 +25,7 @@ from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.tokenization import train_caption_tokenizer
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -34,7 +34,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--objective", default="contrastive", help="registered objective name")
     parser.add_argument(
-        "--scoring", default=None, help="cosine | euclidean | mahalanobis (default: by objective)"
+        "--scoring", default=None, help="cosine | euclidean | mahalanobis (default: the objective's paper)"
     )
     parser.add_argument("--output-dir", default="runs/train")
     parser.add_argument("--per-device-batch-size", type=int, default=32)
@@ -49,11 +49,13 @@ def parse_args() -> argparse.Namespace:
         "--use-cpu", action="store_true", help="train on CPU (needed for gloo DDP under torchrun)"
     )
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    # Before anything draws random numbers: the model's initial weights must come from the seed.
+    set_seed(args.seed)
     corpus = (
         load_synthcaps(num_train=600, num_validation=64, num_test=100)
         if args.dataset == "synthcaps"
@@ -62,13 +64,12 @@ def main() -> None:
     processor = AtrProcessor(
         tiny_feature_extractor(), train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000)
     )
-    scoring = args.scoring or ("euclidean" if args.objective in ("iot", "iot_partial", "dart") else "cosine")
     model = AtrDualEncoderModel(
         tiny_model_config(
             processor.feature_extractor,
             len(processor.tokenizer),
             objective={"name": args.objective},
-            scoring=scoring,
+            scoring=args.scoring,
         )
     )
     features = processor.extract_audio_features(corpus)

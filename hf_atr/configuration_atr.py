@@ -12,7 +12,7 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.utils import logging
 
-from .objectives.registry import validate_objective_config
+from .objectives.registry import default_scoring, validate_objective_config
 
 logger = logging.get_logger(__name__)
 
@@ -21,9 +21,11 @@ POOLING_KINDS = ("mean", "cls", "max", "pooler")
 PROJECTION_KINDS = ("linear", "mlp")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the saved ``config.json`` format. Files written before versioning (hf-atr up to issue 12) are
 format 0 and read through :data:`MIGRATIONS`."""
+SCORING_BEFORE_FORMAT_2 = "cosine"
+"""What a config without ``scoring`` meant up to format 1; from format 2 it means the objective's paper metric."""
 
 
 def _from_format_0(config_dict: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +33,17 @@ def _from_format_0(config_dict: dict[str, Any]) -> dict[str, Any]:
     return {**config_dict, "format_version": 1}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0}
+def _from_format_1(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 -> 2: an absent ``scoring`` meant cosine; now it means the paper's metric (``iot``: Euclidean)."""
+    scoring = config_dict.get("scoring")
+    return {
+        **config_dict,
+        "scoring": SCORING_BEFORE_FORMAT_2 if scoring is None else scoring,
+        "format_version": 2,
+    }
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0, 1: _from_format_1}
 """Format ``n`` -> the function that turns a saved format-``n`` dict into format ``n + 1``."""
 
 _loading_saved_config: ContextVar[bool] = ContextVar("_loading_saved_config", default=False)
@@ -70,9 +82,14 @@ class AtrConfig(PreTrainedConfig):
             Keep a tower's weights fixed: its parameters do not require gradients (so the Trainer's optimizer
             holds no state for them), it runs in eval mode (dropout off, batch-norm statistics fixed) and
             without autograd.
-        scoring (`str`, defaults to `"cosine"`):
+        scoring (`str`, *optional*):
             Scoring head: `"cosine"` similarity, negative `"euclidean"` distance, or negative
-            `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9).
+            `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9). It is also the ground cost of
+            the OT objectives. Defaults to the metric of the objective's paper
+            (`hf_atr.objectives.registry.default_scoring`): `"euclidean"` for `iot`, `iot_partial` and `dart` on
+            an IOT base (DART Eq. 4, m-LTM Eq. 9 with M = I), `"cosine"` for the contrastive objectives
+            (`contrastive`, `triplet`, `kcl`, `cacl`, `random_language`, `ask`, `dart` on a contrastive base).
+            For unit embeddings both rank identically; the OT objectives' plans and gradients differ.
         logit_scale_init (`float`, defaults to log(1/0.07)):
             Initial log inverse temperature of the scoring head (CLIP's 2.6592).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
@@ -106,7 +123,7 @@ class AtrConfig(PreTrainedConfig):
     projection_dim: int = 512
     audio_pooling: str = "mean"
     text_pooling: str = "mean"
-    scoring: str = "cosine"
+    scoring: str | None = None
     logit_scale_init: float = math.log(1 / 0.07)
     objective: dict[str, Any] | None = None
     text_pooling_normalize: bool = False
@@ -129,6 +146,15 @@ class AtrConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         if self.objective is None:
             self.objective = dict(DEFAULT_OBJECTIVE)
+        objective_installed = self._check_objective()
+        if self.scoring is None:
+            if not objective_installed:
+                raise ValueError(
+                    f"This config has no `scoring`, and its objective {self.objective!r} is not installed here "
+                    "to say which metric its paper uses; set `scoring` to one of "
+                    f"{SCORING_KINDS}."
+                )
+            self.scoring = default_scoring(self.objective)
         self._check_values()
         if "attn_implementation" not in kwargs:
             # PreTrainedConfig sets its sub-configs' attention implementation to this config's (None): a tower
@@ -143,6 +169,19 @@ class AtrConfig(PreTrainedConfig):
             if kept:
                 kwargs["attn_implementation"] = kept
         super().__post_init__(**kwargs)
+
+    def _check_objective(self) -> bool:
+        """Whether the objective can be built here: a new config raises when it cannot, a saved one warns."""
+        try:
+            validate_objective_config(self.objective)
+        except ValueError as error:
+            if not _loading_saved_config.get():
+                raise
+            logger.warning(
+                f"{error} The model loads and encodes as usual; training it needs that objective installed."
+            )
+            return False
+        return True
 
     def _check_values(self) -> None:
         """Fail at construction with a plain ``ValueError`` that lists the allowed values."""
@@ -167,14 +206,6 @@ class AtrConfig(PreTrainedConfig):
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
         if not math.isfinite(self.logit_scale_init):
             raise ValueError(f"`logit_scale_init` must be finite, got {self.logit_scale_init!r}.")
-        try:
-            validate_objective_config(self.objective)
-        except ValueError as error:
-            if not _loading_saved_config.get():
-                raise
-            logger.warning(
-                f"{error} The model loads and encodes as usual; training it needs that objective installed."
-            )
 
 
 def register_auto_config() -> None:

@@ -49,7 +49,7 @@ def tiny_model_config(
     hidden_size: int = 64,
     projection_dim: int = 64,
     objective: dict[str, Any] | None = None,
-    scoring: str = "cosine",
+    scoring: str | None = None,
 ) -> AtrConfig:
     """A small AST + BERT dual encoder that trains in minutes on a CPU."""
     audio_config = ASTConfig(

@@ -141,6 +141,45 @@ def encode_text(
     )
 
 
+def _pair_captions(
+    dataset: Any, captions: str, languages: Sequence[str] | None
+) -> tuple[list[str], torch.Tensor]:
+    """The caption of every pair :func:`encode_pairs` makes of ``dataset`` and the clip index of each
+    (``(pairs,)``), clip-major."""
+    if captions not in CAPTION_MODES:
+        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
+    if len(dataset) == 0:
+        raise ValueError("encode_pairs: the dataset is empty; there is nothing to encode.")
+    if captions == "all":
+        table = caption_table(dataset, languages)
+        return table.captions, table.text_to_audio
+    if "captions" not in dataset.column_names:
+        raise ValueError(f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names}).")
+    caption_texts = [
+        check_caption(clip_captions[0] if clip_captions else None, 0, clip_index)
+        for clip_index, clip_captions in enumerate(dataset["captions"])
+    ]
+    return caption_texts, torch.arange(len(caption_texts))
+
+
+def pair_audio_ids(
+    dataset: Any, *, captions: str = "all", languages: Sequence[str] | None = None
+) -> list[str]:
+    """The ``audio_id`` of every pair :func:`encode_pairs` makes of ``dataset``, in its order (nothing encoded).
+
+    Pairs are clip-major, so the ids of a dataset are those of its contiguous shards, concatenated. ASK's
+    knowledge base keeps them to leave a sample's own clip out of its neighbours.
+    """
+    if "audio_id" not in dataset.column_names:
+        raise ValueError(
+            f"pair_audio_ids: the dataset lacks an 'audio_id' column ({dataset.column_names}); ASK needs "
+            "it to keep a sample's own clip out of its neighbours."
+        )
+    clip_ids = [str(audio_id) for audio_id in dataset["audio_id"]]
+    _, text_to_audio = _pair_captions(dataset, captions, languages)
+    return [clip_ids[index] for index in text_to_audio.tolist()]
+
+
 def encode_pairs(
     model: Any,
     processor: AtrProcessor,
@@ -163,23 +202,10 @@ def encode_pairs(
         batch_size: clips per forward pass (captions go four times as many).
 
     Returns:
-        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair.
+        ``(audio_embeds, text_embeds)``, each ``(pairs, dim)`` float32 on the CPU, row j a pair; the clip of
+        each pair is given by :func:`pair_audio_ids`.
     """
-    if captions not in CAPTION_MODES:
-        raise ValueError(f"encode_pairs: `captions` must be one of {list(CAPTION_MODES)}, got {captions!r}.")
-    if len(dataset) == 0:
-        raise ValueError("encode_pairs: the dataset is empty; there is nothing to encode.")
-    if captions == "all":
-        table = caption_table(dataset, languages)
-        caption_texts, text_to_audio = table.captions, table.text_to_audio
-    else:
-        if "captions" not in dataset.column_names:
-            raise ValueError(f"encode_pairs: the dataset lacks a 'captions' column ({dataset.column_names}).")
-        caption_texts = [
-            check_caption(clip_captions[0] if clip_captions else None, 0, clip_index)
-            for clip_index, clip_captions in enumerate(dataset["captions"])
-        ]
-        text_to_audio = torch.arange(len(caption_texts))
+    caption_texts, text_to_audio = _pair_captions(dataset, captions, languages)
     audio_embeds = encode_audio(model, processor, dataset, batch_size=batch_size, show_progress=show_progress)
     text_embeds = encode_text(
         model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
@@ -187,4 +213,12 @@ def encode_pairs(
     return audio_embeds[text_to_audio], text_embeds
 
 
-__all__ = ["CAPTION_MODES", "CaptionTable", "caption_table", "encode_audio", "encode_pairs", "encode_text"]
+__all__ = [
+    "CAPTION_MODES",
+    "CaptionTable",
+    "caption_table",
+    "encode_audio",
+    "encode_pairs",
+    "encode_text",
+    "pair_audio_ids",
+]

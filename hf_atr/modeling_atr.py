@@ -56,6 +56,12 @@ class AtrOutput(ModelOutput):
     audio_model_output: Any = None
 
 
+def _capped_exp(log_scale: torch.Tensor) -> torch.Tensor:
+    """``exp(log_scale)`` capped at :data:`MAX_LOGIT_SCALE`, computed in at least float32 (a 0-dim tensor, so
+    it never changes the dtype of the scores it multiplies)."""
+    return log_scale.to(torch.promote_types(log_scale.dtype, torch.float32)).exp().clamp(max=MAX_LOGIT_SCALE)
+
+
 class AtrScoringHead(nn.Module):
     r"""Scores caption/audio embedding pairs: cosine similarity, or a negative ground-metric distance.
 
@@ -67,7 +73,9 @@ class AtrScoringHead(nn.Module):
     Logits are ``exp(logit_scale) · s`` with ``exp(logit_scale)`` capped at 100. With
     ``separate_scales`` (CLAP's ``logit_scale_t`` / ``logit_scale_a``), ``logits_per_text`` use
     ``logit_scale`` and ``logits_per_audio`` a second parameter, ``audio_logit_scale``; otherwise both
-    directions share ``logit_scale``.
+    directions share ``logit_scale``. Scales are exponentiated in at least float32 and the metric matrix is
+    cast to the dtype of the embeddings it scores, so float32 objectives score exactly with a half-precision
+    model.
     """
 
     def __init__(self, kind: str, dim: int, logit_scale_init: float, separate_scales: bool = False) -> None:
@@ -81,24 +89,35 @@ class AtrScoringHead(nn.Module):
 
     def scale(self) -> torch.Tensor:
         """``exp(logit_scale)``, capped at :data:`MAX_LOGIT_SCALE`: the factor of ``logits_per_text``."""
-        return self.logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+        return _capped_exp(self.logit_scale)
 
     def audio_scale(self) -> torch.Tensor:
         """The factor of ``logits_per_audio``: ``exp(audio_logit_scale)`` (capped), or :meth:`scale` when shared."""
         if not hasattr(self, "audio_logit_scale"):
             return self.scale()
-        return self.audio_logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+        return _capped_exp(self.audio_logit_scale)
+
+    def symmetric_metric(self) -> torch.Tensor:
+        """``(dim, dim)`` ``(M + Mᵀ) / 2``, the matrix the quadratic form ``(x − y)ᵀ M (x − y)`` actually uses."""
+        return (self.metric_matrix + self.metric_matrix.T) / 2
 
     def distance(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Ground metric between rows: ``x`` ``(n, dim)``, ``y`` ``(m, dim)`` → ``(n, m)``.
 
-        Squared distances come from the expansion ``xᵀMx + yᵀMy − 2xᵀMy`` (never an ``n × m × dim``
-        tensor), floored at 1e-12 before the square root so coincident points keep finite gradients.
+        Squared distances come from the expansion ``xᵀSx + ySy − 2xᵀSy`` (never an ``n × m × dim`` tensor),
+        floored at 1e-12 before the square root so coincident points keep finite gradients. For
+        Mahalanobis, ``S = (M + Mᵀ)/2``: the expansion with ``M`` itself has the same value, but its gradient
+        with respect to ``M`` carries a spurious antisymmetric part (``−2 x yᵀ`` is not symmetric) that Adam
+        would amplify before the projection; with ``S`` the gradient of each squared distance is exactly
+        ``(x − y)(x − y)ᵀ``, as for the explicit ``(x − y)ᵀ M (x − y)`` (m-LTM Eq. 9, 11).
         """
         if self.kind == "cosine":
             return 1.0 - x @ y.T
-        x_metric = x @ self.metric_matrix if self.kind == "mahalanobis" else x
-        y_metric = y @ self.metric_matrix if self.kind == "mahalanobis" else y
+        if self.kind == "mahalanobis":
+            metric = self.symmetric_metric().to(x.dtype)
+            x_metric, y_metric = x @ metric, y @ metric
+        else:
+            x_metric, y_metric = x, y
         squared = (x_metric * x).sum(-1)[:, None] + (y_metric * y).sum(-1)[None, :] - 2.0 * x_metric @ y.T
         return squared.clamp(min=_SQUARED_DISTANCE_FLOOR).sqrt()
 
@@ -118,12 +137,19 @@ class AtrScoringHead(nn.Module):
 
     @torch.no_grad()
     def project_to_psd_(self) -> None:
-        """Project ``M`` onto the PSD cone: symmetrise, clamp eigenvalues at 0 (DESIGN.md). No-op otherwise."""
+        """Project ``M`` onto the PSD cone: symmetrise, clamp eigenvalues at 0 (DESIGN.md). No-op otherwise.
+
+        m-LTM's ``Proj`` (after Eq. 11) clamps singular values, which are never negative; the eigenvalues of
+        the symmetric part are what must be clamped.
+        """
         if self.kind != "mahalanobis":
             return
-        symmetric = (self.metric_matrix + self.metric_matrix.T) / 2
-        eigenvalues, eigenvectors = torch.linalg.eigh(symmetric)
-        self.metric_matrix.copy_((eigenvectors * eigenvalues.clamp(min=0)) @ eigenvectors.T)
+        symmetric = self.symmetric_metric()
+        eigenvalues, eigenvectors = torch.linalg.eigh(
+            symmetric.to(torch.promote_types(symmetric.dtype, torch.float32))
+        )
+        projected = (eigenvectors * eigenvalues.clamp(min=0)) @ eigenvectors.T
+        self.metric_matrix.copy_((projected + projected.T) / 2)
 
     @torch.no_grad()
     def transform(self, embeds: torch.Tensor) -> torch.Tensor:
@@ -133,10 +159,12 @@ class AtrScoringHead(nn.Module):
         """
         if self.kind != "mahalanobis":
             return embeds
-        symmetric = (self.metric_matrix + self.metric_matrix.T) / 2
-        eigenvalues, eigenvectors = torch.linalg.eigh(symmetric)
+        symmetric = self.symmetric_metric()
+        eigenvalues, eigenvectors = torch.linalg.eigh(
+            symmetric.to(torch.promote_types(symmetric.dtype, torch.float32))
+        )
         square_root = (eigenvectors * eigenvalues.clamp(min=0).sqrt()) @ eigenvectors.T
-        return embeds @ square_root
+        return embeds @ square_root.to(embeds.dtype)
 
 
 class AtrPreTrainedModel(PreTrainedModel):
@@ -421,6 +449,17 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             text_model_output=text_output,
             audio_model_output=audio_output,
         )
+
+    @torch.no_grad()
+    def project_parameters_(self) -> None:
+        """Project the parameters that carry a constraint back onto their feasible set, in place.
+
+        Today that is the Mahalanobis matrix of the scoring head, projected onto the PSD cone
+        (:meth:`AtrScoringHead.project_to_psd_`, m-LTM §3.2: ``M = Proj(F(M, ∇M))``); a no-op for the
+        other heads. :class:`~hf_atr.AtrTrainer` calls it after every optimizer step, whatever the
+        objective; a hand-written training loop calls it after ``optimizer.step()``.
+        """
+        self.scoring_head.project_to_psd_()
 
     def save_pretrained(self, save_directory: str | Any, *args: Any, **kwargs: Any) -> None:
         """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``)."""

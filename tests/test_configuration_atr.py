@@ -56,6 +56,28 @@ def test_invalid_values_fail_at_construction_with_allowed_values(kwargs, message
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("objective", "expected"),
+    [
+        ({"name": "contrastive"}, "cosine"),
+        ({"name": "triplet"}, "cosine"),
+        ({"name": "kcl"}, "cosine"),
+        ({"name": "ask"}, "cosine"),
+        ({"name": "iot"}, "euclidean"),  # DART Eq. 4, m-LTM Eq. 9 with M = I
+        ({"name": "iot_partial", "mass": 0.8}, "euclidean"),
+        ({"name": "dart"}, "euclidean"),  # its default base is iot
+        ({"name": "dart", "base": "contrastive"}, "cosine"),
+        ({"name": "dart", "base": {"name": "iot_partial", "mass": 0.9}}, "euclidean"),
+    ],
+)
+def test_scoring_defaults_to_the_metric_of_the_objective_s_paper(tmp_path, objective, expected):
+    assert AtrConfig(objective=objective).scoring == expected
+    chosen = "cosine" if expected == "euclidean" else "euclidean"
+    config = AtrConfig(objective=objective, scoring=chosen)
+    config.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).scoring == chosen  # an explicit choice survives a reload
+
+
 def test_round_trip_through_autoconfig(tmp_path):
     config = AtrConfig(
         text_config=BertConfig(hidden_size=32, num_attention_heads=2),
@@ -103,15 +125,36 @@ def test_model_trained_with_a_plugin_objective_loads_and_encodes_without_the_plu
 
 def test_configs_carry_their_format_version_and_older_formats_are_migrated(tmp_path):
     AtrConfig().save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["format_version"] == FORMAT_VERSION == 1
+    assert json.loads((tmp_path / "config.json").read_text())["format_version"] == FORMAT_VERSION == 2
     # As written before formats were versioned, by a version that already had the CLAP-style options.
     unversioned = AtrConfig(projection_dim=8, projection="mlp", separate_logit_scales=True).to_dict()
     del unversioned["format_version"]
-    assert migrate_config_dict(unversioned)["format_version"] == 1
+    assert migrate_config_dict(unversioned)["format_version"] == 2
     loaded = AtrConfig.from_dict(unversioned)
     assert (loaded.projection_dim, loaded.projection, loaded.separate_logit_scales) == (8, "mlp", True)
-    with pytest.raises(ValueError, match="saved in format 2, but this hf-atr reads formats up to 1; upgrade"):
-        AtrConfig.from_dict({**unversioned, "format_version": 2})
+    with pytest.raises(ValueError, match="saved in format 3, but this hf-atr reads formats up to 2; upgrade"):
+        AtrConfig.from_dict({**unversioned, "format_version": 3})
+
+
+@pytest.mark.parametrize("format_version", [0, 1])
+def test_a_config_saved_without_scoring_before_format_2_keeps_cosine(format_version):
+    # Up to format 1 a missing `scoring` meant cosine whatever the objective; format 2 defaults to the paper's.
+    saved = AtrConfig(objective={"name": "iot"}).to_dict()
+    del saved["scoring"]
+    if format_version == 0:
+        del saved["format_version"]
+    else:
+        saved["format_version"] = format_version
+    assert AtrConfig.from_dict(saved).scoring == "cosine"
+    assert AtrConfig.from_dict({**saved, "scoring": "mahalanobis"}).scoring == "mahalanobis"
+    assert AtrConfig.from_dict({**saved, "format_version": 2}).scoring == "euclidean"
+
+
+def test_a_saved_config_without_scoring_whose_objective_is_not_installed_says_what_to_set():
+    saved = {**AtrConfig().to_dict(), "objective": {"name": "plugin_loss"}}
+    del saved["scoring"]
+    with pytest.raises(ValueError, match=r"no `scoring`, and its objective \{'name': 'plugin_loss'\} is not"):
+        AtrConfig.from_dict(saved)
 
 
 def test_options_added_later_default_to_the_behaviour_of_configs_saved_without_them(tmp_path):

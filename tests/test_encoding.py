@@ -8,7 +8,7 @@ from datasets import Dataset
 from tiny_models import feature_dataset, make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
-from hf_atr.encoding import caption_table, encode_audio, encode_pairs, encode_text
+from hf_atr.encoding import caption_table, encode_audio, encode_pairs, encode_text, pair_audio_ids
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,16 @@ def test_encode_pairs_first_caption(tiny_setup):
         encode_pairs(model, processor, dataset, captions="some")
     with pytest.raises(ValueError, match="dataset is empty"):
         encode_pairs(model, processor, dataset.select([]))
+
+
+def test_pair_audio_ids_follow_the_pairs_of_encode_pairs(tiny_setup):
+    _, _, dataset = tiny_setup
+    assert pair_audio_ids(dataset) == [audio_id for audio_id in dataset["audio_id"] for _ in range(2)]
+    assert pair_audio_ids(dataset, captions="first") == dataset["audio_id"]
+    with pytest.raises(
+        ValueError, match=r"pair_audio_ids: the dataset lacks an 'audio_id' column \(\['captions'\]\)"
+    ):
+        pair_audio_ids(Dataset.from_dict({"captions": [["x"]]}))
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])

@@ -156,3 +156,23 @@ def test_checking_an_objective_imports_only_that_objective():
     assert {"ask", "contrastive", "dart", "iot", "kcl"} <= set(loaded["names"])
     assert loaded["listed_only"] == ["hf_atr.objectives.registry"]
     assert loaded["ask"] and loaded["heavy"] == []
+
+
+def test_the_default_scoring_of_dart_imports_only_dart_and_its_base():
+    loaded = run_fresh(
+        """
+        import json, sys
+        from hf_atr import AtrConfig
+        scorings = [AtrConfig(objective={"name": "dart", "base": "contrastive"}).scoring]
+        after_contrastive_base = sorted(name for name in sys.modules if name.startswith("hf_atr.objectives."))
+        scorings.append(AtrConfig(objective={"name": "dart"}).scoring)
+        after_iot_base = sorted(name for name in sys.modules if name.startswith("hf_atr.objectives."))
+        print(json.dumps({"scorings": scorings, "contrastive_base": after_contrastive_base,
+                          "iot_base": after_iot_base, "faiss": "faiss" in sys.modules}))
+        """
+    )
+    assert loaded["scorings"] == ["cosine", "euclidean"]
+    shared = ["hf_atr.objectives.batch", "hf_atr.objectives.contrastive", "hf_atr.objectives.dart"]
+    assert loaded["contrastive_base"] == [*shared, "hf_atr.objectives.registry"]
+    assert loaded["iot_base"] == [*shared, "hf_atr.objectives.mltm", "hf_atr.objectives.registry"]
+    assert not loaded["faiss"]

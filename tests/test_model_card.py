@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from huggingface_hub import ModelCard
 from tiny_models import feature_dataset, make_model, make_processor, training_args
@@ -14,7 +16,7 @@ from hf_atr.model_card import (
     normalize_metric_names,
     write_model_card,
 )
-from hf_atr.objectives import get_objective_class
+from hf_atr.objectives.registry import BUILTIN_OBJECTIVES, available_objectives, get_objective_class
 
 MULTILINGUAL_METRICS = {
     "eval_t2a_R@1": 0.25, "eval_t2a_R@1/eng": 0.3, "eval_t2a_R@1/fra": 0.2,
@@ -62,24 +64,41 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("objective", "citation"),
-    [
-        ("contrastive", "CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023."),
-        ("contrastive", "(CLIP). ICML 2021."),
-        (
-            "iot",
-            "Revisiting Deep Audio-Text Retrieval Through the Lens of Transportation (m-LTM). ICLR 2024.",
-        ),
-        ("iot_partial", "(m-LTM). ICLR 2024."),
-        ("dart", "Dual-Level Optimal Transport for Audio-Text Retrieval (DART). ICLR 2026."),
-        ("kcl", "ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies"),
-        ("cacl", "Reducing Data Distribution Errors. ACL 2025."),
-        ("ask", "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval"),
-    ],
-)
-def test_objectives_cite_their_papers(objective, citation):
-    assert any(citation in reference for reference in get_objective_class(objective).citation)
+PAPER_IDENTIFIER = re.compile(r"arXiv:\d{4}\.\d{4,5}\b|https://openreview\.net/forum\?id=\w+")
+VENUE = re.compile(r"\b(ICML|ICASSP|BMVC|ICLR|ACL) (19|20)\d\d\b|\bACL submission\b")
+BUILT_IN_PAPERS = {
+    "contrastive": ("arXiv:2103.00020", "arXiv:2206.04769"),  # CLIP, CLAP
+    "triplet": ("arXiv:1707.05612",),  # VSE++
+    "iot": ("arXiv:2405.10084",),  # m-LTM
+    "iot_partial": ("arXiv:2405.10084",),
+    "dart": ("openreview.net/forum?id=cFhcd4WGjO",),
+    "kcl": ("arXiv:2502.14627",),  # ATRI
+    "cacl": ("arXiv:2502.14627",),
+    "random_language": ("arXiv:2502.14627",),
+    "ask": ("Adaptive Self-improving Knowledge Framework",),  # anonymous submission, no identifier yet
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT_IN_PAPERS))
+def test_built_in_objectives_describe_themselves_and_cite_their_own_paper_with_venue_and_identifier(name):
+    objective_class = get_objective_class(name)
+    own = vars(objective_class)
+    assert "citation" in own, f"{name} inherits its citation from another objective's paper"
+    assert "description" in own and objective_class.description, f"{name} has no description of its own"
+    assert isinstance(objective_class.citation, tuple) and objective_class.citation
+    for reference in objective_class.citation:
+        assert VENUE.search(reference), reference
+        assert PAPER_IDENTIFIER.search(reference) or "no public identifier" in reference, reference
+    for paper in BUILT_IN_PAPERS[name]:
+        assert any(paper in reference for reference in objective_class.citation), paper
+
+
+def test_every_objective_shipped_with_the_package_is_a_built_in_with_a_paper():
+    assert set(BUILTIN_OBJECTIVES) == set(BUILT_IN_PAPERS)
+    shipped = {
+        name for name in available_objectives() if get_objective_class(name).__module__.startswith("hf_atr.")
+    }
+    assert shipped == set(BUILT_IN_PAPERS)
 
 
 def test_card_lists_default_hyperparameters_and_citation_of_the_objective():

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -148,6 +149,58 @@ def test_psd_projection_makes_the_metric_symmetric_psd_and_keeps_psd_matrices():
     before = matrix.clone()
     head.project_to_psd_()
     torch.testing.assert_close(head.metric_matrix.detach(), before, atol=1e-5, rtol=1e-5)
+
+
+def test_mahalanobis_gradients_are_those_of_the_explicit_quadratic_form():
+    """m-LTM Eq. 9: d/dM of (x − y)ᵀM(x − y) is (x − y)(x − y)ᵀ, symmetric, even when M itself is not."""
+    generator = torch.Generator().manual_seed(0)
+    head = AtrScoringHead("mahalanobis", dim=5, logit_scale_init=0.0).double()
+    factor = torch.randn(5, 5, generator=generator, dtype=torch.float64)
+    antisymmetric = torch.randn(5, 5, generator=generator, dtype=torch.float64)
+    metric = factor @ factor.T + 0.5 * (antisymmetric - antisymmetric.T)  # what an Adam step leaves
+    with torch.no_grad():
+        head.metric_matrix.copy_(metric)
+    x = torch.randn(4, 5, generator=generator, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 5, generator=generator, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(4, 3, generator=generator, dtype=torch.float64)
+
+    (head.distance(x, y) * weights).sum().backward()
+    explicit_metric = metric.clone().requires_grad_()
+    x_explicit, y_explicit = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+    difference = x_explicit[:, None, :] - y_explicit[None, :, :]
+    explicit = torch.einsum("nmd,de,nme->nm", difference, explicit_metric, difference).sqrt()
+    (explicit * weights).sum().backward()
+
+    gradient = head.metric_matrix.grad
+    torch.testing.assert_close(gradient, explicit_metric.grad, rtol=1e-10, atol=1e-12)
+    assert torch.equal(gradient, gradient.T)
+    torch.testing.assert_close(x.grad, x_explicit.grad, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(y.grad, y_explicit.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_model_projects_its_mahalanobis_matrix_and_leaves_other_heads_alone():
+    not_psd = torch.tensor([[1.0, 2.0, 0.0], [0.5, -1.0, 0.3], [0.0, 0.3, 0.2]])
+    values, vectors = np.linalg.eigh((not_psd.numpy() + not_psd.numpy().T) / 2)
+    expected = (vectors * np.clip(values, 0, None)) @ vectors.T
+    model = make_model(scoring="mahalanobis", projection_dim=3)
+    with torch.no_grad():
+        model.scoring_head.metric_matrix.copy_(not_psd)
+    model.project_parameters_()
+    projected = model.scoring_head.metric_matrix.detach()
+    assert torch.equal(projected, projected.T)
+    np.testing.assert_allclose(projected.numpy(), expected, atol=1e-6)
+    euclidean = make_model(scoring="euclidean", projection_dim=3)
+    before = {name: tensor.clone() for name, tensor in euclidean.state_dict().items()}
+    euclidean.project_parameters_()
+    assert all(torch.equal(tensor, before[name]) for name, tensor in euclidean.state_dict().items())
+
+
+def test_a_float32_objective_can_score_with_a_bfloat16_head():
+    head = AtrScoringHead("mahalanobis", dim=4, logit_scale_init=0.0).bfloat16()
+    x, y = torch.randn(3, 4), torch.randn(2, 4)
+    distance = head.distance(x, y)
+    assert distance.dtype == torch.float32
+    torch.testing.assert_close(distance, torch.cdist(x, y))
 
 
 def test_transform_turns_the_metric_into_euclidean_geometry():

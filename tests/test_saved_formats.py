@@ -61,3 +61,20 @@ def test_saved_index_loads_and_gives_the_same_search_results(name, fixture_copy)
         np.testing.assert_allclose(
             [hit["score"] for hit in hits], [hit["score"] for hit in expected_hits], rtol=0, atol=1e-5
         )
+
+
+def test_the_mahalanobis_head_scores_the_saved_matrix_as_the_format_0_code_did(fixture_copy):
+    """The distance now expands with ``(M + Mᵀ)/2`` (its gradient is exact, issue 11); on the saved matrix,
+    which the ``iot`` trainer kept PSD, it equals the format-0 expansion ``xᵀMx + yᵀMy − 2xᵀMy``."""
+    model = AutoModel.from_pretrained(fixture_copy / "model_mahalanobis")
+    metric = model.scoring_head.metric_matrix.detach()
+    assert not torch.equal(metric, torch.eye(metric.shape[0]))  # a trained matrix, not the initial one
+    text, audio = EMBEDDINGS["mahalanobis/text_embeds"], EMBEDDINGS["mahalanobis/audio_embeds"]
+    squared = (
+        ((text @ metric) * text).sum(-1)[:, None]
+        + ((audio @ metric) * audio).sum(-1)[None, :]
+        - 2 * (text @ metric) @ audio.T
+    )
+    with torch.no_grad():
+        distance = model.scoring_head.distance(text, audio)
+    torch.testing.assert_close(distance, squared.clamp(min=1e-12).sqrt(), rtol=1e-5, atol=1e-6)

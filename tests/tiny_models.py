@@ -302,3 +302,43 @@ def training_args(tmp_path, **overrides) -> TrainingArguments:
     )
     defaults.update(overrides)
     return TrainingArguments(**defaults)
+
+
+# Stand-in "translations": other word orders of the tiny tokenizer's vocabulary, one per language code.
+TEMPLATES = {
+    "eng": ("a {} sound", "the {}"),
+    "fra": ("{} noise", "the {} loudly"),
+    "deu": ("{} then silence", "a {} quietly"),
+    "spa": ("{} together with noise", "{} rising"),
+}
+
+
+def multilingual_features(num_clips: int, *, missing: dict[int, str] | None = None, seed: int = 0) -> Dataset:
+    """Clips whose features carry their class as a frequency band, with captions in four languages.
+
+    ``missing`` maps a clip index to a language that clip has no translation in.
+    """
+    rng = np.random.default_rng(seed)
+    missing = missing or {}
+    rows = {"audio_id": [], "captions": [], "translations": [], "input_values": []}
+    for index in range(num_clips):
+        label = WORD_CLASSES[index % len(WORD_CLASSES)]
+        features = 0.1 * rng.standard_normal((100, 32)).astype(np.float32)
+        features[:, 4 * (index % 8) : 4 * (index % 8) + 4] += 2.0
+        rows["audio_id"].append(f"clip{index}")
+        rows["captions"].append([template.format(label) for template in TEMPLATES["eng"]])
+        rows["translations"].append(
+            {
+                language: None
+                if missing.get(index) == language
+                else [template.format(label) for template in templates]
+                for language, templates in TEMPLATES.items()
+                if language != "eng"
+            }
+        )
+        rows["input_values"].append(features)
+    return Dataset.from_dict(rows)
+
+
+LANGUAGES = list(TEMPLATES)
+"""The caption languages of :func:`multilingual_features`."""

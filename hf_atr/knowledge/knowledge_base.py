@@ -14,6 +14,8 @@ is one safetensors file (never a faiss-serialised or pickled blob).
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -22,9 +24,10 @@ import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from ..encoding import encode_pairs
+from ..encoding import encode_pairs, pair_audio_ids
 from ..objectives.ask import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
 
 KMEANS_ITERATIONS = 20
@@ -32,7 +35,12 @@ MODALITIES = ("audio", "text")
 GRANULARITIES = ("fine", "coarse")
 _SEARCH_BLOCK_ENTRIES = 2**24
 """Largest ``(queries, entries)`` score block the torch search holds at once (64 MiB in float32)."""
+_DISTINCT_BLOCK_ENTRIES = 2**22
+"""The same for distinct-clip search, which holds about 17 bytes per (query, entry) (scores, masks, indices)."""
 _TENSOR_KEYS = ("fine_audio", "fine_text", "coarse_audio", "coarse_text")
+_CLIP_KEY = "fine_clip"
+"""Saved tensor of each fine pair's clip index into the ``clip_ids`` stored in the file's metadata."""
+_CLIP_IDS_METADATA = "clip_ids"
 _FORMAT = "hf_atr.knowledge_base"
 
 
@@ -109,9 +117,17 @@ class KnowledgeBase:
     Build it with :meth:`from_dataset` (encode a dataset with the current model),
     :meth:`from_embeddings` (precomputed pairs) or :meth:`load`.
 
+    When the base knows the clip of each pair (``fine_audio_ids``), fine-grained search returns at most one
+    pair per clip (its best-scoring one), so ``K`` neighbours are ``K`` distinct clips even when a clip's
+    audio embedding is stored once per caption, and it can leave out the query's own clip
+    (``exclude_audio_ids``): with a base built from the training set, a sample's own stored pair would
+    otherwise be its top-1 neighbour.
+
     Args:
         fine_audio, fine_text: ``(pairs, dim)`` L2-normalised paired embeddings ``(u_j, v_j)``.
         coarse_audio, coarse_text: ``(prototypes, dim)`` L2-normalised prototype pairs ``(c_m^u, c_m^v)``.
+        fine_audio_ids: the ``audio_id`` of the clip of each pair (``pairs`` strings), or None when unknown
+            (every pair is then its own clip and nothing can be excluded).
 
     Example::
 
@@ -127,6 +143,7 @@ class KnowledgeBase:
         fine_text: torch.Tensor,
         coarse_audio: torch.Tensor,
         coarse_text: torch.Tensor,
+        fine_audio_ids: Sequence[str] | None = None,
     ) -> None:
         _check_pair_tensors(fine_audio, fine_text, "KnowledgeBase fine pairs")
         _check_pair_tensors(coarse_audio, coarse_text, "KnowledgeBase coarse prototypes")
@@ -138,6 +155,17 @@ class KnowledgeBase:
             name: tensor.detach().float().cpu().contiguous()
             for name, tensor in zip(_TENSOR_KEYS, (fine_audio, fine_text, coarse_audio, coarse_text))
         }
+        self.clip_ids: list[str] | None = None
+        """The distinct clips of the fine pairs, in order of first appearance (None when unknown)."""
+        if fine_audio_ids is not None:
+            if len(fine_audio_ids) != fine_audio.shape[0]:
+                raise ValueError(
+                    f"KnowledgeBase: {len(fine_audio_ids)} fine_audio_ids for {fine_audio.shape[0]} pairs; give one "
+                    "audio_id per pair."
+                )
+            codes = {audio_id: code for code, audio_id in enumerate(dict.fromkeys(map(str, fine_audio_ids)))}
+            self.clip_ids = list(codes)
+            self.tensors[_CLIP_KEY] = torch.tensor([codes[str(audio_id)] for audio_id in fine_audio_ids])
         self._faiss_indexes: dict[str, faiss.IndexFlatIP] = {}
         self._device_tensors: dict[tuple[str, torch.device], torch.Tensor] = {}
 
@@ -147,15 +175,19 @@ class KnowledgeBase:
         audio_embeds: torch.Tensor,
         text_embeds: torch.Tensor,
         *,
+        audio_ids: Sequence[str] | None = None,
         num_prototypes: int = DEFAULT_NUM_PROTOTYPES,
         seed: int = 0,
     ) -> KnowledgeBase:
-        """A base from ``(pairs, dim)`` paired embeddings (L2-normalised here), prototypes by :func:`prototype_pairs`."""
+        """A base from ``(pairs, dim)`` paired embeddings (L2-normalised here), prototypes by :func:`prototype_pairs`.
+
+        ``audio_ids`` names the clip of each pair (see the class docstring).
+        """
         _check_pair_tensors(audio_embeds, text_embeds, "KnowledgeBase.from_embeddings")
         audio_embeds = F.normalize(audio_embeds.detach().float().cpu(), dim=-1)
         text_embeds = F.normalize(text_embeds.detach().float().cpu(), dim=-1)
         coarse_audio, coarse_text = prototype_pairs(audio_embeds, text_embeds, num_prototypes, seed=seed)
-        return cls(audio_embeds, text_embeds, coarse_audio, coarse_text)
+        return cls(audio_embeds, text_embeds, coarse_audio, coarse_text, fine_audio_ids=audio_ids)
 
     @classmethod
     def from_dataset(
@@ -173,8 +205,10 @@ class KnowledgeBase:
     ) -> KnowledgeBase:
         """Encode ``dataset`` with ``model`` (batched, with a progress bar) and build the base.
 
-        See :func:`hf_atr.encoding.encode_pairs` for ``captions``, ``languages`` and ``batch_size``.
+        See :func:`hf_atr.encoding.encode_pairs` for ``captions``, ``languages`` and ``batch_size``. The pairs
+        keep the ``audio_id`` of their clip (:func:`hf_atr.encoding.pair_audio_ids`).
         """
+        audio_ids = pair_audio_ids(dataset, captions=captions, languages=languages)
         audio_embeds, text_embeds = encode_pairs(
             model,
             processor,
@@ -184,7 +218,9 @@ class KnowledgeBase:
             batch_size=batch_size,
             show_progress=show_progress,
         )
-        return cls.from_embeddings(audio_embeds, text_embeds, num_prototypes=num_prototypes, seed=seed)
+        return cls.from_embeddings(
+            audio_embeds, text_embeds, audio_ids=audio_ids, num_prototypes=num_prototypes, seed=seed
+        )
 
     @property
     def num_pairs(self) -> int:
@@ -233,19 +269,28 @@ class KnowledgeBase:
         granularity: str = "fine",
         k: int = 10,
         backend: str = "torch",
+        exclude_audio_ids: Sequence[str] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-``k`` entries of one modality by inner product (ASK §4.2, ``N_f(u_i)``).
+
+        At ``granularity="fine"`` of a base that knows its clips (``clip_ids``), the ``k`` entries are the
+        best-scoring pairs of ``k`` distinct clips, never of the clip in ``exclude_audio_ids``.
 
         Args:
             queries: ``(n, dim)`` embeddings, any device and float dtype (scored in float32).
             modality: ``"audio"`` searches the audio side, ``"text"`` the text side.
             granularity: ``"fine"`` (pairs) or ``"coarse"`` (prototypes).
-            k: neighbours per query; clamped to the size of the searched set.
-            backend: ``"torch"`` scores blocks of at most 2^24 (query, entry) pairs with a matrix product
-                and ``torch.topk`` on ``queries.device`` (a GPU during GPU training); ``"faiss"`` searches a
-                faiss ``IndexFlatIP`` on the CPU, built on first use. Both are exact and return the same
-                entries up to ties; torch is about 4× faster per ASK step on one CPU thread at 50k × 512
-                (``benchmarks/knowledge_base.py``).
+            k: neighbours per query; clamped to the entries (or distinct clips other than the excluded one)
+                there are.
+            backend: ``"torch"`` scores blocks of (query, entry) pairs with a matrix product and
+                ``torch.topk`` on ``queries.device`` (a GPU during GPU training); ``"faiss"`` searches a
+                faiss ``IndexFlatIP`` on the CPU, built on first use (for distinct clips it fetches enough
+                candidates to hold ``k + 1`` clips and keeps each clip's first). Both are exact and return
+                the same entries up to ties; torch is about 4× faster per ASK step on one CPU thread at
+                50k × 512 (``benchmarks/knowledge_base.py``).
+            exclude_audio_ids: ``n`` audio ids, the clip of each query, whose pairs that query never gets (a
+                sample's own stored pair when the base is built from the training set); ignored by the
+                coarse prototypes and by a base that does not know its clips.
 
         Returns:
             ``(scores, indices)``, each ``(n, k)`` on ``queries.device``: inner products (float32) in
@@ -262,18 +307,95 @@ class KnowledgeBase:
             )
         if not (isinstance(k, int) and k >= 1):
             raise ValueError(f"KnowledgeBase.search: `k` must be a positive int, got {k!r}.")
+        if exclude_audio_ids is not None and len(exclude_audio_ids) != queries.shape[0]:
+            raise ValueError(
+                f"KnowledgeBase.search: {len(exclude_audio_ids)} exclude_audio_ids for {queries.shape[0]} queries; "
+                "give the audio_id of each query's clip."
+            )
         name = f"{granularity}_{modality}"
-        k = min(k, self.size(granularity))
+        queries = queries.detach().float()
+        if granularity == "coarse" or self.clip_ids is None:
+            return self._top_entries(name, queries, min(k, self.size(granularity)), backend)
+        excluded = self._clip_codes(exclude_audio_ids, queries.shape[0], queries.device)
+        k = min(k, len(self.clip_ids) - int(bool((excluded >= 0).any())))
+        if k < 1:
+            raise ValueError(
+                "KnowledgeBase.search: the base holds no clip other than the query's own; build it from more clips."
+            )
         if backend == "faiss":
-            if name not in self._faiss_indexes:
-                self._faiss_indexes[name] = _flat_ip_index(self.tensors[name])
-            query_array = np.ascontiguousarray(queries.detach().float().cpu().numpy())
-            scores, indices = self._faiss_indexes[name].search(query_array, k)
+            return self._top_distinct_clips_faiss(name, queries, k, excluded)
+        pair_clip = self._tensor_on(_CLIP_KEY, queries.device)
+        block_rows = max(1, _DISTINCT_BLOCK_ENTRIES // pair_clip.shape[0])
+        blocks = [
+            self._top_distinct_clips(name, block, k, excluded_block)
+            for block, excluded_block in zip(queries.split(block_rows), excluded.split(block_rows))
+        ]
+        return torch.cat([scores for scores, _ in blocks]), torch.cat([indices for _, indices in blocks])
+
+    def _top_entries(
+        self, name: str, queries: torch.Tensor, k: int, backend: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Plain top-``k`` of the entries ``name`` for float32 ``(n, dim)`` queries."""
+        if backend == "faiss":
+            scores, indices = self._faiss_index(name).search(np.ascontiguousarray(queries.cpu().numpy()), k)
             return torch.from_numpy(scores).to(queries.device), torch.from_numpy(indices).to(queries.device)
         entries = self._tensor_on(name, queries.device)
         block_rows = max(1, _SEARCH_BLOCK_ENTRIES // entries.shape[0])
-        blocks = [(block @ entries.T).topk(k, dim=1) for block in queries.detach().float().split(block_rows)]
+        blocks = [(block @ entries.T).topk(k, dim=1) for block in queries.split(block_rows)]
         return torch.cat([block.values for block in blocks]), torch.cat([block.indices for block in blocks])
+
+    def _faiss_index(self, name: str) -> faiss.IndexFlatIP:
+        if name not in self._faiss_indexes:
+            self._faiss_indexes[name] = _flat_ip_index(self.tensors[name])
+        return self._faiss_indexes[name]
+
+    def _clip_codes(self, audio_ids: Sequence[str] | None, count: int, device: torch.device) -> torch.Tensor:
+        """``(count,)`` clip index of each audio id in this base, −1 for none (or no ids)."""
+        if audio_ids is None:
+            return torch.full((count,), -1, dtype=torch.long, device=device)
+        codes = {audio_id: code for code, audio_id in enumerate(self.clip_ids)}
+        return torch.tensor([codes.get(str(audio_id), -1) for audio_id in audio_ids], device=device)
+
+    def _top_distinct_clips(
+        self, name: str, queries: torch.Tensor, k: int, excluded: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Best pair of each of the ``k`` best clips (by their best pair), the excluded clip left out."""
+        scores = queries @ self._tensor_on(name, queries.device).T
+        pair_clip = self._tensor_on(_CLIP_KEY, queries.device).expand_as(scores)
+        clip_scores = scores.new_full((scores.shape[0], len(self.clip_ids)), -math.inf)
+        clip_scores.scatter_reduce_(1, pair_clip, scores, "amax")
+        num_pairs = scores.shape[1]
+        pair_numbers = torch.arange(num_pairs, device=scores.device).expand_as(scores)
+        best_pair = torch.full_like(clip_scores, num_pairs, dtype=torch.long).scatter_reduce_(
+            1, pair_clip, pair_numbers.where(scores == clip_scores.gather(1, pair_clip), num_pairs), "amin"
+        )
+        rows = (excluded >= 0).nonzero().squeeze(1)
+        clip_scores[rows, excluded[rows]] = -math.inf
+        top = clip_scores.topk(k, dim=1)
+        return top.values, best_pair.gather(1, top.indices)
+
+    def _top_distinct_clips_faiss(
+        self, name: str, queries: torch.Tensor, k: int, excluded: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`_top_distinct_clips`, from a faiss top list long enough to hold ``k + 1`` clips."""
+        pair_clip = self.tensors[_CLIP_KEY]
+        candidates = min(pair_clip.shape[0], (k + 1) * int(torch.bincount(pair_clip).max()))
+        scores, indices = self._faiss_index(name).search(
+            np.ascontiguousarray(queries.cpu().numpy()), candidates
+        )
+        scores, indices = torch.from_numpy(scores), torch.from_numpy(indices)
+        # Equal scores (a clip's audio stored once per caption) in pair order, as the torch search breaks ties.
+        by_pair = indices.sort(dim=1, stable=True).indices
+        by_score = scores.gather(1, by_pair).sort(dim=1, descending=True, stable=True).indices
+        reorder = by_pair.gather(1, by_score)
+        scores, indices = scores.gather(1, reorder), indices.gather(1, reorder)
+        clips = pair_clip[indices]
+        seen_before = (
+            (clips[:, :, None] == clips[:, None, :]) & torch.ones(candidates, candidates).tril(-1).bool()
+        ).any(-1)
+        kept = ~seen_before & (clips != excluded.cpu()[:, None])
+        order = torch.sort((~kept).to(torch.uint8), dim=1, stable=True).indices[:, :k]
+        return scores.gather(1, order).to(queries.device), indices.gather(1, order).to(queries.device)
 
     def pairs(
         self, indices: torch.Tensor, *, granularity: str = "fine", device: Any = None, dtype: Any = None
@@ -291,8 +413,11 @@ class KnowledgeBase:
         )
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the four tensors to one safetensors file (:meth:`load` reads them back)."""
-        save_file(self.tensors, os.fspath(path), metadata={"format": _FORMAT})
+        """Write the tensors (and the clip ids, as metadata) to one safetensors file (:meth:`load` reads them back)."""
+        metadata = {"format": _FORMAT}
+        if self.clip_ids is not None:
+            metadata[_CLIP_IDS_METADATA] = json.dumps(self.clip_ids)
+        save_file(self.tensors, os.fspath(path), metadata=metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> KnowledgeBase:
@@ -307,7 +432,12 @@ class KnowledgeBase:
                 f"KnowledgeBase.load: {path} lacks tensor(s) {missing} (has {sorted(tensors)}); it was not written "
                 "by KnowledgeBase.save."
             )
-        return cls(*(tensors[key] for key in _TENSOR_KEYS))
+        fine_audio_ids = None
+        if _CLIP_KEY in tensors:
+            with safe_open(path, framework="pt") as handle:
+                clip_ids = json.loads(handle.metadata()[_CLIP_IDS_METADATA])
+            fine_audio_ids = [clip_ids[code] for code in tensors[_CLIP_KEY].tolist()]
+        return cls(*(tensors[key] for key in _TENSOR_KEYS), fine_audio_ids=fine_audio_ids)
 
 
 @torch.no_grad()

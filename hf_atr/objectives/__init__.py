@@ -10,6 +10,7 @@ from .registry import (
     ObjectiveOutput,
     available_objectives,
     build_objective,
+    default_scoring,
     get_objective_class,
     register_objective,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ObjectiveOutput",
     "available_objectives",
     "build_objective",
+    "default_scoring",
     "get_objective_class",
     "register_objective",
     *_LAZY_NAMES,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -86,6 +86,9 @@ class AskObjective(ContrastiveObjective):
     For each granularity ``g`` (fine pairs ``K_f``, coarse prototypes ``K_c`` of :attr:`knowledge_base`):
 
     1. Injection (Eq. 8): ``u'_g = (1−ρ)u + ρ·mean(top-K audio of u)``, likewise ``v'_g`` from the text side.
+       Fine neighbours are ``K`` distinct clips, never the sample's own (``batch["audio_ids"]``): with a base
+       built from the training set, a sample's stored pair would be its top-1 neighbour, and with
+       ``captions="all"`` one clip's audio would fill several of the ``K`` slots.
     2. Reliability (Eq. 10-12): the audio side of the pairs retrieved by ``v_i`` is weighted by its consistency
        with the audio retrieved by ``u_i``; ``Ψ^{T→A}_{i,g} = Σ_j w_j exp(u_iᵀu_j)``, symmetrically ``Ψ^{A→T}``.
     3. OT realignment (Eq. 14): ``S*_g = ((1−β)I + β·B·Q*) S_g``, ``S_g`` the ``(text, audio)`` similarity of the
@@ -125,7 +128,10 @@ class AskObjective(ContrastiveObjective):
     """
 
     description = "contrastive learning with an adaptive self-improving knowledge base (ASK)"
-    citation = ("ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. ACL submission.",)
+    citation = (
+        "ASK: Adaptive Self-improving Knowledge Framework for Audio Text Retrieval. Anonymous ACL submission "
+        "(under review; no public identifier).",
+    )
 
     def __init__(
         self,
@@ -184,9 +190,17 @@ class AskObjective(ContrastiveObjective):
         self.knowledge_base: Any = None  # a hf_atr.knowledge.KnowledgeBase, set by the refresh callback
 
     def _retrieve(
-        self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, granularity: str
+        self,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        granularity: str,
+        audio_ids: Sequence[str] | None,
     ) -> dict[str, torch.Tensor]:
-        """Entries retrieved by each query modality: ``"<query>_<side>"`` → ``(batch, K, dim)``, no gradient."""
+        """Entries retrieved by each query modality: ``"<query>_<side>"`` → ``(batch, K, dim)``, no gradient.
+
+        Fine neighbours are ``K`` distinct clips other than the sample's own (by ``audio_ids``), when the
+        base knows the clip of each pair (:class:`~hf_atr.knowledge.knowledge_base.KnowledgeBase`).
+        """
         retrieved = {}
         for query_modality, queries in (("audio", audio_embeds), ("text", text_embeds)):
             _, indices = self.knowledge_base.search(
@@ -195,6 +209,7 @@ class AskObjective(ContrastiveObjective):
                 granularity=granularity,
                 k=self.num_neighbours,
                 backend=self.search_backend,
+                exclude_audio_ids=audio_ids,
             )
             neighbour_audio, neighbour_text = self.knowledge_base.pairs(
                 indices, granularity=granularity, device=queries.device, dtype=queries.dtype
@@ -233,15 +248,22 @@ class AskObjective(ContrastiveObjective):
             )
         batch_size = audio_embeds.shape[0]
         device = audio_embeds.device
+        audio_ids = batch_audio_ids(batch)
+        if self.knowledge_base.clip_ids is None:
+            logger.warning_once(
+                "ask: the knowledge base does not know the clip of its pairs (built without audio_ids), so a "
+                "sample's own clip can be among its neighbours; build it with KnowledgeBase.from_dataset or "
+                "pass audio_ids to KnowledgeBase.from_embeddings."
+            )
         scale = self.logit_scale(model)
-        other_copies = same_clip_mask(batch_audio_ids(batch), batch_size, device) & ~torch.eye(
+        other_copies = same_clip_mask(audio_ids, batch_size, device) & ~torch.eye(
             batch_size, dtype=torch.bool, device=device
         )
         direction_losses = {"t2a": audio_embeds.new_zeros(()), "a2t": audio_embeds.new_zeros(())}
         modulations = {"t2a": audio_embeds.new_ones(()), "a2t": audio_embeds.new_ones(())}
         logs: dict[str, float] = {"knowledge_base": 1.0}
         for granularity in self.granularities:
-            retrieved = self._retrieve(audio_embeds.detach(), text_embeds.detach(), granularity)
+            retrieved = self._retrieve(audio_embeds.detach(), text_embeds.detach(), granularity, audio_ids)
             if self.use_injection:
                 injected_audio = inject_knowledge(
                     audio_embeds, retrieved["audio_audio"], self.injection_ratio

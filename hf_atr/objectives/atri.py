@@ -20,9 +20,11 @@ from .batch import batch_audio_ids, same_clip_mask
 from .contrastive import ContrastiveObjective, pair_similarity
 from .registry import ObjectiveOutput, register_objective
 
+ATRI_TEMPERATURE = 0.07
+"""τ of every ATRI configuration, fixed (ATRI §5.1, "Implementation details"), for KCL, CACL and the baseline."""
 ATRI_CITATION = (
-    "Yin et al. ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies by Reducing Data Distribution "
-    "Errors. ACL 2025."
+    "Yin, Xie, Yang, Yang, Ru, Zhuang, Liang, Zou. ATRI: Mitigating Multilingual Audio Text Retrieval "
+    "Inconsistencies by Reducing Data Distribution Errors. ACL 2025. arXiv:2502.14627"
 )
 
 
@@ -98,8 +100,20 @@ def _check_multilingual_embeddings(
         )
 
 
+class AtriContrastiveObjective(ContrastiveObjective):
+    """Contrastive objectives of ATRI's experiments, at ATRI's fixed temperature by default (unregistered base).
+
+    Args:
+        temperature: ``τ``, fixed at ATRI's 0.07 by default (ATRI §5.1); ``None`` uses the scoring head's
+            learnable logit scale instead (CLIP), as :class:`~hf_atr.objectives.contrastive.ContrastiveObjective`.
+    """
+
+    def __init__(self, temperature: float | None = ATRI_TEMPERATURE) -> None:
+        super().__init__(temperature=temperature)
+
+
 @register_objective("random_language")
-class RandomLanguageObjective(ContrastiveObjective):
+class RandomLanguageObjective(AtriContrastiveObjective):
     r"""The ML-CLAP baseline (ATRI Eq. 4–5): symmetric InfoNCE where each clip's caption is in one random language.
 
     The objective is the plain contrastive loss on ``(batch, dim)`` pairs; what makes it ML-CLAP is the data:
@@ -108,7 +122,8 @@ class RandomLanguageObjective(ContrastiveObjective):
     configurations and logs say which training scheme was used.
 
     Args:
-        temperature: as in :class:`~hf_atr.objectives.contrastive.ContrastiveObjective`.
+        temperature: fixed ``τ = 0.07`` by default, as ATRI trains its baseline (§5.1); ``None`` for the
+            scoring head's learnable scale.
 
     Example::
 
@@ -121,7 +136,7 @@ class RandomLanguageObjective(ContrastiveObjective):
 
 
 @register_objective("kcl")
-class KclObjective(ContrastiveObjective):
+class KclObjective(AtriContrastiveObjective):
     r"""1-to-K contrastive learning (ATRI Eq. 9–11): every clip against its captions in all K languages.
 
     .. math::
@@ -134,8 +149,8 @@ class KclObjective(ContrastiveObjective):
     present captions; other rows of the same clip (``batch["audio_ids"]``) are never negatives.
 
     Args:
-        temperature: fixed ``τ``; ``None`` uses the scoring head's learnable scale, as
-            :class:`~hf_atr.objectives.contrastive.ContrastiveObjective` does.
+        temperature: fixed ``τ``, ATRI's 0.07 by default (§5.1); ``None`` uses the scoring head's learnable
+            scale instead, as :class:`~hf_atr.objectives.contrastive.ContrastiveObjective` does by default.
 
     Example::
 
@@ -183,7 +198,7 @@ class KclObjective(ContrastiveObjective):
 
 
 @register_objective("cacl")
-class CaclObjective(ContrastiveObjective):
+class CaclObjective(AtriContrastiveObjective):
     r"""Audio-English co-anchor contrastive learning (ATRI Eq. 12–13).
 
     Each clip comes with its English caption ``e_i`` and a caption ``o_i`` in one random other language:
@@ -198,7 +213,8 @@ class CaclObjective(ContrastiveObjective):
     normaliser ``6N`` becomes twice the number of counted pairs.
 
     Args:
-        temperature: fixed ``τ``; ``None`` uses the scoring head's learnable scale.
+        temperature: fixed ``τ``, ATRI's 0.07 by default (§5.1); ``None`` uses the scoring head's learnable
+            scale instead.
 
     Example::
 

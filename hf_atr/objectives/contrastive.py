@@ -14,10 +14,12 @@ from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .registry import Objective, ObjectiveOutput, register_objective
 
 CLIP_CITATION = (
-    "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021."
+    "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021. "
+    "arXiv:2103.00020"
 )
 CLAP_CITATION = (
-    "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023."
+    "Elizalde et al. CLAP: Learning Audio Concepts From Natural Language Supervision. ICASSP 2023. "
+    "arXiv:2206.04769"
 )
 
 

@@ -9,6 +9,12 @@ text channels by entropic unbalanced OT whose marginals favour reliable channels
     build_objective({"name": "dart"})                                    # iot (ε = 0.03) + 0.5·UWD-R
     build_objective({"name": "dart", "base": "contrastive"})             # contrastive + 0.5·UWD-R
     build_objective({"name": "dart", "base": {"name": "triplet", "margin": 0.2}, "uwd_weight": 0.7})
+
+At the paper's settings (ε = 0.03, τ = 0.05, d = 512, unit embeddings) the feature-level plan keeps little
+mass (8 % at batch 32, 0.5 % at batch 128, measured on random embeddings) because the costs of Eq. 7 grow
+like √batch; ``feature_cost="rms"`` divides them by √batch so that the transported mass no longer depends
+on the batch size. The logs report the transported mass and the UWD term's share of the gradient
+(``docs/dart_reproduction.md``).
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ from torch import nn
 from ..ot import unbalanced_sinkhorn_plan
 from ..ot.utils import DEFAULT_MAX_ITER, DEFAULT_TOL, check_positive, check_solver_options
 from .batch import check_pair_embeddings
-from .registry import Objective, ObjectiveOutput, build_objective, register_objective
+from .registry import Objective, ObjectiveOutput, build_objective, default_scoring, register_objective
 
+DART_CITATION = (
+    "Guo, Tu, Xu. Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval "
+    "(DART). ICLR 2026. https://openreview.net/forum?id=cFhcd4WGjO"
+)
 # DART Tab. 6 (every setting): λ = 0.5, ε = 0.03, τ = 0.05; §3.3: EMA β = 0.9.
 DEFAULT_UWD_WEIGHT = 0.5
 DEFAULT_UWD_REG = 0.03
@@ -35,6 +45,8 @@ DEFAULT_BASE_OBJECTIVE: Mapping[str, Any] = {"name": "iot", "reg": DEFAULT_UWD_R
 
 # "reliability" is RAM (DART §3.3); the others are the alternatives of DART App. I (Tab. 8).
 MARGINAL_MODES = ("reliability", "uniform", "norm", "variance")
+# "euclidean" is DART Eq. 7 as written; "rms" divides it by √batch (a documented departure, off by default).
+FEATURE_COSTS = ("euclidean", "rms")
 # A channel that is constant over the batch has no defined correlation or kurtosis. It carries no
 # information, so it gets correlation 0 and the kurtosis of a Gaussian (no evidence of heavy tails):
 # it ranks below every informative, well-behaved channel and above outlier-dominated ones.
@@ -58,17 +70,24 @@ class ChannelStatistics(NamedTuple):
     kurtosis: torch.Tensor
 
 
-def feature_cost(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
-    """``(d_u, d_v)`` feature cost ``C[i, j] = ‖U[:, i] − V[:, j]‖₂`` over the batch (DART Eq. 7).
+def feature_cost(
+    audio_embeds: torch.Tensor, text_embeds: torch.Tensor, kind: str = "euclidean"
+) -> torch.Tensor:
+    """``(d_u, d_v)`` feature cost between the channels of a batch (DART Eq. 7).
 
-    Channels are the points: the cost is a cdist of the transposed embeddings, never a
-    ``d_u × d_v × batch`` tensor.
+    ``"euclidean"``: ``C[i, j] = ‖U[:, i] − V[:, j]‖₂`` (Eq. 7). ``"rms"``: the same divided by ``√batch``,
+    the root-mean-square difference per sample. Eq. 7's entries grow like ``√batch`` (DART App. C.3: they
+    concentrate around ``√(m(D² + σ²))``), so at a fixed τ larger batches transport ever less mass; the
+    RMS cost estimates the batch-free ``√(D² + σ²)``. Channels are the points: the cost is a cdist of the
+    transposed embeddings, never a ``d_u × d_v × batch`` tensor.
 
     Args:
         audio_embeds: ``(batch, d_u)`` audio embeddings ``U``.
         text_embeds: ``(batch, d_v)`` text embeddings ``V``.
+        kind: ``"euclidean"`` (the paper) or ``"rms"``.
     """
-    return torch.cdist(audio_embeds.T.contiguous(), text_embeds.T.contiguous())
+    cost = torch.cdist(audio_embeds.T.contiguous(), text_embeds.T.contiguous())
+    return cost / math.sqrt(audio_embeds.shape[0]) if kind == "rms" else cost
 
 
 def _centred_moments(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -153,17 +172,24 @@ def _check_optional_int(value: Any, field: str, minimum: int) -> None:
         raise ValueError(f"dart: `{field}` must be None or an integer ≥ {minimum}, got {value!r}.")
 
 
-class UnbalancedFeatureTransport(nn.Module):
-    r"""DART's feature-level term UWD-R (Eq. 7–13), a module addable to any instance-level objective.
+class UnbalancedFeatureTransport(Objective):
+    r"""DART's feature-level term UWD-R (Eq. 7–13), an (unregistered) objective addable to any instance-level one.
 
     With ``U, V`` the ``(batch, dim)`` audio and text embeddings, the channels are the points: the cost is
     ``C[i, j] = ‖U[:, i] − V[:, j]‖₂`` (Eq. 7), the plan solves entropic unbalanced OT
 
     .. math::
-        P = \arg\min_{P \ge 0} ⟨C, P⟩ − ε H(P) + τ\,[KL(P1 ‖ u) + KL(P^\top 1 ‖ v)]   \quad \text{(Eq. 8, 12)}
+        P = \arg\min_{P \ge 0} ⟨C, P⟩ + ε\,KL(P ‖ u v^\top) + τ\,[KL(P1 ‖ u) + KL(P^\top 1 ‖ v)]
+        \quad \text{(Eq. 8, 12, with the entropic term of Tab. 6's ε)}
 
-    and the loss is ``L_UWD = ⟨C, P⟩`` (Eq. 9) with ``P`` detached: the gradient flows through ``C`` only
-    (the envelope gradient, equal to the gradient of the full unbalanced objective).
+    with the generalised ``KL(x ‖ y) = Σ x log(x/y) − x + y``, i.e. POT's
+    ``ot.unbalanced.sinkhorn_unbalanced(u, v, C, ε, τ, reg_type="kl")`` (POT's default since 0.9.5; tested
+    against it). Eq. 8 itself has no entropic term; Tab. 6 sets ε and App. C's strong-convexity constant
+    ``ε + τ`` is POT's. The entropic term is ``KL(P ‖ u vᵀ)``, not ``−εH(P)`` (POT's ``reg_type="entropy"``,
+    its default before 0.9.5): they differ by ``ε Σ_ij P_ij (−log u_i − log v_j)``, a cost shift that weighs
+    on the unreliable channels when the marginals are not uniform, and DART's code is not public to say
+    which it used. The loss is ``L_UWD = ⟨C, P⟩`` (Eq. 9) with ``P`` detached: the gradient flows through ``C``
+    only (the envelope gradient, equal to the gradient of the full unbalanced objective).
 
     Marginals (``marginals``):
 
@@ -199,8 +225,11 @@ class UnbalancedFeatureTransport(nn.Module):
         marginals: one of ``"reliability"``, ``"uniform"``, ``"norm"``, ``"variance"``.
         ema_decay: β in [0, 1) (DART: 0.9).
         warmup_steps, hysteresis_low, hysteresis_high, top_k_channels, freeze_after_steps: see above.
+        feature_cost: ``"euclidean"`` (Eq. 7, default) or ``"rms"`` (Eq. 7 / √batch, see :func:`feature_cost`).
         max_iter, tol: unbalanced Sinkhorn iteration cap and tolerance.
     """
+
+    citation = (DART_CITATION,)
 
     def __init__(
         self,
@@ -213,11 +242,15 @@ class UnbalancedFeatureTransport(nn.Module):
         hysteresis_high: float | None = None,
         freeze_after_steps: int | None = None,
         top_k_channels: int | None = None,
+        feature_cost: str = "euclidean",
         max_iter: int = DEFAULT_MAX_ITER,
         tol: float = DEFAULT_TOL,
     ) -> None:
         super().__init__()
         self.reg = check_positive("dart", "uwd_reg", reg)
+        if feature_cost not in FEATURE_COSTS:
+            raise ValueError(f"dart: `feature_cost` must be one of {FEATURE_COSTS}, got {feature_cost!r}.")
+        self.feature_cost = feature_cost
         self.marginal_reg = check_positive("dart", "uwd_marginal_reg", marginal_reg)
         if marginals not in MARGINAL_MODES:
             raise ValueError(f"dart: `marginals` must be one of {MARGINAL_MODES}, got {marginals!r}.")
@@ -376,12 +409,20 @@ class UnbalancedFeatureTransport(nn.Module):
         marginal = normalised_marginal(reliability)
         return marginal, marginal, selected
 
-    def forward(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> ObjectiveOutput:
+    def forward(
+        self,
+        audio_embeds: torch.Tensor,
+        text_embeds: torch.Tensor,
+        *,
+        batch: Mapping[str, Any] | None = None,
+        model: nn.Module | None = None,
+    ) -> ObjectiveOutput:
         """``L_UWD-R`` of a batch (DART Eq. 9 with the marginals of Eq. 11).
 
         Args:
             audio_embeds: ``(batch, d_u)`` audio embeddings ``U``.
             text_embeds: ``(batch, d_v)`` text embeddings ``V`` (``d_v = d_u`` for reliability marginals).
+            batch, model: unused: the term sees channels, not pairs, and needs no scoring head.
 
         Returns:
             the unweighted loss and logs ``loss_uwd``, ``uwd_transported_mass`` (``Σ P``),
@@ -389,14 +430,11 @@ class UnbalancedFeatureTransport(nn.Module):
             (channels taking part).
         """
         check_pair_embeddings(audio_embeds, text_embeds, "dart")
-        # Half-precision embeddings (autocast) are transported in float32.
-        compute_dtype = torch.promote_types(audio_embeds.dtype, torch.float32)
-        audio_embeds, text_embeds = audio_embeds.to(compute_dtype), text_embeds.to(compute_dtype)
         audio_marginal, text_marginal, selected = self._transport_marginals(audio_embeds, text_embeds)
         if selected is not None:
             audio_embeds = audio_embeds.index_select(1, selected)
             text_embeds = text_embeds.index_select(1, selected)
-        cost = feature_cost(audio_embeds, text_embeds)
+        cost = feature_cost(audio_embeds, text_embeds, self.feature_cost)
         plan = unbalanced_sinkhorn_plan(
             cost.detach(),
             self.reg,
@@ -452,7 +490,9 @@ class DartObjective(Objective):
         uwd_reg: ε of the unbalanced solver (DART: 0.03).
         uwd_marginal_reg: τ, the marginal relaxation (DART: 0.05).
         marginals, ema_decay, warmup_steps, hysteresis_low, hysteresis_high, freeze_after_steps,
-        top_k_channels, max_iter, tol: see :class:`UnbalancedFeatureTransport`.
+        top_k_channels, feature_cost, max_iter, tol: see :class:`UnbalancedFeatureTransport`.
+        log_gradient_share: log how much of the gradient the UWD term contributes (one extra backward of the
+            objective, not of the encoders, per training step).
 
     Example::
 
@@ -464,10 +504,13 @@ class DartObjective(Objective):
     description = (
         "instance-level alignment plus reliability-weighted unbalanced Wasserstein feature alignment (DART)"
     )
-    citation = (
-        "Guo, Tu, Xu. Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval "
-        "(DART). ICLR 2026.",
-    )
+    citation = (DART_CITATION,)
+
+    @classmethod
+    def scoring_in_paper(cls, hyperparameters: Mapping[str, Any]) -> str:
+        """The base objective's: Euclidean for the default IOT base (DART Eq. 4), cosine for contrastive (Tab. 11)."""
+        base_config = _base_objective_config(hyperparameters.get("base"))
+        return default_scoring(base_config)
 
     def __init__(
         self,
@@ -482,6 +525,8 @@ class DartObjective(Objective):
         hysteresis_high: float | None = None,
         freeze_after_steps: int | None = None,
         top_k_channels: int | None = None,
+        feature_cost: str = "euclidean",
+        log_gradient_share: bool = True,
         max_iter: int = DEFAULT_MAX_ITER,
         tol: float = DEFAULT_TOL,
     ) -> None:
@@ -508,9 +553,11 @@ class DartObjective(Objective):
             hysteresis_high=hysteresis_high,
             freeze_after_steps=freeze_after_steps,
             top_k_channels=top_k_channels,
+            feature_cost=feature_cost,
             max_iter=max_iter,
             tol=tol,
         )
+        self.log_gradient_share = bool(log_gradient_share)
 
     def forward(
         self,
@@ -520,12 +567,40 @@ class DartObjective(Objective):
         batch: Mapping[str, Any] | None = None,
         model: nn.Module | None = None,
     ) -> ObjectiveOutput:
-        """``audio_embeds``, ``text_embeds``: ``(batch, dim)``; logs are the base's plus the UWD term's."""
+        """``audio_embeds``, ``text_embeds``: ``(batch, dim)``; logs are the base's plus the UWD term's.
+
+        With ``log_gradient_share`` and embeddings that require grad, also logs ``base_gradient_norm``
+        (``‖∇L_base‖``), ``uwd_gradient_norm`` (``λ‖∇L_UWD-R‖``) and ``uwd_gradient_share`` (the second over
+        their sum), gradients with respect to the embeddings: whether the feature-level term acts at all.
+        """
         base_output = self.base(audio_embeds, text_embeds, batch=batch, model=model)
         uwd_output = self.feature_transport(audio_embeds, text_embeds)
         loss = base_output.loss + self.uwd_weight * uwd_output.loss
-        return ObjectiveOutput(loss=loss, logs={**base_output.logs, **uwd_output.logs})
+        logs = {**base_output.logs, **uwd_output.logs}
+        if self.log_gradient_share:
+            logs.update(self._gradient_share(base_output.loss, uwd_output.loss, (audio_embeds, text_embeds)))
+        return ObjectiveOutput(loss=loss, logs=logs)
 
-    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
-        """Forward the hook to the base objective (e.g. the Mahalanobis PSD projection of ``iot``)."""
-        self.base.on_optimizer_step(model)
+    def _gradient_share(
+        self, base_loss: torch.Tensor, uwd_loss: torch.Tensor, embeds: tuple[torch.Tensor, ...]
+    ) -> dict[str, float]:
+        """Norms of ``∇L_base`` and ``λ∇L_UWD-R`` with respect to the embeddings (no graph kept for them)."""
+        inputs = [tensor for tensor in embeds if tensor.requires_grad]
+        if not (torch.is_grad_enabled() and inputs):
+            return {}
+
+        def gradient_norm(loss: torch.Tensor) -> float:
+            if not loss.requires_grad:
+                return 0.0
+            gradients = torch.autograd.grad(loss, inputs, retain_graph=True, allow_unused=True)
+            return math.sqrt(
+                sum(float(gradient.square().sum()) for gradient in gradients if gradient is not None)
+            )
+
+        base_norm, uwd_norm = gradient_norm(base_loss), self.uwd_weight * gradient_norm(uwd_loss)
+        total = base_norm + uwd_norm
+        return {
+            "base_gradient_norm": base_norm,
+            "uwd_gradient_norm": uwd_norm,
+            "uwd_gradient_share": uwd_norm / total if total > 0 else 0.0,
+        }

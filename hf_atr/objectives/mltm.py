@@ -4,8 +4,8 @@
 caption embeddings of a batch matches the true pairing (m-LTM Eq. 6–8, DART Eq. 4–5); ``iot_partial``
 transports only a fraction ``mass`` of it, so that mismatched pairs can be left out of the plan
 (m-LTM §3.3, Eq. 12–13). The ground metric is the model's scoring head: Euclidean, or Mahalanobis with
-a learnable PSD matrix (m-LTM Eq. 9) that :meth:`InverseOTObjective.on_optimizer_step` projects back
-onto the PSD cone after every optimizer step.
+a learnable PSD matrix (m-LTM Eq. 9), which the model itself keeps PSD
+(:meth:`~hf_atr.AtrDualEncoderModel.project_parameters_`, called by the trainer after every optimizer step).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
 from .registry import Objective, ObjectiveOutput, register_objective
 
 MLTM_CITATION = (
-    "Luong et al. Revisiting Deep Audio-Text Retrieval Through the Lens of Transportation (m-LTM). ICLR 2024."
+    "Luong, Nguyen, Ho, Haffari, Phung, Qu. Revisiting Deep Audio-Text Retrieval Through the Lens of "
+    "Transportation (m-LTM). ICLR 2024. arXiv:2405.10084"
 )
 # m-LTM §5.3 (Tables 6 and 8): ε = 0.05 gave the best retrieval; ε ≤ 0.02 collapsed with their solver.
 DEFAULT_REG = 0.05
@@ -106,8 +107,9 @@ class InverseOTObjective(Objective):
     Duplicate clips (equal ``batch["audio_ids"]``) are not treated as mismatches: the target spreads a
     clip's mass evenly over the block of its pairs (:func:`matching_target`).
 
-    Without a model, the ground metric is the Euclidean distance. With a Mahalanobis scoring head,
-    :meth:`on_optimizer_step` keeps its matrix PSD (call it after each optimizer step; the trainer does).
+    Without a model, the ground metric is the Euclidean distance. A Mahalanobis scoring head's matrix is kept
+    PSD by the model (:meth:`~hf_atr.AtrDualEncoderModel.project_parameters_`, m-LTM Eq. 11's ``Proj``), which
+    :class:`~hf_atr.AtrTrainer` calls after every optimizer step; a hand-written loop calls it itself.
 
     Args:
         reg: entropic regularisation ε (m-LTM uses 0.05). Costs are distances of unit vectors (≤ 2), so ε
@@ -123,12 +125,14 @@ class InverseOTObjective(Objective):
         output = objective(audio_embeds, text_embeds, batch={"audio_ids": ids}, model=model)
         output.loss.backward()
         optimizer.step()
-        objective.on_optimizer_step(model)
+        model.project_parameters_()
     """
 
     description = "inverse optimal transport with a learned ground metric (m-LTM)"
     citation = (MLTM_CITATION,)
     grad_modes = GRAD_MODES
+    # DART Eq. 4 ("Euclidean in our implementation"); m-LTM Eq. 9 with M = I (scoring="mahalanobis" learns M).
+    paper_scoring = "euclidean"
 
     def __init__(
         self,
@@ -169,9 +173,7 @@ class InverseOTObjective(Objective):
         perfect matching) and ``iot_transported_mass`` (``Σ_ij Π_ij``: 1, or the partial mass).
         """
         check_pair_embeddings(audio_embeds, text_embeds, self.name)
-        # Half-precision embeddings (autocast) are matched in float32.
-        compute_dtype = torch.promote_types(audio_embeds.dtype, torch.float32)
-        cost = ground_cost(audio_embeds.to(compute_dtype), text_embeds.to(compute_dtype), model)
+        cost = ground_cost(audio_embeds, text_embeds, model)
         log_plan = self.transport_log_plan(cost)
         same_clip = same_clip_mask(batch_audio_ids(batch), cost.shape[0], cost.device)
         loss = inverse_ot_loss(log_plan, matching_target(same_clip, log_plan.dtype))
@@ -183,18 +185,6 @@ class InverseOTObjective(Objective):
                 "iot_transported_mass": plan.sum().item(),
             }
         return ObjectiveOutput(loss=loss, logs=logs)
-
-    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
-        """Project a Mahalanobis metric back onto the PSD cone (DESIGN.md; a no-op for other heads)."""
-        if model is None:
-            return
-        scoring_head = getattr(model, "scoring_head", None)
-        if scoring_head is None:
-            raise AttributeError(
-                f"{self.name}.on_optimizer_step needs the unwrapped dual-encoder model (with a `scoring_head`), "
-                f"got {type(model).__name__}."
-            )
-        scoring_head.project_to_psd_()
 
 
 @register_objective("iot_partial")
@@ -224,6 +214,7 @@ class PartialInverseOTObjective(InverseOTObjective):
     """
 
     description = "inverse partial optimal transport, robust to noisy pairs (m-LTM)"
+    citation = (MLTM_CITATION,)
     grad_modes = PARTIAL_GRAD_MODES
 
     def __init__(

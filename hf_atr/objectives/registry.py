@@ -8,15 +8,23 @@ Names resolve lazily, as transformers' auto mappings do: the built-in objectives
     my_loss = "my_package.losses:MyObjective"
 
 Listing names (:func:`available_objectives`) imports nothing. Looking one up (:func:`get_objective_class`,
-:func:`objective_parameters`, :func:`build_objective`) imports that objective's module only, which
-registers its classes with :func:`register_objective`; so checking a config's objective costs one small
-module on top of torch (which transformers' config machinery has already loaded), never the knowledge
-base, faiss or the other objectives. A class decorated with :func:`register_objective` in user code is
-found by name as well. ``build_objective({"name": "contrastive", "temperature": 0.05})`` instantiates one.
+:func:`objective_parameters`, :func:`build_objective`, :func:`default_scoring`) imports that objective's
+module only, which registers its classes with :func:`register_objective`; so checking a config's objective
+costs one small module on top of torch (which transformers' config machinery has already loaded), never the
+knowledge base, faiss or the other objectives. A class decorated with :func:`register_objective` in user code
+is found by name as well. ``build_objective({"name": "contrastive", "temperature": 0.05})`` instantiates one.
+
+Precision, for plugin authors: calling an objective (``objective(audio_embeds, text_embeds, ...)``) runs its
+``forward`` with autocast disabled and with floating embeddings up-cast to at least float32, whatever the
+caller's autocast state, and returns a loss of at least float32 (float64 inputs stay float64). Under
+``TrainingArguments(bf16=True)`` every matmul would otherwise run in bfloat16, and OT costs and plans lose
+about three significant digits. A plugin therefore writes ``forward`` in plain float32 and gets this for
+free; it must not re-enable autocast inside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -61,19 +69,65 @@ class ObjectiveOutput:
     logs: dict[str, float] = field(default_factory=dict)
 
 
+def compute_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """The dtype an objective computes ``tensor`` in: at least float32 for floating tensors (float64 stays)."""
+    if not tensor.is_floating_point():
+        return tensor.dtype
+    return torch.promote_types(tensor.dtype, torch.float32)
+
+
 class Objective(nn.Module):
     """Base class of training objectives.
 
     Subclasses implement :meth:`forward` and take their hyperparameters as keyword arguments
     of ``__init__`` (the keys of ``config.objective`` other than ``name``). State that must survive
     a checkpoint (EMA statistics, learned temperatures) lives in registered buffers or parameters.
+
+    Calling an objective runs :meth:`forward` in full precision (see :meth:`__call__`), so subclasses,
+    plugins included, never see half-precision embeddings or an active autocast.
+
+    Attributes:
+        name: the registered name (set by :func:`register_objective`).
+        description: one line for the model card: what the objective does.
+        citation: the papers the objective implements, one reference per string (authors, title, venue,
+            arXiv/OpenReview id), listed in model cards; empty for an objective without a paper. A plugin
+            brings its own.
+        paper_scoring: the scoring head (ground metric) the paper trains with, ``"cosine"`` unless it says
+            otherwise; :class:`~hf_atr.AtrConfig` defaults ``scoring`` to it (see :meth:`scoring_in_paper`).
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    """One line for the model card: what the objective does."""
     citation: ClassVar[tuple[str, ...]] = ()
-    """The papers to cite, one reference per string; model cards list them (a plugin brings its own)."""
+    paper_scoring: ClassVar[str] = "cosine"
+
+    @classmethod
+    def scoring_in_paper(cls, hyperparameters: Mapping[str, Any]) -> str:
+        """The scoring head the paper uses with these hyperparameters (``config.objective`` without ``name``)."""
+        return cls.paper_scoring
+
+    def __call__(
+        self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, **kwargs: Any
+    ) -> ObjectiveOutput:
+        """Run :meth:`forward` with autocast disabled on the embeddings' device and float32 (or float64) inputs.
+
+        Returns the forward's :class:`ObjectiveOutput` with a loss of at least float32. The up-cast keeps the
+        autograd graph, so gradients reach half-precision embeddings in their own dtype.
+        """
+        device_type = audio_embeds.device.type
+        no_autocast = (
+            torch.autocast(device_type=device_type, enabled=False)
+            if torch.amp.is_autocast_available(device_type)
+            else contextlib.nullcontext()
+        )
+        with no_autocast:
+            output = super().__call__(
+                audio_embeds.to(compute_dtype(audio_embeds)),
+                text_embeds.to(compute_dtype(text_embeds)),
+                **kwargs,
+            )
+        output.loss = output.loss.to(compute_dtype(output.loss))
+        return output
 
     def forward(
         self,
@@ -94,9 +148,6 @@ class Objective(nn.Module):
                 ground metric).
         """
         raise NotImplementedError
-
-    def on_optimizer_step(self, model: nn.Module | None = None) -> None:
-        """Called by the trainer after every optimizer step (e.g. for projections onto constraints)."""
 
 
 def register_objective(name: str) -> Callable[[type[Objective]], type[Objective]]:
@@ -175,6 +226,17 @@ def validate_objective_config(objective_config: Mapping[str, Any]) -> None:
         raise ValueError(
             f"Objective {name!r} got unknown hyperparameter(s) {unknown}; it accepts {sorted(accepted)}."
         )
+
+
+def default_scoring(objective_config: Mapping[str, Any]) -> str:
+    """The scoring head the paper of ``objective_config``'s objective trains with (``AtrConfig.scoring``'s default).
+
+    ``{"name": "iot"}`` gives ``"euclidean"`` (m-LTM Eq. 9 with ``M = I``, DART Eq. 4); contrastive objectives
+    give ``"cosine"``.
+    """
+    validate_objective_config(objective_config)
+    hyperparameters = {key: value for key, value in objective_config.items() if key != "name"}
+    return get_objective_class(objective_config["name"]).scoring_in_paper(hyperparameters)
 
 
 def build_objective(config: Any) -> Objective:

@@ -33,7 +33,10 @@ class TripletObjective(Objective):
     """
 
     description = "hinge triplet loss on the hardest in-batch negatives (VSE++)"
-    citation = ("Faghri et al. VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. BMVC 2018.",)
+    citation = (
+        "Faghri, Fleet, Kiros, Fidler. VSE++: Improving Visual-Semantic Embeddings with Hard Negatives. "
+        "BMVC 2018. arXiv:1707.05612",
+    )
 
     def __init__(self, margin: float = 0.2, max_violation: bool = True) -> None:
         super().__init__()

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from transformers import TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
-from ..encoding import encode_pairs
+from ..encoding import encode_pairs, pair_audio_ids
 from ..knowledge.knowledge_base import KnowledgeBase, prototype_pairs, representation_drift
 from .distributed import all_gather_rows, broadcast_rows, is_distributed
 
@@ -107,6 +107,8 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         """Encode the source with ``model`` (this rank's shard when distributed) and build the shared base."""
         show_progress = self.show_progress if show_progress is None else show_progress
         distributed = is_distributed()
+        # Pairs are clip-major, so the shards gathered in rank order hold the whole dataset's pairs in order.
+        audio_ids = pair_audio_ids(self.dataset, captions=self.captions, languages=self.languages)
         dataset = self.dataset
         if distributed:
             dataset = dataset.shard(num_shards=dist.get_world_size(), index=dist.get_rank(), contiguous=True)
@@ -122,7 +124,11 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         )
         if not distributed:
             return KnowledgeBase.from_embeddings(
-                audio_embeds, text_embeds, num_prototypes=self.objective.num_prototypes, seed=self.seed
+                audio_embeds,
+                text_embeds,
+                audio_ids=audio_ids,
+                num_prototypes=self.objective.num_prototypes,
+                seed=self.seed,
             )
         audio_embeds, text_embeds = all_gather_rows(audio_embeds), all_gather_rows(text_embeds)
         # k-means on rank 0 only, then broadcast: every rank must hold bit-identical prototypes.
@@ -132,7 +138,12 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
                 audio_embeds, text_embeds, self.objective.num_prototypes, seed=self.seed
             )
         dim = audio_embeds.shape[1]
-        return KnowledgeBase(audio_embeds, text_embeds, *(broadcast_rows(rows, dim) for rows in prototypes))
+        return KnowledgeBase(
+            audio_embeds,
+            text_embeds,
+            *(broadcast_rows(rows, dim) for rows in prototypes),
+            fine_audio_ids=audio_ids,
+        )
 
     def _replace(self, model: Any, state: Any, reason: str) -> None:
         started = time.perf_counter()

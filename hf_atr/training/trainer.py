@@ -30,21 +30,23 @@ class NonFiniteLossError(FloatingPointError):
     """Raised when the objective returns a NaN or infinite loss."""
 
 
-class _ObjectiveStepCallback(TrainerCallback):
-    """Calls ``objective.on_optimizer_step(model)`` after every optimizer step (e.g. Mahalanobis PSD projection)."""
+class _ParameterProjectionCallback(TrainerCallback):
+    """Calls ``model.project_parameters_()`` after every optimizer step, whatever the objective.
 
-    def __init__(self, objective: Objective) -> None:
-        self.objective = objective
+    The model owns its constraints (the Mahalanobis matrix stays PSD, m-LTM §3.2); the trainer only says when.
+    """
 
     def on_optimizer_step(
         self, args: TrainingArguments, state: Any, control: Any, model: Any = None, **kwargs: Any
     ):
-        self.objective.on_optimizer_step(model)
+        model.project_parameters_()
 
 
 class AtrTrainer(Trainer):
     """``transformers.Trainer`` for :class:`~hf_atr.AtrDualEncoderModel`.
 
+    - After every optimizer step the model projects its constrained parameters
+      (:meth:`~hf_atr.AtrDualEncoderModel.project_parameters_`: the Mahalanobis matrix onto the PSD cone).
     - ``compute_loss`` = model forward → (under several processes) gather the embeddings of every
       rank with gradient, so the objective sees the global batch → objective (built from
       ``model.config.objective`` unless an ``objective`` is passed) → loss; the objective's logs are
@@ -105,7 +107,7 @@ class AtrTrainer(Trainer):
             )
         if data_collator is None:
             data_collator = AtrDataCollator(processing_class)
-        callbacks = [*(callbacks or []), _ObjectiveStepCallback(self.objective)]
+        callbacks = [*(callbacks or []), _ParameterProjectionCallback()]
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)

@@ -45,6 +45,81 @@ def test_search_matches_brute_force_top_k(modality, granularity, backend):
     torch.testing.assert_close(neighbour_text, base.tensors[f"{granularity}_text"][indices])
 
 
+def clip_pairs(clips: int, captions_per_clip: int, dim: int = 16, seed: int = 0):
+    """Pairs as ``captions="all"`` makes them: each clip's audio embedding stored once per caption."""
+    generator = torch.Generator().manual_seed(seed)
+    clip_audio = F.normalize(torch.randn(clips, dim, generator=generator), dim=-1)
+    audio = clip_audio.repeat_interleave(captions_per_clip, dim=0)
+    text = F.normalize(audio + 0.5 * torch.randn(audio.shape, generator=generator), dim=-1)
+    audio_ids = [f"clip{index // captions_per_clip}" for index in range(len(audio))]
+    return audio, text, audio_ids
+
+
+def brute_force_distinct_clips(keys, audio_ids, query, own_id, k):
+    """Best pair of each clip other than ``own_id``, clips by that score, descending; ties to the first pair."""
+    best: dict[str, int] = {}
+    for index in np.argsort(-(keys @ query), kind="stable"):
+        if audio_ids[index] != own_id and audio_ids[index] not in best:
+            best[audio_ids[index]] = int(index)
+    return list(best.values())[:k]
+
+
+@pytest.mark.parametrize("backend", ["torch", "faiss"])
+@pytest.mark.parametrize("modality", ["audio", "text"])
+def test_fine_search_returns_k_distinct_clips_other_than_the_query_s_own(modality, backend, monkeypatch):
+    audio, text, audio_ids = clip_pairs(clips=40, captions_per_clip=5)
+    base = KnowledgeBase.from_embeddings(audio, text, audio_ids=audio_ids, num_prototypes=8)
+    monkeypatch.setattr("hf_atr.knowledge.knowledge_base._DISTINCT_BLOCK_ENTRIES", 3 * 200)  # blocks of 3
+    query_rows = [0, 7, 23, 24, 111, 199, 150]  # each a stored pair: its own clip would rank first
+    queries = (audio if modality == "audio" else text)[query_rows]
+    own = [audio_ids[row] for row in query_rows]
+    scores, indices = base.search(queries, modality=modality, k=10, backend=backend, exclude_audio_ids=own)
+    keys = base.tensors[f"fine_{modality}"].double().numpy()
+    for row, (query, own_id) in enumerate(zip(queries.double().numpy(), own)):
+        expected = brute_force_distinct_clips(keys, audio_ids, query, own_id, 10)
+        found = indices[row].tolist()
+        assert found == expected  # a clip's tied audio copies resolve to its first pair, in both backends
+        found_clips = {audio_ids[index] for index in found}
+        assert len(found_clips) == 10 and own_id not in found_clips
+        torch.testing.assert_close(
+            scores[row].double(), torch.from_numpy(keys[found] @ query), atol=1e-5, rtol=0
+        )
+    plain = base.search(queries, modality=modality, k=10, backend=backend)[1]
+    assert all(
+        audio_ids[int(row[0])] == own_id for row, own_id in zip(plain, own)
+    )  # not excluded: it is first
+    assert len({audio_ids[int(index)] for index in plain[0]}) == 10  # distinct clips even without exclusion
+
+
+def test_search_without_clip_ids_or_at_coarse_granularity_ignores_exclusion():
+    audio, text, audio_ids = clip_pairs(clips=10, captions_per_clip=3)
+    anonymous = KnowledgeBase.from_embeddings(audio, text, num_prototypes=4)
+    assert anonymous.clip_ids is None
+    _, indices = anonymous.search(audio[:2], modality="audio", k=3, exclude_audio_ids=audio_ids[:2])
+    assert sorted(indices[0].tolist()) == [0, 1, 2]  # the three stored copies of the query's own clip
+    known = KnowledgeBase.from_embeddings(audio, text, audio_ids=audio_ids, num_prototypes=4)
+    assert torch.equal(
+        known.search(audio[:2], modality="audio", granularity="coarse", k=3, exclude_audio_ids=audio_ids[:2])[
+            1
+        ],
+        known.search(audio[:2], modality="audio", granularity="coarse", k=3)[1],
+    )
+
+
+def test_distinct_clip_search_clamps_k_and_names_bad_ids():
+    audio, text, audio_ids = clip_pairs(clips=3, captions_per_clip=2)
+    base = KnowledgeBase.from_embeddings(audio, text, audio_ids=audio_ids, num_prototypes=2)
+    _, indices = base.search(audio[:1], modality="text", k=10, exclude_audio_ids=["clip0"])
+    assert indices.shape == (1, 2) and {audio_ids[int(index)] for index in indices[0]} == {"clip1", "clip2"}
+    with pytest.raises(ValueError, match="2 exclude_audio_ids for 1 queries"):
+        base.search(audio[:1], modality="text", exclude_audio_ids=["clip0", "clip1"])
+    with pytest.raises(ValueError, match="5 fine_audio_ids for 6 pairs"):
+        KnowledgeBase(audio, text, audio[:2], text[:2], fine_audio_ids=audio_ids[:5])
+    single = KnowledgeBase.from_embeddings(audio[:2], text[:2], audio_ids=audio_ids[:2], num_prototypes=1)
+    with pytest.raises(ValueError, match="no clip other than the query's own"):
+        single.search(audio[:1], modality="audio", exclude_audio_ids=["clip0"])
+
+
 def test_torch_search_in_blocks_matches_faiss(monkeypatch):
     audio, text = random_pairs(300)
     base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
@@ -121,19 +196,28 @@ def test_from_embeddings_normalises():
     torch.testing.assert_close(base.tensors["coarse_audio"].norm(dim=1), torch.ones(base.num_prototypes))
 
 
-def test_save_load_round_trip(tmp_path):
-    audio, text = random_pairs(50)
-    base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=8)
+@pytest.mark.parametrize("with_clip_ids", [False, True])
+def test_save_load_round_trip(tmp_path, with_clip_ids):
+    audio, text, audio_ids = clip_pairs(clips=25, captions_per_clip=2)
+    base = KnowledgeBase.from_embeddings(
+        audio, text, audio_ids=audio_ids if with_clip_ids else None, num_prototypes=8
+    )
     path = tmp_path / "kb.safetensors"
     base.save(path)
     loaded = KnowledgeBase.load(path)
+    assert loaded.tensors.keys() == base.tensors.keys()
     for key, tensor in base.tensors.items():
         assert torch.equal(loaded.tensors[key], tensor), key
+    assert loaded.clip_ids == (sorted(set(audio_ids), key=audio_ids.index) if with_clip_ids else None)
     queries = audio[:5]
     for granularity in ("fine", "coarse"):
         assert torch.equal(
-            loaded.search(queries, modality="text", granularity=granularity, k=3)[1],
-            base.search(queries, modality="text", granularity=granularity, k=3)[1],
+            loaded.search(
+                queries, modality="text", granularity=granularity, k=3, exclude_audio_ids=audio_ids[:5]
+            )[1],
+            base.search(
+                queries, modality="text", granularity=granularity, k=3, exclude_audio_ids=audio_ids[:5]
+            )[1],
         )
 
 
@@ -214,6 +298,7 @@ def test_from_dataset_encodes_every_caption_pair(tiny_setup):
     )
     assert model.training, "encoding must restore the model's training mode"
     assert base.num_pairs == 12 and base.num_prototypes == 4
+    assert base.clip_ids == dataset["audio_id"]
     audio = encode_audio(model, processor, dataset)
     captions = [caption for row in dataset["captions"] for caption in row]
     text = encode_text(model, processor, captions)

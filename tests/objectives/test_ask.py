@@ -88,8 +88,13 @@ def reference_ask_loss(
     injection: bool = True,
     ot_correction: bool = True,
     reliability: bool = True,
+    base_audio_ids: list[str] | None = None,
 ) -> float:
-    """ASK Eq. 8-18 written out with brute-force top-K, POT plans and explicit loops (float64 numpy)."""
+    """ASK Eq. 8-18 written out with brute-force top-K, POT plans and explicit loops (float64 numpy).
+
+    With ``base_audio_ids`` (the clip of each fine pair), fine neighbours are the best pair of each of the
+    K best clips other than the sample's own.
+    """
     weights = weights or {"fine": 0.2, "coarse": 0.3}
     u, v = audio.detach().double().numpy(), text.detach().double().numpy()
     n = u.shape[0]
@@ -99,9 +104,19 @@ def reference_ask_loss(
     for granularity in granularities:
         keys_audio = base.tensors[f"{granularity}_audio"].double().numpy()
         keys_text = base.tensors[f"{granularity}_text"].double().numpy()
-        kk = min(k, len(keys_audio))
-        by_audio = [np.argsort(-(keys_audio @ u[i]), kind="stable")[:kk] for i in range(n)]
-        by_text = [np.argsort(-(keys_text @ v[i]), kind="stable")[:kk] for i in range(n)]
+
+        def top(keys, query, i, granularity=granularity):
+            order = np.argsort(-(keys @ query), kind="stable")
+            if granularity == "coarse" or base_audio_ids is None:
+                return order[: min(k, len(keys))]
+            best = {}
+            for index in order:
+                if base_audio_ids[index] != audio_ids[i] and base_audio_ids[index] not in best:
+                    best[base_audio_ids[index]] = index
+            return np.array(list(best.values())[:k])
+
+        by_audio = [top(keys_audio, u[i], i) for i in range(n)]
+        by_text = [top(keys_text, v[i], i) for i in range(n)]
         if injection:
             u_injected = np.stack(
                 [(1 - rho) * u[i] + rho * keys_audio[by_audio[i]].mean(0) for i in range(n)]
@@ -170,6 +185,26 @@ def test_loss_matches_direct_computation(knowledge_base, hyperparameters, refere
     assert output.logs["loss_t2a"] + output.logs["loss_a2t"] == pytest.approx(
         2 * output.loss.item(), rel=1e-6
     )
+
+
+@pytest.mark.parametrize("backend", ["torch", "faiss"])
+def test_neighbours_are_distinct_clips_other_than_the_sample_s_own(backend):
+    """A base built from the training pairs, each clip stored once per caption, the batch among them."""
+    clip_audio = unit(12, 8, 20)
+    base_audio = clip_audio.repeat_interleave(3, dim=0)
+    base_text = F.normalize(base_audio + 0.6 * unit(36, 8, 21), dim=-1)
+    base_ids = [f"clip{row // 3}" for row in range(36)]
+    base = KnowledgeBase.from_embeddings(base_audio, base_text, audio_ids=base_ids, num_prototypes=4)
+    rows = [0, 4, 9, 13, 30]
+    audio, text = base_audio[rows], base_text[rows]
+    audio_ids = [base_ids[row] for row in rows]
+    objective = AskObjective(temperature=TEMPERATURE, num_neighbours=3, ot_reg=OT_REG, search_backend=backend)
+    objective.knowledge_base = base
+    loss = objective(audio, text, batch={"audio_ids": audio_ids}).loss.item()
+    expected = reference_ask_loss(audio, text, base, audio_ids, k=3, base_audio_ids=base_ids)
+    assert loss == pytest.approx(expected, rel=1e-4)
+    self_included = reference_ask_loss(audio, text, base, audio_ids, k=3)
+    assert abs(expected - self_included) > 1e-2 * abs(expected)  # the exclusion changes the loss
 
 
 def test_faiss_search_backend_gives_the_same_loss(knowledge_base):

@@ -7,13 +7,14 @@ import torch
 from tiny_models import make_model
 
 from hf_atr.objectives.atri import (
+    ATRI_TEMPERATURE,
     CaclObjective,
     KclObjective,
     RandomLanguageObjective,
     masked_symmetric_info_nce,
 )
 from hf_atr.objectives.contrastive import ContrastiveObjective
-from hf_atr.objectives.registry import build_objective
+from hf_atr.objectives.registry import build_objective, objective_parameters
 
 TEMPERATURE = 0.1
 
@@ -151,14 +152,33 @@ def test_random_language_is_plain_symmetric_info_nce():
     assert loss.item() == pytest.approx(expected / (2 * pairs), rel=1e-10)
 
 
-def test_objectives_use_the_scoring_heads_temperature_and_are_registered():
+@pytest.mark.parametrize("name", ["kcl", "cacl", "random_language"])
+def test_paper_temperature_is_fixed_by_default_and_learnable_on_request(name):
+    """ATRI §5.1: τ = 0.07 for every configuration; ``temperature=None`` uses the scoring head's scale."""
+    assert objective_parameters(name)["temperature"] == ATRI_TEMPERATURE == 0.07
     model = make_model()
-    audio, text = unit(3, 16, seed=14).float(), unit(3, 4, 16, seed=15).float()
     with torch.no_grad():
         model.scoring_head.logit_scale.fill_(math.log(1 / TEMPERATURE))
-    from_model = build_objective({"name": "kcl"})(audio, text, model=model).loss
-    fixed = KclObjective(temperature=TEMPERATURE)(audio, text).loss
-    assert from_model.item() == pytest.approx(fixed.item(), rel=1e-5)
+    languages = {"kcl": 4, "cacl": 2}.get(name)
+    audio = unit(3, 16, seed=14).float()
+    text = unit(3, 16, seed=15).float() if languages is None else unit(3, languages, 16, seed=15).float()
+    default = build_objective({"name": name})
+    assert default.temperature == ATRI_TEMPERATURE
+    learnable = build_objective({"name": name, "temperature": None})
+    at_fixed = build_objective({"name": name, "temperature": TEMPERATURE})
+    paper = build_objective({"name": name, "temperature": ATRI_TEMPERATURE})
+    assert default(audio, text, model=model).loss.item() == pytest.approx(
+        paper(audio, text).loss.item(), rel=1e-6
+    )
+    loss = learnable(audio, text, model=model).loss
+    assert loss.item() == pytest.approx(at_fixed(audio, text).loss.item(), rel=1e-5)
+    loss.backward()
+    assert model.scoring_head.logit_scale.grad is not None
+    assert default(audio, text, model=model).loss.item() != pytest.approx(loss.item(), rel=1e-3)
+
+
+def test_atri_objectives_are_registered():
+    assert isinstance(build_objective({"name": "kcl"}), KclObjective)
     assert isinstance(build_objective({"name": "cacl"}), CaclObjective)
     assert isinstance(build_objective({"name": "random_language"}), RandomLanguageObjective)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import ot as pot
@@ -179,6 +180,72 @@ def test_uwd_reliability_marginals_match_numpy_scores_and_pot_plan():
     assert output.loss.item() == pytest.approx(reference, rel=1e-5)
     entropy = -(marginal * np.log(marginal)).sum()
     assert output.logs["reliability_entropy"] == pytest.approx(entropy, rel=1e-5)
+
+
+def test_uwd_entropic_term_is_kl_to_the_marginal_product_not_the_entropy():
+    """With reliability (non-uniform) marginals POT's reg_type="kl" and "entropy" differ; ours is "kl"."""
+    audio, text = batch_embeddings(seed=3)
+    output = UnbalancedFeatureTransport(tol=1e-12, max_iter=100_000)(audio, text)
+    scores = numpy_reliability(audio.numpy(), text.numpy())
+    marginal = scores / scores.sum()
+    cost = brute_force_feature_cost(audio.numpy(), text.numpy())
+    with_kl, _ = pot_uwd(cost, marginal, marginal)
+    with warnings.catch_warnings():  # POT notes that "entropy" ignores its `c` argument
+        warnings.simplefilter("ignore", UserWarning)
+        entropy_plan = pot.unbalanced.sinkhorn_unbalanced(
+            marginal,
+            marginal,
+            cost,
+            UWD_REG,
+            UWD_MARGINAL_REG,
+            reg_type="entropy",
+            numItermax=100_000,
+            stopThr=1e-13,
+        )
+    with_entropy = float((cost * entropy_plan).sum())
+    assert output.loss.item() == pytest.approx(with_kl, rel=1e-5)
+    assert abs(with_entropy - with_kl) > 0.1 * with_kl
+
+
+def test_rms_feature_cost_is_eq_7_over_root_batch_and_keeps_the_mass_at_any_batch_size():
+    audio, text = batch_embeddings(seed=21)
+    output = UnbalancedFeatureTransport(marginals="uniform", feature_cost="rms", tol=1e-12, max_iter=100_000)(
+        audio, text
+    )
+    cost = brute_force_feature_cost(audio.numpy(), text.numpy()) / math.sqrt(audio.shape[0])
+    reference, plan = pot_uwd(cost, np.full(6, 1 / 6), np.full(6, 1 / 6))
+    assert output.loss.item() == pytest.approx(reference, rel=1e-6)
+    assert output.logs["uwd_transported_mass"] == pytest.approx(plan.sum(), rel=1e-6)
+
+    def mass(batch: int, kind: str) -> float:
+        generator = torch.Generator().manual_seed(batch)
+        audio, text = (
+            torch.nn.functional.normalize(torch.randn(batch, 128, generator=generator), dim=-1) for _ in "at"
+        )
+        return UnbalancedFeatureTransport(feature_cost=kind)(audio, text).logs["uwd_transported_mass"]
+
+    assert mass(128, "euclidean") < 0.2 * mass(16, "euclidean")  # Eq. 7's costs grow like √batch
+    assert mass(128, "rms") == pytest.approx(mass(16, "rms"), rel=0.2) and mass(128, "rms") > 0.2
+
+
+def test_dart_logs_the_gradient_share_of_each_term():
+    audio, text = batch_embeddings(seed=22, dtype=torch.float32)
+    audio.requires_grad_()
+    objective = DartObjective()
+    output = objective(audio, text)
+    base_gradient = torch.autograd.grad(InverseOTObjective(reg=0.03)(audio, text).loss, audio)[0]
+    # A fresh term initialises its EMA from this batch, as the objective's did.
+    uwd_gradient = torch.autograd.grad(UnbalancedFeatureTransport()(audio, text).loss, audio)[0]
+    assert output.logs["base_gradient_norm"] == pytest.approx(base_gradient.norm().item(), rel=1e-4)
+    assert output.logs["uwd_gradient_norm"] == pytest.approx(0.5 * uwd_gradient.norm().item(), rel=1e-4)
+    share = output.logs["uwd_gradient_norm"] / (
+        output.logs["uwd_gradient_norm"] + output.logs["base_gradient_norm"]
+    )
+    assert output.logs["uwd_gradient_share"] == pytest.approx(share)
+    output.loss.backward()  # the logging kept the graph
+    torch.testing.assert_close(audio.grad, base_gradient + 0.5 * uwd_gradient, rtol=1e-4, atol=1e-7)
+    assert "uwd_gradient_share" not in DartObjective(log_gradient_share=False)(audio, text).logs
+    assert "uwd_gradient_share" not in DartObjective()(audio.detach(), text).logs
 
 
 @pytest.mark.parametrize("mode", ["norm", "variance"])
@@ -374,22 +441,6 @@ def test_uwd_composes_with_other_base_objectives(base):
     assert torch.isfinite(audio.grad).all()
 
 
-def test_dart_forwards_the_optimizer_step_hook():
-    calls = []
-
-    class Head(torch.nn.Module):
-        def project_to_psd_(self):
-            calls.append("projected")
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.scoring_head = Head()
-
-    build_objective({"name": "dart"}).on_optimizer_step(Model())
-    assert calls == ["projected"]
-
-
 @pytest.mark.parametrize(
     ("config", "message"),
     [
@@ -410,6 +461,7 @@ def test_dart_forwards_the_optimizer_step_hook():
         ({"warmup_steps": -1}, "`warmup_steps`"),
         ({"marginals": "uniform", "top_k_channels": 4}, "marginals='reliability'"),
         ({"tol": -1.0}, "`tol`"),
+        ({"feature_cost": "l1"}, "`feature_cost` must be one of ('euclidean', 'rms')"),
     ],
 )
 def test_bad_hyperparameters_raise_clear_errors(config, message):

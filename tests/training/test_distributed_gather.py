@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+import torch.distributed as dist
 import torch.multiprocessing as mp
 from gather_worker import gather_worker
 
@@ -33,5 +34,11 @@ def test_gather_rows_concatenates_in_rank_order_and_sums_gradients():
     assert results[1]["grad"] == [[8.0, 8.0], [10.0, 10.0]]
 
 
-def test_not_distributed_in_a_single_process():
-    assert not is_distributed()
+def test_a_single_process_is_not_distributed_even_inside_a_process_group(tmp_path):
+    """Without a group, and in a group of one, the trainer must not gather (the 2-process case is above)."""
+    assert not dist.is_initialized() and not is_distributed()
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert dist.is_initialized() and not is_distributed()
+    finally:
+        dist.destroy_process_group()

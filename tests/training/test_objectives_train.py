@@ -1,4 +1,11 @@
-"""Every registered pair objective trains a tiny dual encoder past chance through AtrTrainer (issue 7 'Tests')."""
+"""Every registered objective trains through AtrTrainer under mixed precision on CPU, with finite losses.
+
+``TrainingArguments(bf16=True, use_cpu=True)`` runs the model's forward under bfloat16 autocast
+(accelerate); the objective must still see float32 embeddings with autocast off (issue 11 §3).
+``fp16=True`` is accepted on CPU, but accelerate applies no autocast there (the forward runs in float32):
+it is checked to train, which is all it does. Training past chance is tested on real synthcaps audio in
+``test_objectives_synthcaps.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +13,92 @@ import math
 
 import pytest
 import torch
-from tiny_models import feature_dataset, make_model, make_processor, training_args
+from tiny_models import (
+    LANGUAGES,
+    feature_dataset,
+    make_model,
+    make_processor,
+    multilingual_features,
+    training_args,
+)
 
 from hf_atr import AtrTrainer
-
-OBJECTIVES = [
-    ({"name": "contrastive"}, "cosine"),
-    ({"name": "triplet", "margin": 0.2}, "cosine"),
-    ({"name": "iot", "reg": 0.05}, "euclidean"),
-    ({"name": "iot", "reg": 0.05}, "mahalanobis"),
-    ({"name": "iot_partial", "reg": 0.05, "mass": 0.95}, "euclidean"),
-    ({"name": "dart"}, "euclidean"),
-    ({"name": "dart", "base": "contrastive"}, "cosine"),
-]
+from hf_atr.objectives.registry import available_objectives, build_objective, default_scoring
+from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
+from hf_atr.training.collator import AtrDataCollator
+from hf_atr.training.multilingual import MultilingualCollator, RandomLanguageDataset
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("objective", "scoring"), OBJECTIVES, ids=lambda value: str(value))
-def test_objective_lowers_its_loss_and_beats_chance(tmp_path, objective, scoring):
+def training_setup(name: str, processor):
+    """``(objective, train_dataset, data_collator, callbacks)`` as an ATR user trains ``name``."""
+    objective = build_objective({"name": name})
+    if name == "kcl":
+        return objective, multilingual_features(24), MultilingualCollator(processor, languages=LANGUAGES), []
+    if name == "cacl":
+        clips = RandomLanguageDataset(multilingual_features(24), LANGUAGES, include_english=False)
+        return objective, clips, MultilingualCollator(processor, languages=LANGUAGES, mode="cacl"), []
+    if name == "random_language":
+        return (
+            objective,
+            RandomLanguageDataset(multilingual_features(24), LANGUAGES),
+            AtrDataCollator(processor),
+            [],
+        )
+    dataset = feature_dataset(24)
+    callbacks = []
+    if name == "ask":
+        objective = build_objective({"name": "ask", "num_prototypes": 4})
+        callbacks = [
+            KnowledgeBaseRefreshCallback(objective, processor, dataset, refresh=False, show_progress=False)
+        ]
+    return objective, dataset, None, callbacks
+
+
+def train_three_steps(tmp_path, name: str, **precision):
     processor = make_processor()
-    model = make_model(processor=processor, scoring=scoring, objective=objective)
+    objective, dataset, collator, callbacks = training_setup(name, processor)
+    model = make_model(processor=processor, objective={"name": name})
+    seen = []
+    objective.register_forward_pre_hook(
+        lambda module, inputs: seen.append(
+            (inputs[0].dtype, inputs[1].dtype, torch.is_autocast_enabled("cpu"))
+        )
+    )
     trainer = AtrTrainer(
         model=model,
-        args=training_args(tmp_path, max_steps=40, learning_rate=3e-3, logging_steps=5),
-        train_dataset=feature_dataset(64),
-        eval_dataset=feature_dataset(16, seed=1),
+        args=training_args(tmp_path, max_steps=3, logging_steps=1, **precision),
+        train_dataset=dataset,
         processing_class=processor,
+        objective=objective,
+        data_collator=collator,
+        callbacks=callbacks,
     )
     trainer.train()
+    return trainer, seen
+
+
+@pytest.mark.parametrize("name", available_objectives())
+def test_every_objective_trains_under_bf16_on_cpu_in_float32(tmp_path, name):
+    trainer, seen = train_three_steps(tmp_path, name, bf16=True)
+    assert trainer.accelerator.mixed_precision == "bf16"
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    assert all(math.isfinite(loss) for loss in losses)
-    assert losses[-1] < losses[0]
-    assert trainer.evaluate()["eval_t2a_R@5"] > 2 * 5 / 16
-    if scoring == "mahalanobis":
-        metric = model.scoring_head.metric_matrix.detach()
-        torch.testing.assert_close(metric, metric.T)
-        assert torch.linalg.eigvalsh(metric).min() >= -1e-5
+    assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
+    assert seen and all(record == (torch.float32, torch.float32, False) for record in seen)
+    assert all(torch.isfinite(parameter).all() for parameter in trainer.model.parameters())
+
+
+def test_fp16_on_cpu_trains_without_autocast(tmp_path):
+    trainer, seen = train_three_steps(tmp_path, "iot", fp16=True)
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
+    assert all(record == (torch.float32, torch.float32, False) for record in seen)
 
 
 @pytest.mark.slow
 def test_iot_training_at_small_epsilon_stays_finite(tmp_path):
     processor = make_processor()
-    model = make_model(processor=processor, scoring="euclidean", objective={"name": "iot", "reg": 0.01})
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.01})
+    assert model.config.scoring == default_scoring({"name": "iot"}) == "euclidean"
     trainer = AtrTrainer(
         model=model,
         args=training_args(tmp_path, max_steps=15, logging_steps=5),

@@ -42,6 +42,30 @@ def test_training_lowers_the_loss_and_logs_objective_terms(tmp_path):
     assert logged and all(np.isfinite(entry["contrastive/loss_a2t"]) for entry in logged)
 
 
+@pytest.mark.parametrize("objective", [{"name": "contrastive"}, {"name": "triplet"}], ids=lambda o: o["name"])
+def test_mahalanobis_matrix_is_symmetric_psd_after_adam_steps_whatever_the_objective(tmp_path, objective):
+    """The model keeps M PSD (m-LTM §3.2): a matrix that small Adam steps cannot repair comes out projected."""
+    processor = make_processor()
+    model = make_model(processor=processor, scoring="mahalanobis", objective=objective)
+    dim = model.config.projection_dim
+    skew = torch.triu(torch.full((dim, dim), 0.3), diagonal=1)
+    with torch.no_grad():
+        model.scoring_head.metric_matrix.copy_(
+            torch.diag(torch.linspace(-0.5, 1.0, dim)) + skew - 0.5 * skew.T
+        )
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=3, learning_rate=1e-3),
+        train_dataset=feature_dataset(24),
+        processing_class=processor,
+    )
+    trainer.train()
+    metric = model.scoring_head.metric_matrix.detach()
+    assert torch.equal(metric, metric.T)
+    assert torch.linalg.eigvalsh(metric).min() >= -1e-6
+    assert trainer.optimizer.state[model.scoring_head.metric_matrix]["step"] == 3  # Adam moved it
+
+
 def test_evaluate_reports_retrieval_metrics(tmp_path):
     processor = make_processor()
     trainer = AtrTrainer(
