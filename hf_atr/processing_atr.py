@@ -226,7 +226,9 @@ class AtrProcessor(ProcessorMixin):
         determines the features (see ``hf-atr train``), since an existing file is read without a check.
         """
         if cache_file_name is not None and isinstance(dataset, DatasetDict):
-            raise ValueError("cache_file_name applies to a datasets.Dataset; map each split of a DatasetDict.")
+            raise ValueError(
+                "cache_file_name applies to a datasets.Dataset; map each split of a DatasetDict."
+            )
 
         def featurize_batch(batch: dict[str, list]) -> dict[str, Any]:
             sources = batch.get("audio_id")

@@ -177,11 +177,16 @@ def test_protocol_records_the_corpus_split_and_its_official_size():
     clips = set_corpus_provenance(_clips(), provenance)
     protocol = RetrievalEvaluator(clips, processor, split="test").protocol
     assert protocol["official_clips"] == 975 and protocol["clips"] == 6 and protocol["corpus"] == provenance
-    other_split = set_corpus_provenance(_clips(), {**provenance, "split": "validation", "official_clips": 495})
+    other_split = set_corpus_provenance(
+        _clips(), {**provenance, "split": "validation", "official_clips": 495}
+    )
     joined = concatenate_datasets([clips, other_split])  # as ESC-50 folds are joined
     assert RetrievalEvaluator(joined, processor).protocol["official_clips"] == 975 + 495
     unknown = set_corpus_provenance(_clips(), {**provenance, "official_clips": None})
-    assert RetrievalEvaluator(concatenate_datasets([clips, unknown]), processor).protocol["official_clips"] is None
+    assert (
+        RetrievalEvaluator(concatenate_datasets([clips, unknown]), processor).protocol["official_clips"]
+        is None
+    )
 
 
 def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
