@@ -1,4 +1,4 @@
-"""The ``hf-atr`` command line: ``demo``, ``index``, ``search``, ``evaluate``.
+"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``.
 
 Each ``add_*_parser(subparsers)`` adds one sub-command whose ``handler`` takes the parsed arguments and
 returns the exit status.
@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .commands.train import add_train_parser
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -319,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=32, help="clips per step (default: 32)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)
+    add_train_parser(commands)
     add_index_parser(commands)
     add_search_parser(commands)
     add_evaluate_parser(commands)

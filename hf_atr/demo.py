@@ -7,7 +7,6 @@ BERT with a WordPiece tokenizer trained on the captions.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +22,11 @@ from .data.synthcaps import load_synthcaps
 from .encoding import encode_audio, encode_text
 from .evaluation.evaluator import RetrievalEvaluator, head_similarity
 from .evaluation.tables import results_table
-from .model_card import ModelCardCallback, write_model_card
+from .model_card import ModelCardCallback
 from .modeling_atr import AtrDualEncoderModel
 from .processing_atr import AtrProcessor
 from .tokenization import train_caption_tokenizer
+from .training.final_model import evaluate_and_save
 from .training.trainer import AtrTrainer
 
 logger = logging.get_logger(__name__)
@@ -107,8 +107,9 @@ def run_demo(
 ) -> DemoResult:
     """Train and evaluate a tiny model on synthcaps; write ``metrics.json`` and the model to ``output_dir``.
 
-    The model directory holds the weights, the processor and the model card with the test results
-    (``make model-cards`` copies it to ``model_cards/demo-contrastive/``).
+    The model directory holds the weights, the processor and the model card with the test results and their
+    protocol (``make model-cards`` copies it to ``model_cards/demo-contrastive/``); ``metrics.json`` holds
+    ``{"metrics": ..., "protocol": ...}`` (:func:`~hf_atr.training.final_model.evaluate_and_save`).
 
     Returns the metrics (English + 7 translations, with per-language keys and MRV), the chance level
     of T2A R@1 (``1 / num_test``), and the top-3 clips for :data:`EXAMPLE_QUERIES`.
@@ -158,19 +159,14 @@ def run_demo(
     trainer.train()
     train_seconds = time.perf_counter() - train_started
 
-    evaluator = RetrievalEvaluator(features["test"], processor, languages=list(LANGUAGES))
-    metrics = evaluator(model)
-    model_dir = output_dir / "model"
-    model.save_pretrained(model_dir)
-    processor.save_pretrained(model_dir)
-    write_model_card(model, model_dir, eval_results=metrics)  # the card with the test results
-    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    evaluator = RetrievalEvaluator(features["test"], processor, languages=list(LANGUAGES), split="test")
+    final = evaluate_and_save(model, processor, evaluator, output_dir, eval_dataset=CORPUS)
 
     searches = search_examples(model, processor, features["test"], EXAMPLE_QUERIES, top_k=3)
     return DemoResult(
-        metrics=metrics,
+        metrics=final.metrics,
         chance_r1=1.0 / len(features["test"]),
-        model_dir=model_dir,
+        model_dir=final.model_dir,
         searches=searches,
         train_seconds=train_seconds,
         total_seconds=time.perf_counter() - started,

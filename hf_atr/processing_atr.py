@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from datasets import DatasetDict
 from transformers import (
     AutoFeatureExtractor,
     AutoProcessor,
@@ -212,13 +213,22 @@ class AtrProcessor(ProcessorMixin):
         num_proc: int | None = None,
         keep_audio: bool = False,
         feature_backend: str = "transformers",
+        cache_file_name: str | None = None,
     ) -> Any:
         """Run the feature extractor once over a ``datasets.Dataset``/``DatasetDict`` with ``Dataset.map``.
 
         Adds the extractor's output columns (e.g. ``input_values``); datasets caches the result next to
         the dataset's files, so a second call is free. Decode errors name the clip's ``audio_id``.
         ``feature_backend="torch"`` computes each map batch with the batched torch twin on the CPU.
+
+        ``cache_file_name`` (a ``Dataset`` only) writes the result to that Arrow file, memory-mapped rather than
+        held in memory, and reuses the file when it exists (as ``Dataset.map`` does): name it after what
+        determines the features (see ``hf-atr train``), since an existing file is read without a check.
         """
+        if cache_file_name is not None and isinstance(dataset, DatasetDict):
+            raise ValueError(
+                "cache_file_name applies to a datasets.Dataset; map each split of a DatasetDict."
+            )
 
         def featurize_batch(batch: dict[str, list]) -> dict[str, Any]:
             sources = batch.get("audio_id")
@@ -226,6 +236,7 @@ class AtrProcessor(ProcessorMixin):
             return self._featurize(arrays, None, "np", feature_backend)
 
         remove_columns = None if keep_audio else [audio_column]
+        cache = {} if cache_file_name is None else {"cache_file_name": cache_file_name}
         return dataset.map(
             featurize_batch,
             batched=True,
@@ -233,6 +244,7 @@ class AtrProcessor(ProcessorMixin):
             num_proc=num_proc,
             remove_columns=remove_columns,
             desc="Extracting audio features",
+            **cache,
         )
 
 

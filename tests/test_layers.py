@@ -53,6 +53,7 @@ FLOORS = {
     "hf_atr.pipelines": 8,
     "hf_atr.demo": 9,
     "hf_atr.cli": 9,
+    "hf_atr.commands": 9,
 }
 
 

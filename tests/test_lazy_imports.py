@@ -52,6 +52,25 @@ def test_package_data_loaders_and_cli_help_load_nothing_heavy():
     )
 
 
+def test_train_help_builds_its_parser_without_model_code():
+    """``hf-atr train --help`` needs transformers' ``TrainingArguments`` (its parser lists every field) but none of
+    the model, processor, trainer or evaluator modules, which load once the flags have parsed."""
+    loaded = run_fresh(
+        """
+        import contextlib, io, json, sys
+        from hf_atr.cli import main
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
+            main(["train", "--help"])
+        watched = ("hf_atr.modeling_atr", "hf_atr.processing_atr", "hf_atr.training", "hf_atr.evaluation.evaluator",
+                   "hf_atr.commands.fine_tune", "faiss")
+        print(json.dumps({"usage": output.getvalue().startswith("usage: hf-atr train"),
+                          "loaded": [name for name in watched if name in sys.modules]}))
+        """
+    )
+    assert loaded == {"usage": True, "loaded": []}
+
+
 REGISTRATION_CHECK = f"""
     model_dir = {str(FIXTURE_MODEL)!r}
     config = AutoConfig.from_pretrained(model_dir)

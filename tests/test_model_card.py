@@ -5,15 +5,21 @@ from __future__ import annotations
 import re
 
 import pytest
+from datasets import Dataset
 from huggingface_hub import ModelCard
 from tiny_models import feature_dataset, make_model, make_processor, training_args
 
 from hf_atr import AtrTrainer
+from hf_atr.data.overlap import remove_overlap
+from hf_atr.data.schema import corpus_provenance, set_corpus_provenance
+from hf_atr.evaluation.evaluator import RetrievalEvaluator
+from hf_atr.evaluation.retrieval import TIE_RULE
 from hf_atr.model_card import (
     ModelCardCallback,
     build_model_card,
     evaluation_table,
     normalize_metric_names,
+    record_evaluation,
     write_model_card,
 )
 from hf_atr.objectives.registry import BUILTIN_OBJECTIVES, available_objectives, get_objective_class
@@ -132,6 +138,8 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
     trainer.train()
     trainer.evaluate()
     collected = model.model_card_data
+    assert collected["training_provenance"] is None  # the training data recorded none
+    assert collected["eval_protocol"]["clips"] == 8 and collected["eval_protocol"]["tie_rule"] == TIE_RULE
     assert collected["training_data"] == "synthcaps"
     assert collected["global_step"] == 4
     assert collected["hyperparameters"]["learning_rate"] == 1e-3
@@ -144,3 +152,105 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
 def test_save_pretrained_writes_the_card(tmp_path):
     make_model(objective={"name": "iot"}).save_pretrained(tmp_path)
     assert "(m-LTM). ICLR 2024." in (tmp_path / "README.md").read_text()
+
+
+AUDIOCAPS_TEST = {
+    "corpus": "AudioCaps", "layout": "official CSV", "split": "test", "corpus_split": "test",
+    "metadata": ["test.csv"], "official_release": "AudioCaps v1", "official_clips": 975, "skipped": 969,
+    "clips_found": 6, "filters": [],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("official_clips", [975, 6])
+def test_card_shows_the_protocol_and_flags_an_incomplete_test_set(tmp_path, official_clips):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = set_corpus_provenance(feature_dataset(6), {**AUDIOCAPS_TEST, "official_clips": official_clips})
+    evaluator = RetrievalEvaluator(clips, processor, split="test", map_cutoffs=(10, 16))
+    record_evaluation(model, evaluator(model), evaluator.protocol, eval_dataset="AudioCaps test")
+    model.save_pretrained(tmp_path)  # every card written from now on carries the evaluation
+    text = (tmp_path / "README.md").read_text()
+    warning = (
+        "> **Incomplete test set**: 6 of the 975 clips of the test split of AudioCaps v1 were evaluated (969 "
+        "missing, skipped or filtered out); these figures are not comparable with results on the full split."
+    )
+    assert (warning in text) == (official_clips == 975)
+    assert text.index("On AudioCaps test:") < text.index("| all |") < text.index("Protocol:")
+    for line in (
+        f"- data: AudioCaps `test` (AudioCaps v1, official CSV); 6 clips evaluated of {official_clips:,} in the "
+        "official split (969 clips or rows skipped when loading)",
+        "- queries: 12 captions; languages: eng",
+        "- relevance: each caption's own clip is its only relevant clip",
+        f"- ties: {TIE_RULE}",
+        "- scores: the model's scoring head (cosine); R@k at k = 1, 5, 10, mAP at 10, 16",
+        "- window pooling: none (each clip encoded in one forward pass of the inputs its processor prepares)",
+    ):
+        assert line in text, line
+
+
+def test_card_names_relevance_judgements_and_window_pooling():
+    protocol = {
+        "tie_rule": TIE_RULE, "split": "evaluation", "clips": 10, "official_clips": None, "corpus": None,
+        "captions": 4, "languages": ["eng", "fra"], "relevance": "judgements", "relevance_file": "/data/judged.csv",
+        "relevance_threshold": 2.0, "captions_without_judgement": 6, "relevant_clips_per_caption": 1.75,
+        "ks": [1], "map_cutoffs": [16], "scoring": "ot_plan", "ot_reg": 0.05, "similarity": "euclidean",
+        "window_pooling": {"window_s": 10.0, "hop_s": 5.0, "pool": "mean"},
+    }  # fmt: skip
+    text = build_model_card(make_model(), eval_results={"t2a_R@1": 0.5}, eval_protocol=protocol).text
+    for line in (
+        "- data: split `evaluation`; 10 clips evaluated",
+        "- queries: 4 captions; languages: eng, fra",
+        "- relevance: relevance judgements `/data/judged.csv` (relevant when >= 2.0), 1.75 relevant clips per "
+        "caption; 6 captions without judgement left out",
+        "- scores: entropic OT plan (m-LTM Eq. 5, reg 0.05); R@k at k = 1, mAP at 16",
+        '- window pooling: `{"window_s": 10.0, "hop_s": 5.0, "pool": "mean"}`',
+    ):
+        assert line in text, line
+    assert "Incomplete test set" not in text  # no official size known
+
+
+def test_card_reports_the_training_data_provenance_and_the_overlap_filter():
+    def clips(count, first, **provenance):
+        dataset = Dataset.from_dict({
+            "audio_id": [f"c{first + i}" for i in range(count)], "captions": [["x"]] * count,
+            "source_id": [f"freesound:{first + i}" for i in range(count)],
+        })  # fmt: skip
+        return set_corpus_provenance(dataset, provenance)
+
+    train = clips(5, 0, corpus="WavCaps", layout="WavCaps JSON", split="train", official_release="WavCaps",
+                  official_clips=262300, clips_found=5, skipped=0, filters=[])  # fmt: skip
+    test = clips(3, 3, corpus="Clotho", split="test", official_clips=1045, filters=[])
+    filtered, _ = remove_overlap(train, [test], by=["source_id"])
+    text = build_model_card(make_model(), training_data="wavcaps",
+                            training_info={"training_provenance": corpus_provenance(filtered)}).text  # fmt: skip
+    assert (
+        "- source: WavCaps `train` (WavCaps, WavCaps JSON): 5 clips found of 262,300 in the official split"
+        in text
+    )
+    assert (
+        "- overlap filter (by source_id): removed 2 of 5 clips (2 by source id, 0 by audio content) that are clips "
+        "of Clotho test (3 reference clips)"
+    ) in text
+    assert "overlap filter: not applied" not in text
+    unfiltered = build_model_card(
+        make_model(), training_info={"training_provenance": corpus_provenance(train)}
+    )
+    assert (
+        "- overlap filter: not applied (the training clips were not checked against evaluation clips)"
+        in unfiltered.text
+    )
+    assert "- source:" not in build_model_card(make_model()).text  # no provenance recorded, nothing claimed
+
+
+def test_trainer_records_the_provenance_of_its_training_clips(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    provenance = {"corpus": "Clotho", "split": "train", "clips_found": 16, "filters": [{"name": "overlap"}]}
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=1),
+        train_dataset=set_corpus_provenance(feature_dataset(16), provenance),
+        processing_class=processor,
+    )
+    trainer.train()
+    assert model.model_card_data["training_provenance"] == provenance

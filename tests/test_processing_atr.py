@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 from tiny_models import SAMPLING_RATE, make_processor, random_waveforms, save_tiny_clap_checkpoint
 from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExtractor
 
@@ -88,6 +88,25 @@ def test_extract_audio_features_runs_once_with_dataset_map():
     assert np.asarray(features[0]["input_values"]).shape == (100, 32)
     direct = processor(audio=random_waveforms(3))["input_values"][2].numpy()
     np.testing.assert_allclose(np.asarray(features[2]["input_values"]), direct, atol=1e-5)
+
+
+def test_extract_audio_features_into_a_cache_file_reuses_it(tmp_path):
+    processor = make_processor()
+    dataset = Dataset.from_dict(
+        {
+            "audio_id": ["a", "b"],
+            "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(2)],
+        }
+    )
+    cache = tmp_path / "features.arrow"
+    features = processor.extract_audio_features(dataset, cache_file_name=str(cache))
+    assert cache.is_file() and features.cache_files[0]["filename"] == str(cache)  # memory-mapped, not in RAM
+    other = Dataset.from_dict({"audio_id": ["x"], "audio": [{"array": random_waveforms(1, seed=5)[0],
+                                                               "sampling_rate": SAMPLING_RATE}]})  # fmt: skip
+    reused = processor.extract_audio_features(other, cache_file_name=str(cache))
+    assert reused["audio_id"] == ["a", "b"]  # the file is read as it is: its name must say what it holds
+    with pytest.raises(ValueError, match="map each split of a DatasetDict"):
+        processor.extract_audio_features(DatasetDict({"train": dataset}), cache_file_name=str(cache))
 
 
 def test_save_and_load_through_autoprocessor(tmp_path):

@@ -4,6 +4,7 @@ from .audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav,
 from .audio_text_folder import load_audio_text_folder
 from .audiocaps import load_audiocaps
 from .clotho import load_clotho
+from .corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
 from .corpus_utils import CorpusFormatError, MetadataEncodingError
 from .esc50 import class_prompts, load_esc50
 from .multilingual import load_translations, normalize_language_code
@@ -21,6 +22,7 @@ from .synthcaps import (
 from .wavcaps import load_wavcaps
 
 __all__ = [
+    "CORPUS_LOADERS",
     "LANGUAGES",
     "SOUND_EVENTS",
     "AudioDecodeError",
@@ -29,14 +31,17 @@ __all__ = [
     "atr_features",
     "check_audio_file",
     "class_prompts",
+    "combine_splits",
     "corpus_provenance",
     "decode_audio",
     "encode_wav",
     "event_phrase",
     "generate_clip",
+    "hold_out_test_split",
     "load_audio_text_folder",
     "load_audiocaps",
     "load_clotho",
+    "load_corpus",
     "load_esc50",
     "load_relevance_judgements",
     "load_synthcaps",

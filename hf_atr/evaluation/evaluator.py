@@ -12,7 +12,7 @@ import torch
 from transformers.utils import logging
 
 from ..data.relevance import load_relevance_judgements
-from ..data.schema import ENGLISH
+from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
 from ..encoding import CaptionTable, caption_table, encode_audio, encode_text
 from ..ot import sinkhorn_log_plan
 from ..processing_atr import AtrProcessor
@@ -151,11 +151,14 @@ class RetrievalEvaluator:
     below :data:`COLLAPSE_RELATIVE_VARIANCE`).
 
     ``protocol`` is the JSON-ready record of how the figures are obtained: ``tie_rule``, ``split``,
-    ``clips``, ``captions`` (queries evaluated), ``languages``, ``relevance`` (``"own clip"`` or
-    ``"judgements"``) with ``relevance_file``, ``relevance_threshold``, ``captions_without_judgement`` and
-    ``relevant_clips_per_caption``, ``ks``, ``map_cutoffs``, ``scoring`` (and ``ot_reg``), ``similarity``
-    (the model's scoring head, filled in by each call) and ``window_pooling`` (``None``: each clip is
-    encoded in one forward pass of the inputs the processor prepares).
+    ``clips``, ``official_clips`` (the split's size in its official release, from the dataset's provenance;
+    ``None`` when unknown), ``corpus`` (that provenance: corpus, release, layout, clips found and skipped,
+    filters; :func:`~hf_atr.data.schema.corpus_provenance`), ``captions`` (queries evaluated),
+    ``languages``, ``relevance`` (``"own clip"`` or ``"judgements"``) with ``relevance_file``,
+    ``relevance_threshold``, ``captions_without_judgement`` and ``relevant_clips_per_caption``, ``ks``,
+    ``map_cutoffs``, ``scoring`` (and ``ot_reg``), ``similarity`` (the model's scoring head, filled in by
+    each call) and ``window_pooling`` (``None``: each clip is encoded in one forward pass of the inputs the
+    processor prepares).
     """
 
     def __init__(
@@ -236,10 +239,13 @@ class RetrievalEvaluator:
 
     def _protocol(self, relevance_file: str | None, threshold: float | None, judged: bool) -> dict[str, Any]:
         relevant_counts = [len(clips) for clips in self.queries.text_to_audio] if judged else [1]
+        provenance = corpus_provenance(self.dataset) if hasattr(self.dataset, "info") else None
         protocol: dict[str, Any] = {
             "tie_rule": TIE_RULE,
             "split": self.split,
             "clips": len(self.dataset),
+            "official_clips": official_clip_count(provenance),
+            "corpus": provenance,
             "captions": len(self.queries.captions),
             "languages": list(dict.fromkeys(self.queries.languages)),
             "relevance": "judgements" if judged else "own clip",

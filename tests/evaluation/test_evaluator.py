@@ -7,9 +7,11 @@ import numpy as np
 import ot
 import pytest
 import torch
+from datasets import concatenate_datasets
 from tiny_models import make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
+from hf_atr.data.schema import set_corpus_provenance
 from hf_atr.encoding import caption_table, encode_audio, encode_text
 from hf_atr.evaluation.evaluator import RetrievalEvaluator, embedding_spread, head_similarity, ot_plan_scores
 from hf_atr.evaluation.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
@@ -140,6 +142,8 @@ def test_protocol_records_how_the_figures_were_obtained():
         "tie_rule": TIE_RULE,
         "split": "test",
         "clips": 6,
+        "official_clips": None,  # the dataset records no provenance
+        "corpus": None,
         "captions": 12 + 10,  # clip 2 has no German caption
         "languages": ["eng", "deu"],
         "relevance": "own clip",
@@ -154,6 +158,35 @@ def test_protocol_records_how_the_figures_were_obtained():
         "window_pooling": None,
     }
     assert {"t2a_R@3/deu", "a2t_mAP@16", "MRV"} <= set(metrics) and "t2a_R@5" not in metrics
+
+
+def test_protocol_records_the_corpus_split_and_its_official_size():
+    processor = make_processor()
+    provenance = {
+        "corpus": "AudioCaps",
+        "layout": "official CSV",
+        "split": "test",
+        "corpus_split": "test",
+        "metadata": ["test.csv"],
+        "official_release": "AudioCaps v1",
+        "official_clips": 975,
+        "skipped": 969,
+        "clips_found": 6,
+        "filters": [],
+    }
+    clips = set_corpus_provenance(_clips(), provenance)
+    protocol = RetrievalEvaluator(clips, processor, split="test").protocol
+    assert protocol["official_clips"] == 975 and protocol["clips"] == 6 and protocol["corpus"] == provenance
+    other_split = set_corpus_provenance(
+        _clips(), {**provenance, "split": "validation", "official_clips": 495}
+    )
+    joined = concatenate_datasets([clips, other_split])  # as ESC-50 folds are joined
+    assert RetrievalEvaluator(joined, processor).protocol["official_clips"] == 975 + 495
+    unknown = set_corpus_provenance(_clips(), {**provenance, "official_clips": None})
+    assert (
+        RetrievalEvaluator(concatenate_datasets([clips, unknown]), processor).protocol["official_clips"]
+        is None
+    )
 
 
 def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
