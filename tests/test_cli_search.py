@@ -59,7 +59,7 @@ def test_index_then_search(model_dir, audio_dir, tmp_path, capsys):
         run_cli(["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(index_dir)])
         == 0
     )
-    assert "Indexed 3 clips" in capsys.readouterr().out
+    assert "Indexed 3 audio file(s)" in capsys.readouterr().out
     assert sorted(path.name for path in index_dir.iterdir()) == [
         "audio_index.json",
         "audio_index.safetensors",

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from ..encoding import encode_pairs
+from ..file_permissions import apply_umask
 from ..objectives.ask import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
 
 KMEANS_ITERATIONS = 20
@@ -293,6 +294,7 @@ class KnowledgeBase:
     def save(self, path: str | os.PathLike) -> None:
         """Write the four tensors to one safetensors file (:meth:`load` reads them back)."""
         save_file(self.tensors, os.fspath(path), metadata={"format": _FORMAT})
+        apply_umask(path)  # safetensors writes 0o600 (hf_atr.file_permissions)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> KnowledgeBase:

@@ -152,6 +152,8 @@ def test_protocol_records_how_the_figures_were_obtained():
         "scoring": "head",
         "similarity": "mahalanobis",
         "window_pooling": None,
+        "clips_cut_to_window": 0,
+        "skipped_clips": [],
     }
     assert {"t2a_R@3/deu", "a2t_mAP@16", "MRV"} <= set(metrics) and "t2a_R@5" not in metrics
 
