@@ -91,8 +91,9 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--captions",
         default=None,
-        help="captions to index for audio-to-text search: a .txt file (one per line), a .csv/.tsv with a "
-        "'caption' column (and optionally 'id'), or a .jsonl of {\"caption\", \"id\"} objects",
+        help="captions to index for audio-to-text search: a .txt file (one per line), a .csv with a 'caption' "
+        "column or caption_1..caption_N (Clotho; ids from 'id' or 'file_name'), or a .jsonl of "
+        '{"caption", "id"} objects',
     )
     parser.add_argument(
         "--dataset", default=None, help="a dataset saved with `save_to_disk` in the hf-atr schema"
@@ -253,7 +254,7 @@ def run_index(args: argparse.Namespace) -> int:
     files = _audio_files(audio_dir) if audio_dir is not None else []
     if audio_dir is not None and not files:
         raise SystemExit(f"No audio files under {audio_dir}.")
-    captions = _read_caption_file(Path(args.captions).expanduser()) if args.captions else None
+    captions = _read_caption_list(args.captions) if args.captions else None
     dataset = _saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
     out = Path(args.out).expanduser()
     from hf_atr.data.audio import AudioDecodeError
@@ -272,21 +273,21 @@ def run_index(args: argparse.Namespace) -> int:
         )
         if args.append and holds_index:
             _load_index(pipe, out)
-        report = _IndexReport(out)
+        report = _IndexReport(out, pipe)
         try:
             if files:
                 _index_files(pipe, files, audio_dir, args, report)
             if dataset is not None:
                 _index_dataset(pipe, dataset, args, report)
             if captions is not None:
-                _index_caption_list(pipe, *captions, args, report)
+                _index_caption_list(pipe, captions.ids, captions.captions, args, report)
         except (AudioDecodeError, KeyboardInterrupt) as error:
             if pipe.audio_index is not None or pipe.text_index is not None:
                 pipe.save_index(out)
             stopped = f"{error} (--strict)" if isinstance(error, AudioDecodeError) else "interrupted"
             raise SystemExit(
-                f"hf-atr index: stopped: {stopped}. The {report.files} file(s) indexed before are saved in "
-                f"{out}; run again with --append to add the rest."
+                f"hf-atr index: stopped: {stopped}. The {report.indexed_files(pipe)} file(s) indexed so far are "
+                f"saved in {out}; run again with --append to add the rest."
             ) from None
         pipe.save_index(out)
         if report.rank == 0:
@@ -297,33 +298,41 @@ def run_index(args: argparse.Namespace) -> int:
 class _IndexReport:
     """What ``hf-atr index`` did, for its summary line."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, pipe: Any) -> None:
         from hf_atr.training.distributed import rank_and_world_size
 
         self.out = out
         self.rank, self.processes = rank_and_world_size()
-        self.files = 0
+        self.files_before = self.indexed_files(pipe)
+        self.captions_before = 0 if pipe.text_index is None else len(pipe.text_index)
+        self.attempted: set[str] = set()
+        self.audio_given = False
         self.already = 0
-        self.skipped_before = 0
-        self.captions = 0
         self.started = time.perf_counter()
+
+    @staticmethod
+    def indexed_files(pipe: Any) -> int:
+        return 0 if pipe.audio_index is None else len(set(pipe.audio_index.ids))
 
     def summary(self, pipe: Any, audio_dir: Path | None) -> str:
         from hf_atr.pipelines.retrieval_pipeline import SKIPPED_FILENAME
 
         parts = []
-        if pipe.audio_index is not None:
+        if pipe.audio_index is not None and self.audio_given:
             source = f" from {audio_dir}" if audio_dir is not None else ""
             parts.append(
-                f"Indexed {self.files} audio file(s){source} into {self.out}: the index holds "
-                f"{len(set(pipe.audio_index.ids))} file(s) in {len(pipe.audio_index)} entries"
+                f"Indexed {self.indexed_files(pipe) - self.files_before} audio file(s){source} into {self.out}: "
+                f"the index holds {self.indexed_files(pipe)} file(s) in {len(pipe.audio_index)} entries"
             )
-        if self.captions:
-            parts.append(f"{self.captions} caption(s) indexed ({len(pipe.text_index)} in the caption index)")
-        new_skipped = len(pipe.skipped) - self.skipped_before
-        if pipe.skipped:
+        if pipe.text_index is not None and len(pipe.text_index) > self.captions_before:
             parts.append(
-                f"skipped {max(new_skipped, 0)} file(s) that cannot be decoded ({len(pipe.skipped)} listed in "
+                f"{'indexed' if parts else 'Indexed'} {len(pipe.text_index) - self.captions_before} caption(s) "
+                f"into {self.out} ({len(pipe.text_index)} in the caption index)"
+            )
+        skipped_now = sum(item.name in self.attempted for item in pipe.skipped)
+        if skipped_now:
+            parts.append(
+                f"skipped {skipped_now} file(s) that cannot be decoded ({len(pipe.skipped)} listed in "
                 f"{self.out / SKIPPED_FILENAME})"
             )
         if self.already:
@@ -339,23 +348,21 @@ def _index_files(
 
     from hf_atr.pipelines.retrieval_pipeline import CLIPS_PER_STEP, relative_id
 
-    root = (
-        Path(pipe.audio_index.root)
-        if pipe.audio_index is not None and pipe.audio_index.root
-        else audio_dir.resolve()
-    )
+    index = pipe.audio_index
+    root = Path(index.root) if index is not None and index.root else audio_dir.resolve()
     ids = [relative_id(path, root) for path in files]
-    indexed = set(pipe.audio_index.ids) if pipe.audio_index is not None else set()
-    todo = [(path, item_id) for path, item_id in zip(files, ids) if item_id not in indexed]
+    indexed = set(index.ids) if index is not None else set()
+    todo = [(str(path.resolve()), item_id) for path, item_id in zip(files, ids) if item_id not in indexed]
+    report.audio_given = True
     report.already = len(files) - len(todo)
-    report.skipped_before = len(pipe.skipped)
     chunk = max(1, min(args.save_every, args.batch_size * CLIPS_PER_STEP * report.processes))
     since_save = 0
     with tqdm(total=len(todo), desc="Indexing files", disable=report.rank != 0) as progress:
         for start in range(0, len(todo), chunk):
             part = todo[start : start + chunk]
+            report.attempted.update(path for path, _ in part)
             pipe.index(
-                [str(path) for path, _ in part],
+                [path for path, _ in part],
                 ids=[item_id for _, item_id in part],
                 batch_size=args.batch_size,
                 show_progress=False,
@@ -364,16 +371,15 @@ def _index_files(
                 append=pipe.audio_index is not None,
                 root=root,
             )
-            report.files += len(part)
             since_save += len(part)
             progress.update(len(part))
             if since_save >= args.save_every:
                 pipe.save_index(report.out)
                 since_save = 0
-    report.files -= len(pipe.skipped) - report.skipped_before
 
 
 def _index_dataset(pipe: Any, dataset: Any, args: argparse.Namespace, report: Any) -> None:
+    report.audio_given = True
     if pipe.audio_index is not None and "audio_id" in dataset.column_names:
         indexed = set(pipe.audio_index.ids)
         keep = [row for row, audio_id in enumerate(dataset["audio_id"]) if str(audio_id) not in indexed]
@@ -381,8 +387,6 @@ def _index_dataset(pipe: Any, dataset: Any, args: argparse.Namespace, report: An
         dataset = dataset.select(keep)
     if len(dataset) == 0:
         return
-    report.skipped_before = len(pipe.skipped)
-    captions_before = len(pipe.text_index) if pipe.text_index is not None else 0
     pipe.index(
         dataset,
         batch_size=args.batch_size,
@@ -391,8 +395,7 @@ def _index_dataset(pipe: Any, dataset: Any, args: argparse.Namespace, report: An
         append=pipe.audio_index is not None,
         show_progress=report.rank == 0,
     )
-    report.files += len(dataset) - (len(pipe.skipped) - report.skipped_before)
-    report.captions += (len(pipe.text_index) if pipe.text_index is not None else 0) - captions_before
+    report.attempted.update(item.name for item in pipe.skipped)
 
 
 def _index_caption_list(
@@ -409,7 +412,6 @@ def _index_caption_list(
         show_progress=report.rank == 0,
         append=pipe.text_index is not None,
     )
-    report.captions += len(new)
 
 
 def _audio_files(audio_dir: Path) -> list[Path]:
@@ -422,51 +424,14 @@ def _audio_files(audio_dir: Path) -> list[Path]:
     )
 
 
-def _read_caption_file(path: Path) -> tuple[list[str], list[str]]:
-    """``(ids, captions)`` of a caption list: ``.txt`` (one per line, ids ``<file name>:<line>``), ``.csv`` /
-    ``.tsv`` (a ``caption`` column, optional ``id``) or ``.jsonl`` (objects with ``caption``, optional
-    ``id``). Blank lines are ignored; a missing caption is an error naming the line."""
-    if not path.is_file():
-        raise SystemExit(f"--captions {path}: no such file.")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise SystemExit(f"--captions {path}: not UTF-8 text ({error}); save it as UTF-8.") from error
-    suffix = path.suffix.lower()
-    ids, captions = [], []
-    if suffix in (".csv", ".tsv"):
-        import csv
+def _read_caption_list(path: str) -> Any:
+    from hf_atr.data.caption_list import read_caption_list
+    from hf_atr.data.corpus_utils import CorpusFormatError
 
-        reader = csv.DictReader(text.splitlines(), delimiter="\t" if suffix == ".tsv" else ",")
-        if "caption" not in (reader.fieldnames or []):
-            raise SystemExit(f"--captions {path}: no 'caption' column (columns: {reader.fieldnames}).")
-        for line, row in enumerate(reader, start=2):
-            caption = (row.get("caption") or "").strip()
-            if not caption:
-                raise SystemExit(f"--captions {path}, line {line}: the caption is empty.")
-            ids.append((row.get("id") or "").strip() or f"{path.name}:{line}")
-            captions.append(caption)
-    elif suffix == ".jsonl":
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise SystemExit(f"--captions {path}, line {line}: not JSON ({error.msg}).") from error
-            caption = row.get("caption") if isinstance(row, dict) else None
-            if not isinstance(caption, str) or not caption.strip():
-                raise SystemExit(f'--captions {path}, line {line}: needs a non-empty "caption" string.')
-            ids.append(str(row.get("id") or f"{path.name}:{line}"))
-            captions.append(caption.strip())
-    else:
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if raw.strip():
-                ids.append(f"{path.name}:{line}")
-                captions.append(raw.strip())
-    if not captions:
-        raise SystemExit(f"--captions {path} holds no caption.")
-    return ids, captions
+    try:
+        return read_caption_list(path)
+    except (FileNotFoundError, CorpusFormatError) as error:
+        raise SystemExit(f"hf-atr index --captions: {error}") from error
 
 
 def run_search(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 from tiny_models import SAMPLING_RATE, make_processor, random_waveforms, save_tiny_clap_checkpoint
 from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExtractor
 
@@ -178,3 +178,37 @@ def test_clap_processor_round_trip_keeps_is_longer(tmp_path):
     features = loaded(audio=random_waveforms(2), text=["a dog"], return_tensors="pt")
     assert isinstance(loaded, AtrProcessor) and isinstance(loaded.feature_extractor, ClapFeatureExtractor)
     assert features["input_features"].shape[:2] == (2, 4) and features["is_longer"].shape == (2, 1)
+
+
+def _dataset_with_bad_clips() -> Dataset:
+    good = [{"bytes": encode_wav(w, SAMPLING_RATE), "path": None} for w in random_waveforms(3)]
+    return Dataset.from_dict(
+        {
+            "audio_id": ["good0", "empty", "good1", "text", "good2"],
+            "audio": [
+                good[0],
+                {"bytes": b"", "path": "empty.wav"},
+                good[1],
+                {"bytes": b"hello", "path": "text.wav"},
+                good[2],
+            ],  # fmt: skip
+        }
+    )
+
+
+def test_extract_audio_features_leaves_out_undecodable_clips_and_names_them(caplog):
+    processor = make_processor()
+    dataset = DatasetDict({"test": _dataset_with_bad_clips()})
+    with caplog.at_level(logging.WARNING):
+        features = processor.extract_audio_features(dataset, batch_size=2)
+    assert features["test"]["audio_id"] == ["good0", "good1", "good2"]
+    assert "_audio_decode_error" not in features["test"].column_names
+    assert (
+        "extract_audio_features: 2 of 5 clip(s) of split 'test' cannot be decoded and are left out: empty (the "
+        "audio file is empty (0 bytes).); text (the audio is unreadable or corrupt (Format not recognised).). Pass "
+        "strict=True to stop at the first instead." in caplog.text
+    )
+    direct = processor(audio=random_waveforms(3))["input_values"][1].numpy()
+    np.testing.assert_allclose(np.asarray(features["test"][1]["input_values"]), direct, atol=1e-4)
+    with pytest.raises(AudioDecodeError, match=r"empty: the audio file is empty \(0 bytes\)"):
+        processor.extract_audio_features(_dataset_with_bad_clips(), strict=True)

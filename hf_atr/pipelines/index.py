@@ -482,4 +482,5 @@ __all__ = [
     "METRICS",
     "metric_for_scoring",
     "model_fingerprint",
+    "replaced_atomically",
 ]

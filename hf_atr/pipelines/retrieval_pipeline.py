@@ -353,7 +353,9 @@ class AudioTextRetrievalPipeline(Pipeline):
             str(item) if path else f"item {position}"
             for position, (item, path) in enumerate(zip(items, is_path))
         ]
-        rows = [{"audio": item, "audio_id": str(item_id)} for item, item_id in zip(items, ids)]
+        rows = [
+            {"audio": item, "audio_id": source} for item, source in zip(items, sources)
+        ]  # names in messages
         self._index_audio(
             rows,
             [str(item_id) for item_id in ids],
@@ -462,11 +464,11 @@ class AudioTextRetrievalPipeline(Pipeline):
                 for payload in payloads
                 for position, reason in payload["skipped"]
             )
-        now_indexed = {sources[position] for position in indexed}
-        self.skipped = [item for item in self.skipped if item.name not in now_indexed] + sorted(
+        settled = {sources[position] for position in indexed} | {item.name for item in skipped}
+        self.skipped = [item for item in self.skipped if item.name not in settled] + sorted(
             skipped, key=lambda item: item.index
         )
-        if skipped:
+        if skipped and rank_and_world_size()[0] == 0:  # every process holds the merged list: one reports it
             listed = "; ".join(f"{item.name} ({item.reason})" for item in skipped[:5])
             more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
             logger.warning(
