@@ -374,3 +374,16 @@ def test_query_by_example_ranks_clips_like_brute_force(pipe):
     assert [hit["id"] for hit in hits] == [str(i) for i in expected.indices.tolist()]
     np.testing.assert_allclose([hit["score"] for hit in hits], expected.values.numpy(), atol=1e-5)
     assert len(pipe(audio=[query, waveforms[0]], top_k=2)) == 2
+
+
+def test_classify_pools_the_windows_of_a_long_clip(pipe):
+    clip, _ = recording_with_event(4, 1.0, SAMPLING_RATE)
+    labels = ["beep", "dog"]
+    result = pipe.classify(clip, labels=labels, templates=["a {} sound"])
+    with torch.no_grad():
+        text = pipe.model.get_text_features(**pipe.processor(text=["a beep sound", "a dog sound"]))
+    audio = encode_audio(pipe.model, pipe.processor, [{"audio": clip}], windowing=Windowing())
+    expected = pipe.model.scoring_head.audio_logits(audio, text).softmax(-1)[0]
+    assert {entry["label"]: entry["score"] for entry in result} == pytest.approx(
+        dict(zip(labels, expected.tolist()))
+    )
