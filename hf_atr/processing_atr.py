@@ -24,7 +24,7 @@ from .data.audio import AudioDecodeError, decode_audio
 from .data.schema import check_caption
 from .features.registry import batched_features_for
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
-from .windowing import extractor_window, minimum_samples, pad_short_clip, report_cut_clips
+from .windowing import collect_cut_clips, extractor_window, minimum_samples, pad_short_clip, report_cut_clips
 
 DECODE_ERROR_COLUMN = "_audio_decode_error"
 """Temporary column of :meth:`AtrProcessor.extract_audio_features`: why a clip could not be decoded."""
@@ -255,7 +255,9 @@ class AtrProcessor(ProcessorMixin):
         A clip that cannot be decoded (empty file, not audio, corrupt; named by its ``audio_id``) is left
         out of the result and listed, with the reason, in one warning per split; ``strict=True`` raises
         :class:`~hf_atr.data.audio.AudioDecodeError` at the first one instead. Clips cut to the extractor's
-        window, and clips padded to one frame, are named in warnings (see ``__call__``).
+        window are counted and named in one warning per split (the features hold the window the extractor
+        reads; embed long clips whole from raw audio with :mod:`hf_atr.windowing`), clips padded to one
+        frame in a warning each.
         """
         if isinstance(dataset, dict):  # a DatasetDict: each split on its own, named in its report
             return type(dataset)(
@@ -299,22 +301,25 @@ class AtrProcessor(ProcessorMixin):
             return {**features, DECODE_ERROR_COLUMN: errors}
 
         remove_columns = None if keep_audio else [audio_column]
-        featurized = dataset.map(
-            featurize_batch,
-            batched=True,
-            batch_size=batch_size,
-            num_proc=num_proc,
-            with_indices=True,
-            remove_columns=remove_columns,
-            desc="Extracting audio features",
-        )
+        where = f"split {split!r}" if split is not None else "the dataset"
+        with collect_cut_clips(
+            f"extract_audio_features on {where}", extractor_window(self.feature_extractor)
+        ):
+            featurized = dataset.map(
+                featurize_batch,
+                batched=True,
+                batch_size=batch_size,
+                num_proc=num_proc,
+                with_indices=True,
+                remove_columns=remove_columns,
+                desc="Extracting audio features",
+            )
         errors = featurized[DECODE_ERROR_COLUMN]
         failed = [row for row, error in enumerate(errors) if error]
         if failed:
             names = featurized.select(failed)["audio_id"] if "audio_id" in featurized.column_names else failed
             listed = "; ".join(f"{name} ({errors[row]})" for name, row in zip(names[:10], failed))
             more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
-            where = f"split {split!r}" if split is not None else "the dataset"
             logger.warning(
                 f"extract_audio_features: {len(failed)} of {len(errors)} clip(s) of {where} cannot be decoded "
                 f"and are left out: {listed}{more}. Pass strict=True to stop at the first instead."

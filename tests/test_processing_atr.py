@@ -212,3 +212,23 @@ def test_extract_audio_features_leaves_out_undecodable_clips_and_names_them(capl
     np.testing.assert_allclose(np.asarray(features["test"][1]["input_values"]), direct, atol=1e-4)
     with pytest.raises(AudioDecodeError, match=r"empty: the audio file is empty \(0 bytes\)"):
         processor.extract_audio_features(_dataset_with_bad_clips(), strict=True)
+
+
+def test_extract_audio_features_names_the_clips_it_cuts_once_per_split(caplog):
+    processor = make_processor()
+    long_clips = random_waveforms(3, seconds=2.5)
+    dataset = Dataset.from_dict(
+        {
+            "audio_id": ["take1", "take2", "take3", "short"],
+            "audio": [
+                {"array": w, "sampling_rate": SAMPLING_RATE} for w in [*long_clips, random_waveforms(1)[0]]
+            ],
+        }
+    )
+    with caplog.at_level(logging.WARNING):
+        processor.extract_audio_features(DatasetDict({"train": dataset}), batch_size=1)
+    assert caplog.text.count("clip(s) longer than") == 1
+    assert (
+        "extract_audio_features on split 'train': 3 clip(s) longer than the feature extractor's 1.01-s window are "
+        "cut to the first 1.01 s: take1 (2.5 s), take2 (2.5 s), take3 (2.5 s)." in caplog.text
+    )
