@@ -32,6 +32,8 @@ TEMPLATE_PATH = Path(__file__).resolve().parent / "model_cards" / "atr_model_car
 CARD_DATA_ATTRIBUTE = "model_card_data"
 """Attribute of the model where :class:`ModelCardCallback` keeps what it collected."""
 DEFAULT_LICENSE = "apache-2.0"
+MAX_SKIPPED_LISTED = 5
+"""How many of the clips an evaluation skipped as undecodable the card names (the rest are counted)."""
 
 SCORING_DESCRIPTIONS = {
     "cosine": "cosine similarity × learned inverse temperature",
@@ -451,7 +453,6 @@ def protocol_lines(protocol: Mapping[str, Any]) -> str:
         if protocol.get("scoring") == "ot_plan"
         else f"the model's scoring head ({protocol.get('similarity') or 'its similarity'})"
     )
-    window = protocol.get("window_pooling")
     lines = [
         "Protocol:",
         "",
@@ -461,14 +462,41 @@ def protocol_lines(protocol: Mapping[str, Any]) -> str:
         f"- ties: {protocol.get('tie_rule')}",
         f"- scores: {scores}; R@k at k = {', '.join(map(str, protocol.get('ks') or []))}, mAP at "
         f"{', '.join(map(str, protocol.get('map_cutoffs') or []))}",
-        "- window pooling: "
-        + (
-            "none (each clip encoded in one forward pass of the inputs its processor prepares)"
-            if window is None
-            else f"`{json.dumps(window, default=str)}`"
-        ),
+        f"- long clips: {_window_description(protocol)}",
     ]
+    skipped = protocol.get("skipped_clips") or []
+    if skipped:
+        listed = "; ".join(
+            f"`{item['audio_id']}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED]
+        )
+        more = f" and {len(skipped) - MAX_SKIPPED_LISTED:,} more" if len(skipped) > MAX_SKIPPED_LISTED else ""
+        lines.append(
+            f"- skipped: {len(skipped):,} clips could not be decoded and were left out with their captions: "
+            f"{listed}{more}"
+        )
     return "\n".join(lines)
+
+
+def _window_description(protocol: Mapping[str, Any]) -> str:
+    """How the evaluated clips were encoded: whole by the model's own protocol (and how many it cut to its
+    extractor's window), or window by window and pooled."""
+    window = protocol.get("window_pooling")
+    if window is None:
+        cut = protocol.get("clips_cut_to_window")
+        return (
+            "each clip encoded in one forward pass of the inputs its processor prepares (the model's own "
+            + (
+                f"protocol; {cut:,} clips longer than the extractor's window were cut to it)"
+                if cut
+                else "protocol)"
+            )
+        )
+    if window.get("window_seconds") is None:
+        return f"{window.get('pooling')} pooling asked for; every clip fits one window (read whole)"
+    return (
+        f"{window.get('pooling')} of the normalised embeddings of {window['window_seconds']:g}-s windows every "
+        f"{window['hop_seconds']:g} s (`{json.dumps(window, default=str)}`)"
+    )
 
 
 def _caption_languages(metrics: Mapping[str, float]) -> list[str]:

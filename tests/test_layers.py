@@ -24,6 +24,7 @@ FLOORS = {
     "hf_atr.lazy": 0,
     "hf_atr.auto_registration": 0,
     "hf_atr.tokenization": 0,
+    "hf_atr.file_permissions": 0,
     "hf_atr.evaluation.retrieval": 0,
     "hf_atr.evaluation.tables": 0,
     # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
@@ -42,6 +43,7 @@ FLOORS = {
     # 4 model and processor
     "hf_atr.modeling_atr": 4,
     "hf_atr.processing_atr": 4,
+    "hf_atr.windowing": 4,
     # 5 objectives, encoding, evaluation
     "hf_atr.objectives": 5,
     "hf_atr.encoding": 5,

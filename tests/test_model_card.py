@@ -183,7 +183,8 @@ def test_card_shows_the_protocol_and_flags_an_incomplete_test_set(tmp_path, offi
         "- relevance: each caption's own clip is its only relevant clip",
         f"- ties: {TIE_RULE}",
         "- scores: the model's scoring head (cosine); R@k at k = 1, 5, 10, mAP at 10, 16",
-        "- window pooling: none (each clip encoded in one forward pass of the inputs its processor prepares)",
+        "- long clips: each clip encoded in one forward pass of the inputs its processor prepares (the model's "
+        "own protocol)",
     ):
         assert line in text, line
 
@@ -194,7 +195,9 @@ def test_card_names_relevance_judgements_and_window_pooling():
         "captions": 4, "languages": ["eng", "fra"], "relevance": "judgements", "relevance_file": "/data/judged.csv",
         "relevance_threshold": 2.0, "captions_without_judgement": 6, "relevant_clips_per_caption": 1.75,
         "ks": [1], "map_cutoffs": [16], "scoring": "ot_plan", "ot_reg": 0.05, "similarity": "euclidean",
-        "window_pooling": {"window_s": 10.0, "hop_s": 5.0, "pool": "mean"},
+        "window_pooling": {"pooling": "mean", "window_seconds": 10.0, "hop_seconds": 5.0},
+        "clips_cut_to_window": 0,
+        "skipped_clips": [{"audio_id": f"bad{i}", "reason": "the audio file is empty (0 bytes)."} for i in range(7)],
     }  # fmt: skip
     text = build_model_card(make_model(), eval_results={"t2a_R@1": 0.5}, eval_protocol=protocol).text
     for line in (
@@ -203,10 +206,26 @@ def test_card_names_relevance_judgements_and_window_pooling():
         "- relevance: relevance judgements `/data/judged.csv` (relevant when >= 2.0), 1.75 relevant clips per "
         "caption; 6 captions without judgement left out",
         "- scores: entropic OT plan (m-LTM Eq. 5, reg 0.05); R@k at k = 1, mAP at 16",
-        '- window pooling: `{"window_s": 10.0, "hop_s": 5.0, "pool": "mean"}`',
+        "- long clips: mean of the normalised embeddings of 10-s windows every 5 s "
+        '(`{"pooling": "mean", "window_seconds": 10.0, "hop_seconds": 5.0}`)',
+        "- skipped: 7 clips could not be decoded and were left out with their captions: `bad0` (the audio file "
+        "is empty (0 bytes).); `bad1` (the audio file is empty (0 bytes).); `bad2` (the audio file is empty (0 "
+        "bytes).); `bad3` (the audio file is empty (0 bytes).); `bad4` (the audio file is empty (0 bytes).) and 2 "
+        "more",
     ):
         assert line in text, line
     assert "Incomplete test set" not in text  # no official size known
+
+
+def test_card_counts_the_clips_its_model_cut_to_the_extractor_window():
+    protocol = {"tie_rule": TIE_RULE, "clips": 3, "captions": 3, "ks": [1], "map_cutoffs": [10],
+                "window_pooling": None, "clips_cut_to_window": 2, "skipped_clips": []}  # fmt: skip
+    text = build_model_card(make_model(), eval_results={"t2a_R@1": 0.5}, eval_protocol=protocol).text
+    assert (
+        "- long clips: each clip encoded in one forward pass of the inputs its processor prepares (the model's "
+        "own protocol; 2 clips longer than the extractor's window were cut to it)"
+    ) in text
+    assert "- skipped:" not in text
 
 
 def test_card_reports_the_training_data_provenance_and_the_overlap_filter():

@@ -3,6 +3,7 @@
 from .audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav, resample
 from .audio_text_folder import load_audio_text_folder
 from .audiocaps import load_audiocaps
+from .caption_list import CaptionList, read_caption_list
 from .clotho import load_clotho
 from .corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
 from .corpus_utils import CorpusFormatError, MetadataEncodingError
@@ -26,6 +27,7 @@ __all__ = [
     "LANGUAGES",
     "SOUND_EVENTS",
     "AudioDecodeError",
+    "CaptionList",
     "CorpusFormatError",
     "MetadataEncodingError",
     "atr_features",
@@ -48,6 +50,7 @@ __all__ = [
     "load_translations",
     "load_wavcaps",
     "normalize_language_code",
+    "read_caption_list",
     "resample",
     "write_audiocaps_layout",
     "write_clotho_layout",

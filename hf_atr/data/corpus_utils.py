@@ -284,7 +284,7 @@ def check_clip_audio(audio_path: Path, row_location: str, problems: CorpusProble
     try:
         check_audio_file(audio_path)
     except AudioDecodeError as error:
-        problems.flag(AudioDecodeError(f"{row_location}: {error}"))
+        problems.flag(AudioDecodeError(row_location, str(error)))
         return False
     return True
 

@@ -13,9 +13,10 @@ from transformers.utils import logging
 
 from ..data.relevance import load_relevance_judgements
 from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
-from ..encoding import CaptionTable, caption_table, encode_audio, encode_text
+from ..encoding import CaptionTable, caption_table, encode_audio_windows, encode_text
 from ..ot import sinkhorn_log_plan
 from ..processing_atr import AtrProcessor
+from ..windowing import Windowing
 from .retrieval import (
     DEFAULT_KS,
     DEFAULT_MAP_CUTOFFS,
@@ -126,6 +127,29 @@ def _judged_queries(table: CaptionTable, relevance: Mapping[str, Sequence[int]])
     )
 
 
+def _queries_on_clips(queries: _Queries, kept_clips: Sequence[int]) -> _Queries:
+    """``queries`` restricted to the clips ``kept_clips`` (sorted dataset rows) and re-indexed to them: a
+    query keeps its relevant clips that were kept and is dropped when none was."""
+    new_index = {clip: position for position, clip in enumerate(kept_clips)}
+    rows, relevant = [], []
+    for row, clips in enumerate(queries.text_to_audio):
+        clips = [int(clip) for clip in clips] if isinstance(clips, (list, tuple)) else [int(clips)]
+        kept = [new_index[clip] for clip in clips if clip in new_index]
+        if kept:
+            rows.append(row)
+            relevant.append(kept)
+    one_each = isinstance(queries.text_to_audio, torch.Tensor)
+    return _Queries(
+        captions=[queries.captions[row] for row in rows],
+        text_to_audio=torch.tensor([clips[0] for clips in relevant], dtype=torch.long)
+        if one_each
+        else relevant,
+        languages=[queries.languages[row] for row in rows],
+        caption_groups=queries.caption_groups[rows],
+        without_judgement=queries.without_judgement,
+    )
+
+
 class RetrievalEvaluator:
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -141,6 +165,15 @@ class RetrievalEvaluator:
             caption's clips); ``None``: each caption's own clip is its only relevant item.
         relevance_threshold, relevance_missing: `threshold` and `missing` of the loader, for a CSV file.
         ks, map_cutoffs: cutoffs of R@k and mAP@c.
+        windowing: ``None`` (default): each clip is one forward pass of what the processor prepares, the
+            model's own protocol (an AST, Whisper or PANNs extractor reads the start of a longer clip, and
+            the cut clips are named in one warning; CLAP fusion reads the whole clip). A
+            :class:`~hf_atr.windowing.Windowing`: clips longer than the window are embedded window by window
+            and pooled (extractors that handle long audio themselves keep their own embedding unless a
+            window length is given).
+        strict: ``False`` (default): a clip that cannot be decoded is left out with its captions (and
+            dropped from judged relevant clips), reported in a warning and in ``protocol["skipped_clips"]``;
+            ``True``: it raises :class:`~hf_atr.data.audio.AudioDecodeError`.
 
     Calling it with a model returns the flat dict of
     :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
@@ -157,8 +190,11 @@ class RetrievalEvaluator:
     ``languages``, ``relevance`` (``"own clip"`` or ``"judgements"``) with ``relevance_file``,
     ``relevance_threshold``, ``captions_without_judgement`` and ``relevant_clips_per_caption``, ``ks``,
     ``map_cutoffs``, ``scoring`` (and ``ot_reg``), ``similarity`` (the model's scoring head, filled in by
-    each call) and ``window_pooling`` (``None``: each clip is encoded in one forward pass of the inputs the
-    processor prepares).
+    each call), ``window_pooling`` (``None``: each clip is encoded in one forward pass of the inputs the
+    processor prepares; else ``{"pooling", "window_seconds", "hop_seconds"}``), and, filled in by each call,
+    ``clips_cut_to_window`` (clips the extractor cut, the model's own protocol) and ``skipped_clips``
+    (``[{"audio_id", "reason"}]``, left out as undecodable; ``clips`` and ``captions`` then count what was
+    evaluated, against ``official_clips``).
     """
 
     def __init__(
@@ -177,6 +213,8 @@ class RetrievalEvaluator:
         relevance_missing: str = "error",
         ks: Sequence[int] = DEFAULT_KS,
         map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS,
+        windowing: Windowing | None = None,
+        strict: bool = False,
     ) -> None:
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}.")
@@ -190,6 +228,10 @@ class RetrievalEvaluator:
         self.split = split
         self.ks = tuple(ks)
         self.map_cutoffs = tuple(map_cutoffs)
+        self.windowing = windowing
+        self.strict = strict
+        if windowing is not None:
+            windowing.samples(processor.feature_extractor)  # a window the extractor cannot read fails here
         self.table = caption_table(dataset, self.languages)
         relevance_file = None
         if isinstance(relevance, (str, os.PathLike)):
@@ -208,13 +250,11 @@ class RetrievalEvaluator:
         self.protocol = self._protocol(relevance_file, relevance_threshold, judged=relevance is not None)
 
     def __call__(self, model: Any) -> dict[str, float]:
-        audio_embeds = encode_audio(
-            model, self.processor, self.dataset, batch_size=self.batch_size, show_progress=self.show_progress
-        )
+        audio_embeds, queries = self._encode_clips(model)
         text_embeds = encode_text(
             model,
             self.processor,
-            self.queries.captions,
+            queries.captions,
             batch_size=4 * self.batch_size,
             show_progress=self.show_progress,
         )
@@ -223,19 +263,54 @@ class RetrievalEvaluator:
         self.protocol["similarity"] = model.config.scoring
         multilingual = self.languages is not None and len(self.languages) > 1
         arguments = {
-            "languages": self.queries.languages if multilingual else None,
-            "caption_groups": self.queries.caption_groups if multilingual else None,
+            "languages": queries.languages if multilingual else None,
+            "caption_groups": queries.caption_groups if multilingual else None,
             "ks": self.ks,
             "map_cutoffs": self.map_cutoffs,
         }
         if self.scoring == "ot_plan":
-            scores = ot_plan_scores(model, text_embeds, audio_embeds, self.queries.languages, reg=self.ot_reg)
-            return retrieval_metrics(scores, self.queries.text_to_audio, **arguments)
+            scores = ot_plan_scores(model, text_embeds, audio_embeds, queries.languages, reg=self.ot_reg)
+            return retrieval_metrics(scores, queries.text_to_audio, **arguments)
         score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
         with torch.no_grad():
             return retrieval_metrics_from_embeddings(
-                audio_embeds, text_embeds, self.queries.text_to_audio, score_fn=score_fn, **arguments
+                audio_embeds, text_embeds, queries.text_to_audio, score_fn=score_fn, **arguments
             )
+
+    def _encode_clips(self, model: Any) -> tuple[torch.Tensor, _Queries]:
+        """``(clips kept, dim)`` clip embeddings (pooled windows with ``windowing``) and the queries on them:
+        every query when every clip decodes, else those that keep a relevant clip, re-indexed."""
+        where = f"split {self.split!r}" if self.split else "the evaluation set"
+        extractor = self.processor.feature_extractor
+        windowed = self.windowing is not None and self.windowing.splits_clips(extractor)
+        encoded = encode_audio_windows(
+            model,
+            self.processor,
+            self.dataset,
+            windowing=self.windowing if windowed else None,
+            batch_size=self.batch_size,
+            show_progress=self.show_progress,
+            strict=self.strict,
+            description=f"Evaluating on {where}",
+        )
+        self.protocol["clips_cut_to_window"] = encoded.cut_clips
+        self.protocol["skipped_clips"] = [
+            {"audio_id": item.name, "reason": item.reason} for item in encoded.skipped
+        ]
+        audio_embeds = encoded.pooled(self.windowing.pooling) if windowed else encoded.embeddings
+        if not encoded.skipped:
+            return audio_embeds, self.queries
+        logger.warning(
+            f"Evaluating on {where}: {len(encoded.skipped)} clip(s) cannot be decoded and are left out with "
+            f"their captions: {'; '.join(f'{item.name} ({item.reason})' for item in encoded.skipped[:5])}"
+            f"{' and more' if len(encoded.skipped) > 5 else ''}. The metrics cover the other clips."
+        )
+        queries = _queries_on_clips(self.queries, encoded.kept_clips)
+        if not queries.captions:
+            raise ValueError(f"Evaluating on {where}: no clip with a caption could be decoded.")
+        self.protocol["clips"] = len(encoded.kept_clips)
+        self.protocol["captions"] = len(queries.captions)
+        return audio_embeds, queries
 
     def _protocol(self, relevance_file: str | None, threshold: float | None, judged: bool) -> dict[str, Any]:
         relevant_counts = [len(clips) for clips in self.queries.text_to_audio] if judged else [1]
@@ -257,7 +332,11 @@ class RetrievalEvaluator:
             "map_cutoffs": list(self.map_cutoffs),
             "scoring": self.scoring,
             "similarity": None,
-            "window_pooling": None,
+            "window_pooling": None
+            if self.windowing is None
+            else self.windowing.describe(self.processor.feature_extractor),
+            "clips_cut_to_window": None,
+            "skipped_clips": [],
         }
         if self.scoring == "ot_plan":
             protocol["ot_reg"] = self.ot_reg

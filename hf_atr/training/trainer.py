@@ -15,6 +15,7 @@ from transformers.utils import logging
 
 from ..data.schema import corpus_provenance
 from ..evaluation.evaluator import RetrievalEvaluator
+from ..file_permissions import apply_umask
 from ..model_card import ModelCardCallback, card_data
 from ..objectives.registry import Objective, build_objective
 from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
@@ -247,7 +248,9 @@ class AtrTrainer(Trainer):
             checkpoint_dir = os.path.join(
                 self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
             )
-            save_file(state, os.path.join(checkpoint_dir, OBJECTIVE_STATE_NAME))
+            state_file = os.path.join(checkpoint_dir, OBJECTIVE_STATE_NAME)
+            save_file(state, state_file)
+            apply_umask(state_file)  # safetensors writes 0o600 (hf_atr.file_permissions)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         self._restore_weights(resume_from_checkpoint)

@@ -83,8 +83,8 @@ def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
             assert evaluated["metrics"][key] == pytest.approx(value, abs=1e-6), key
     assert trained["training"]["train_loss"] > 0 and trained["starting_point"].startswith("audio tower")
     assert "Model, processor and card saved to my-model/model" in outputs[0]
-    assert "Indexed 16 clips" in outputs[2]
-    hits = re.findall(r"^  \d\. (.+?)  score=", outputs[3], re.MULTILINE)
+    assert "Indexed 16 audio file(s) from my_sounds into my-index" in outputs[2]
+    hits = re.findall(r"^  \d\. (.+?)  [\d.]+-[\d.]+ s  score=", outputs[3], re.MULTILINE)
     assert len(hits) == 5 and set(hits) <= set(names)
     card = (model_dir / "README.md").read_text()
     assert "- held out at random (seed 42) as the test split: 4 of 16 clips; 12 remain here" in card

@@ -7,14 +7,17 @@ import numpy as np
 import ot
 import pytest
 import torch
-from datasets import concatenate_datasets
-from tiny_models import make_model, make_processor
+from datasets import Dataset, concatenate_datasets
+from synthetic_audio import synthetic_clip
+from tiny_models import SAMPLING_RATE, make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
+from hf_atr.data.audio import AudioDecodeError, encode_wav
 from hf_atr.data.schema import set_corpus_provenance
 from hf_atr.encoding import caption_table, encode_audio, encode_text
 from hf_atr.evaluation.evaluator import RetrievalEvaluator, embedding_spread, head_similarity, ot_plan_scores
 from hf_atr.evaluation.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
+from hf_atr.windowing import Windowing
 
 
 @pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])
@@ -156,6 +159,8 @@ def test_protocol_records_how_the_figures_were_obtained():
         "scoring": "head",
         "similarity": "mahalanobis",
         "window_pooling": None,
+        "clips_cut_to_window": 0,
+        "skipped_clips": [],
     }
     assert {"t2a_R@3/deu", "a2t_mAP@16", "MRV"} <= set(metrics) and "t2a_R@5" not in metrics
 
@@ -259,3 +264,74 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
         RetrievalEvaluator(clips, processor, relevance={"a cat meows": [0]})
     with pytest.raises(ValueError, match="relevance_threshold applies to a relevance file"):
         RetrievalEvaluator(clips, processor, relevance=judged, relevance_threshold=0.5)
+
+
+def _raw_clips(lengths_seconds, broken=()):
+    """Clips of raw audio (lengths in seconds) with two captions each; rows in ``broken`` are not audio."""
+    audio = [
+        {"bytes": b"not audio", "path": f"clip{row}.wav"}
+        if row in broken
+        else {
+            "bytes": encode_wav(
+                synthetic_clip(int(seconds * SAMPLING_RATE), SAMPLING_RATE, seed=row), SAMPLING_RATE
+            ),
+            "path": None,
+        }
+        for row, seconds in enumerate(lengths_seconds)
+    ]
+    return Dataset.from_dict(
+        {
+            "audio_id": [f"clip{row}" for row in range(len(audio))],
+            "audio": audio,
+            "captions": [[f"a dog barks {row}", f"a siren wails {row}"] for row in range(len(audio))],
+        }
+    )
+
+
+def test_window_pooling_encodes_long_clips_whole_and_is_recorded():
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = _raw_clips([0.5, 3.0, 2.2, 4.0])
+    windowing = Windowing(pooling="max")
+    evaluator = RetrievalEvaluator(clips, processor, windowing=windowing)
+    metrics = evaluator(model)
+    table = caption_table(clips)
+    audio = encode_audio(model, processor, clips, windowing=windowing)
+    expected = retrieval_metrics_from_embeddings(
+        audio, encode_text(model, processor, table.captions), table.text_to_audio
+    )
+    assert metrics == pytest.approx(expected)
+    assert evaluator.protocol["window_pooling"] == {
+        "pooling": "max",
+        "window_seconds": 1.015,
+        "hop_seconds": 0.5075,
+    }
+    assert evaluator.protocol["clips_cut_to_window"] == 0
+    own = RetrievalEvaluator(clips, processor)
+    own(model)
+    assert own.protocol["window_pooling"] is None and own.protocol["clips_cut_to_window"] == 3
+
+
+def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplog):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = _raw_clips([1.0] * 5, broken={1, 3})
+    judged = {"a dog barks 0": [0, 1], "a siren wails 3": [3], "a dog barks 4": [4, 2]}
+    evaluator = RetrievalEvaluator(clips, processor, relevance=judged, split="test")
+    with caplog.at_level(logging.WARNING):
+        metrics = evaluator(model)
+    assert (
+        "Evaluating on split 'test': 2 clip(s) cannot be decoded and are left out with their captions: clip1"
+        in caplog.text
+    )
+    kept = clips.select([0, 2, 4])
+    audio = encode_audio(model, processor, kept)
+    text = encode_text(model, processor, ["a dog barks 0", "a dog barks 4"])
+    expected = retrieval_metrics_from_embeddings(
+        audio, text, [[0], [2, 1]]
+    )  # clip rows re-indexed to 0, 1, 2
+    assert metrics == pytest.approx(expected)
+    assert evaluator.protocol["clips"] == 3 and evaluator.protocol["captions"] == 2
+    assert [item["audio_id"] for item in evaluator.protocol["skipped_clips"]] == ["clip1", "clip3"]
+    with pytest.raises(AudioDecodeError, match="clip1: the audio is unreadable or corrupt"):
+        RetrievalEvaluator(clips, processor, strict=True)(model)
