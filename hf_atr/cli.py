@@ -109,7 +109,10 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "query,audio_filenames lists); only the judged captions are queries. "
         "--dataset is a DatasetDict (or Dataset) saved with `save_to_disk` in the hf-atr schema "
         "(audio, audio_id, captions, optional translations), or `synthcaps` to generate the embedded "
-        "synthetic corpus.",
+        "synthetic corpus. --zero-shot classifies the clips of a labelled split (a `label` column, as ESC-50 "
+        "and synthcaps have) by prompts of every class instead: accuracy, balanced accuracy, mAP@10. "
+        "--report DIR also writes figures and a report.html (R@k curves, rank histograms, the transport plan "
+        "of an OT-trained model; for --zero-shot the confusion matrix and per-class accuracy).",
     )
     parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
     parser.add_argument("--dataset", required=True, help="a `save_to_disk` directory, or `synthcaps`")
@@ -153,6 +156,35 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help='also write {"metrics": {...}, "protocol": {...}} to this JSON file: the metrics and how they '
         "were obtained (tie rule, split, clips, captions, languages, relevance file, cutoffs, scoring)",
+    )
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="also write PNG figures and report.html (figures, metrics table, protocol; opens offline) to DIR; "
+        "needs matplotlib: pip install 'hf-atr[plots]'",
+    )
+    zero_shot = parser.add_argument_group("zero-shot classification")
+    zero_shot.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help="classify each clip into the classes of --label-column by caption prompts, instead of retrieval",
+    )
+    zero_shot.add_argument(
+        "--labels",
+        nargs="+",
+        default=None,
+        help="the classes to choose from (default: the split's distinct labels); every clip's label must be one",
+    )
+    zero_shot.add_argument(
+        "--label-column", default="label", help="the column holding each clip's class (default: label)"
+    )
+    zero_shot.add_argument(
+        "--template",
+        dest="templates",
+        action="append",
+        default=None,
+        help="prompt template with {} or {class}; repeat to average several (default: 'This is a sound of {class}.')",
     )
     parser.set_defaults(handler=run_evaluate)
     return parser
@@ -199,49 +231,101 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr evaluate``."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.evaluation.evaluator import RetrievalEvaluator
-    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+    from hf_atr.evaluation.tables import format_metric
 
+    if args.zero_shot:
+        misplaced = [
+            option
+            for option, value in (
+                ("--relevance", args.relevance),
+                ("--languages", args.languages),
+                ("--map-cutoffs", args.map_cutoffs),
+            )
+            if value
+        ]
+        if misplaced:
+            raise SystemExit(
+                f"hf-atr evaluate: {', '.join(misplaced)} apply to retrieval, not to --zero-shot."
+            )
+    elif args.labels or args.templates:
+        raise SystemExit("hf-atr evaluate: --labels and --template apply to --zero-shot.")
     dataset, split = _evaluation_split(args)
     model = AutoModel.from_pretrained(args.model)
     processor = AutoProcessor.from_pretrained(args.model)
     try:
-        evaluator = RetrievalEvaluator(
-            dataset,
-            processor,
-            languages=args.languages,
-            batch_size=args.batch_size,
-            show_progress=True,
-            split=split,
-            relevance=args.relevance,
-            relevance_threshold=args.relevance_threshold,
-            relevance_missing=args.relevance_missing,
-            map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
+        evaluator = (_zero_shot_evaluator if args.zero_shot else _retrieval_evaluator)(
+            args, dataset, split, processor
         )
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"hf-atr evaluate: {error}") from error
-    metrics = evaluator(model)
+    if args.report:
+        try:
+            report = evaluator.report(model, args.report)
+        except ImportError as error:
+            raise SystemExit(f"hf-atr evaluate --report: {error}") from error
+        metrics = report.metrics
+    else:
+        metrics = evaluator(model)
     protocol = evaluator.protocol
-    relevance = (
-        f"relevance judgements {protocol['relevance_file']}"
-        if protocol["relevance"] == "judgements"
-        else "each caption's own clip relevant"
-    )
-    print(
-        f"Retrieval on {args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips, "
-        f"{protocol['captions']} captions, {relevance}; ties count against the relevant item); recall and "
-        "mAP in %, ranks 1-based:"
-    )
+    where = f"{args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips"
+    if args.zero_shot:
+        print(
+            f"Zero-shot classification on {where}, {protocol['classes']} classes, templates "
+            f"{protocol['templates']}; a tie with the true class counts against it); in %:"
+        )
+    else:
+        relevance = (
+            f"relevance judgements {protocol['relevance_file']}"
+            if protocol["relevance"] == "judgements"
+            else "each caption's own clip relevant"
+        )
+        print(
+            f"Retrieval on {where}, {protocol['captions']} captions, {relevance}; ties count against the relevant "
+            "item); recall and mAP in %, ranks 1-based:"
+        )
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
-        is_fraction = "R@" in name or "mAP@" in name or "recall_fraction@" in name
-        shown = f"{100 * value:.2f}" if is_fraction else f"{value:.3f}"
-        print(f"  {name:<{width}}  {shown}")
+        print(f"  {name:<{width}}  {format_metric(name, value)}")
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps({"metrics": metrics, "protocol": protocol}, indent=2))
         print(f"Metrics and protocol written to {args.output}")
+    if args.report:
+        print(f"Report written to {report.path} (figures beside it)")
     return 0
+
+
+def _retrieval_evaluator(args: argparse.Namespace, dataset: Any, split: str | None, processor: Any) -> Any:
+    from hf_atr.evaluation.evaluator import RetrievalEvaluator
+    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+
+    return RetrievalEvaluator(
+        dataset,
+        processor,
+        languages=args.languages,
+        batch_size=args.batch_size,
+        show_progress=True,
+        split=split,
+        relevance=args.relevance,
+        relevance_threshold=args.relevance_threshold,
+        relevance_missing=args.relevance_missing,
+        map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
+    )
+
+
+def _zero_shot_evaluator(args: argparse.Namespace, dataset: Any, split: str | None, processor: Any) -> Any:
+    from hf_atr.evaluation.zero_shot import ZeroShotEvaluator
+
+    return ZeroShotEvaluator(
+        dataset,
+        processor,
+        labels=args.labels,
+        label_column=args.label_column,
+        templates=args.templates,
+        batch_size=args.batch_size,
+        show_progress=True,
+        split=split,
+    )
 
 
 def _pipeline(model: str, **pipeline_kwargs: Any) -> Any:

@@ -14,19 +14,31 @@ from transformers.utils import logging
 from ..data.relevance import load_relevance_judgements
 from ..data.schema import ENGLISH
 from ..encoding import CaptionTable, caption_table, encode_audio, encode_text
+from ..objectives.mltm import ground_cost
+from ..objectives.registry import build_objective
 from ..ot import sinkhorn_log_plan
+from ..plots.canvas import require_matplotlib
 from ..processing_atr import AtrProcessor
+from .report import BatchTransport, write_retrieval_report
 from .retrieval import (
     DEFAULT_KS,
     DEFAULT_MAP_CUTOFFS,
     TIE_RULE,
-    retrieval_metrics,
-    retrieval_metrics_from_embeddings,
+    RetrievalRanks,
+    retrieval_ranks,
+    retrieval_ranks_from_embeddings,
 )
 
 logger = logging.get_logger(__name__)
 
 SCORING_MODES = ("head", "ot_plan")
+TRANSPORT_BATCH_SIZE = 32
+"""Clips in the evaluation batch whose transport plan the report draws."""
+SIMILARITY_LABELS = {
+    "cosine": "cosine similarity",
+    "euclidean": "− Euclidean distance",
+    "mahalanobis": "− Mahalanobis distance",
+}
 COLLAPSE_RELATIVE_VARIANCE = 1e-6
 """Embeddings whose variance across clips (or captions) is below this fraction of their mean squared norm
 count as collapsed: every item then scores (nearly) the same against every query."""
@@ -126,6 +138,94 @@ def _judged_queries(table: CaptionTable, relevance: Mapping[str, Sequence[int]])
     )
 
 
+@dataclass
+class EvaluationReport:
+    """What :meth:`RetrievalEvaluator.report` (and :meth:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator.report`)
+    return: the metrics and the path of ``report.html``."""
+
+    metrics: dict[str, float]
+    path: Path
+
+
+@torch.no_grad()
+def batch_transport(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    audio_embeds: torch.Tensor,
+    *,
+    size: int = TRANSPORT_BATCH_SIZE,
+    ot_reg: float | None = None,
+) -> BatchTransport | None:
+    """The scores and the transport plan of one evaluation batch: the first `size` clips and their first captions.
+
+    The plan is the one the model's objective computes on a training batch (``objective.transport_log_plan`` on
+    the ground cost of :func:`~hf_atr.objectives.mltm.ground_cost`: ``iot`` and ``iot_partial``, and ``dart``
+    whose instance-level base is one of them), with the objective's own ε, mass and solver (:mod:`hf_atr.ot`);
+    with ``ot_reg`` (an evaluator scoring by OT plan), the balanced entropic plan of m-LTM Eq. 5 at that ε
+    instead, as :func:`ot_plan_scores` computes it.
+
+    Args:
+        audio_embeds: `(n_clips, dim)` the dataset's audio embeddings (rows in dataset order).
+        size: clips in the batch (fewer if the dataset has fewer).
+        ot_reg: ε of the evaluator's OT-plan scoring, or None.
+
+    Returns:
+        None when the model's objective has no batch transport plan (and ``ot_reg`` is None), or when its
+        objective is a plugin that is not installed here.
+    """
+    transport_log_plan, method = _objective_transport(model) if ot_reg is None else (None, None)
+    if ot_reg is not None:
+        method = f"balanced entropic OT with uniform marginals, ε = {ot_reg:g} (m-LTM Eq. 5, the evaluator's scoring)"
+    elif transport_log_plan is None:
+        return None
+    first_captions = dataset.select(range(min(size, len(dataset))))["captions"]
+    rows = [row for row, captions in enumerate(first_captions) if captions]
+    if len(rows) < 2:
+        return None
+    text_embeds = encode_text(model, processor, [first_captions[row][0] for row in rows])
+    audio_embeds = audio_embeds[rows]
+    device = model.scoring_head.logit_scale.device
+    audio_embeds, text_embeds = audio_embeds.to(device), text_embeds.to(device)
+    if ot_reg is not None:
+        log_plan = sinkhorn_log_plan(
+            model.scoring_head.distance(text_embeds, audio_embeds).float(), ot_reg, grad_mode="none"
+        )
+    else:
+        log_plan = transport_log_plan(ground_cost(audio_embeds.float(), text_embeds.float(), model)).T
+    scores = model.scoring_head.similarity(text_embeds, audio_embeds)
+    return BatchTransport(
+        scores=scores.cpu().numpy(),
+        plan=log_plan.exp().cpu().numpy(),
+        score_label=SIMILARITY_LABELS[model.config.scoring],
+        method=method,
+    )
+
+
+def _objective_transport(model: Any) -> tuple[Callable[[torch.Tensor], torch.Tensor] | None, str | None]:
+    """The batch transport of the model's objective (its own, or its instance-level base's) and its description."""
+    try:
+        objective = build_objective(model.config)
+    except (KeyError, ValueError) as error:
+        logger.info(f"No transport plan in the report: the model's objective cannot be built here ({error}).")
+        return None, None
+    for owner, role in ((objective, "objective"), (getattr(objective, "base", None), "instance-level base")):
+        plan = getattr(owner, "transport_log_plan", None)
+        if plan is not None:
+            settings = ", ".join(
+                f"{name} = {getattr(owner, name):g}" for name in ("reg", "mass") if hasattr(owner, name)
+            )
+            return plan, f"the {role} `{owner.name}` of `{objective.name}`, {settings}"
+    return None, None
+
+
+def describe_split(split: str | None, capital: bool = True) -> str:
+    """``"Split 'test'"`` or ``"The evaluation set"`` (a Dataset without a split name), for messages."""
+    if split:
+        return f"{'Split' if capital else 'split'} {split!r}"
+    return "The evaluation set" if capital else "the evaluation set"
+
+
 class RetrievalEvaluator:
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -187,7 +287,13 @@ class RetrievalEvaluator:
         self.split = split
         self.ks = tuple(ks)
         self.map_cutoffs = tuple(map_cutoffs)
+        if len(dataset) == 0:
+            raise ValueError(f"{describe_split(split)} has no clips: nothing to evaluate.")
         self.table = caption_table(dataset, self.languages)
+        if not self.table.captions:
+            raise ValueError(
+                f"{describe_split(split)} has no captions in {self.languages or [ENGLISH]}: nothing to evaluate."
+            )
         relevance_file = None
         if isinstance(relevance, (str, os.PathLike)):
             relevance_file = str(Path(relevance).expanduser())
@@ -205,6 +311,54 @@ class RetrievalEvaluator:
         self.protocol = self._protocol(relevance_file, relevance_threshold, judged=relevance is not None)
 
     def __call__(self, model: Any) -> dict[str, float]:
+        return self._ranks(model, *self._encode(model)).metrics(self.ks, self.map_cutoffs)
+
+    def report(
+        self,
+        model: Any,
+        output_dir: str | os.PathLike,
+        *,
+        title: str | None = None,
+        transport_batch_size: int = TRANSPORT_BATCH_SIZE,
+    ) -> EvaluationReport:
+        """Evaluate ``model`` and write the figures and ``report.html`` into ``output_dir``.
+
+        The metrics are those of ``self(model)`` (one encoding, one ranking pass); the page shows them with the
+        R@k curves (k = 1..50, both directions, every language), the histogram of the true item's rank, the
+        protocol, and, when the model's objective transports a batch (``iot``, ``iot_partial``, ``dart`` over
+        an IOT base) or the evaluator scores by OT plan, :func:`batch_transport` of the first
+        ``transport_batch_size`` clips (:mod:`hf_atr.evaluation.report`).
+
+        Needs matplotlib (``pip install 'hf-atr[plots]'``).
+
+        Returns:
+            The metrics and the page's path.
+        """
+        require_matplotlib()  # before encoding: nothing is computed in vain
+        audio_embeds, text_embeds = self._encode(model)
+        ranks = self._ranks(model, audio_embeds, text_embeds)
+        metrics = ranks.metrics(self.ks, self.map_cutoffs)
+        transport = batch_transport(
+            model,
+            self.processor,
+            self.dataset,
+            audio_embeds,
+            size=transport_batch_size,
+            ot_reg=self.ot_reg if self.scoring == "ot_plan" else None,
+        )
+        path = write_retrieval_report(
+            output_dir,
+            ranks,
+            metrics,
+            self.protocol,
+            title=title
+            or f"Retrieval on {describe_split(self.split, capital=False)} ({len(self.dataset)} clips)",
+            transport=transport,
+        )
+        return EvaluationReport(metrics=metrics, path=path)
+
+    def _encode(self, model: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(n_clips, dim)`` audio and ``(n_queries, dim)`` caption embeddings, checked for collapse."""
         audio_embeds = encode_audio(
             model, self.processor, self.dataset, batch_size=self.batch_size, show_progress=self.show_progress
         )
@@ -217,20 +371,22 @@ class RetrievalEvaluator:
         )
         self._warn_if_collapsed(audio_embeds, "audio", "clip")
         self._warn_if_collapsed(text_embeds, "caption", "caption")
+        return audio_embeds, text_embeds
+
+    def _ranks(self, model: Any, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> RetrievalRanks:
+        """The positions behind the metrics: scores from the head (in chunks) or from the OT plan."""
         self.protocol["similarity"] = model.config.scoring
         multilingual = self.languages is not None and len(self.languages) > 1
         arguments = {
             "languages": self.queries.languages if multilingual else None,
             "caption_groups": self.queries.caption_groups if multilingual else None,
-            "ks": self.ks,
-            "map_cutoffs": self.map_cutoffs,
         }
         if self.scoring == "ot_plan":
             scores = ot_plan_scores(model, text_embeds, audio_embeds, self.queries.languages, reg=self.ot_reg)
-            return retrieval_metrics(scores, self.queries.text_to_audio, **arguments)
+            return retrieval_ranks(scores, self.queries.text_to_audio, **arguments)
         score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
         with torch.no_grad():
-            return retrieval_metrics_from_embeddings(
+            return retrieval_ranks_from_embeddings(
                 audio_embeds, text_embeds, self.queries.text_to_audio, score_fn=score_fn, **arguments
             )
 
@@ -262,9 +418,8 @@ class RetrievalEvaluator:
             return
         spread = embedding_spread(embeds)
         if spread < COLLAPSE_RELATIVE_VARIANCE:
-            where = f"split {self.split!r}" if self.split else "the evaluation set"
             logger.warning(
-                f"Evaluating on {where}: the {what} embeddings have collapsed (their variance across the "
+                f"Evaluating on {describe_split(self.split, capital=False)}: the {what} embeddings have collapsed (their variance across the "
                 f"{len(embeds)} {item}s is {spread:.1e} of their mean squared norm), so every {item} scores "
                 "(nearly) the same; ties count against the relevant item, so retrieval is at chance or below."
             )

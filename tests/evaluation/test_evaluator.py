@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import sys
 
 import numpy as np
 import ot
@@ -11,7 +12,13 @@ from tiny_models import make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
 from hf_atr.encoding import caption_table, encode_audio, encode_text
-from hf_atr.evaluation.evaluator import RetrievalEvaluator, embedding_spread, head_similarity, ot_plan_scores
+from hf_atr.evaluation.evaluator import (
+    RetrievalEvaluator,
+    batch_transport,
+    embedding_spread,
+    head_similarity,
+    ot_plan_scores,
+)
 from hf_atr.evaluation.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
 
 
@@ -226,3 +233,77 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
         RetrievalEvaluator(clips, processor, relevance={"a cat meows": [0]})
     with pytest.raises(ValueError, match="relevance_threshold applies to a relevance file"):
         RetrievalEvaluator(clips, processor, relevance=judged, relevance_threshold=0.5)
+
+
+# The report -----------------------------------------------------------------------------------------------
+
+
+def test_report_has_the_metrics_of_a_call_and_every_figure(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
+    evaluator = RetrievalEvaluator(_clips(), processor, languages=["eng", "fra"], split="test")
+    report = evaluator.report(model, tmp_path / "report", transport_batch_size=4)
+    assert report.metrics == evaluator(model)
+    assert report.path == tmp_path / "report" / "report.html"
+    assert sorted(path.name for path in report.path.parent.glob("*.png")) == [
+        "rank_histogram.png",
+        "recall_at_k.png",
+        "transport_plan.png",
+    ]
+    page = report.path.read_text()
+    assert "Retrieval on split &#x27;test&#x27; (6 clips)" in page and "<td>fra</td>" in page
+    assert "the objective `iot` of `iot`, reg = 0.1" in page
+
+
+def test_batch_transport_is_the_objectives_plan_on_the_batch_cost():
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
+    clips = _clips()
+    audio = encode_audio(model, processor, clips)
+    transport = batch_transport(model, processor, clips, audio, size=4)
+    text = encode_text(model, processor, [captions[0] for captions in clips["captions"][:4]])
+    cost = model.scoring_head.distance(text, audio[:4]).double().numpy()
+    np.testing.assert_allclose(transport.plan, np.exp(pot_log_plan(cost, 0.1)), atol=1e-6)
+    np.testing.assert_allclose(transport.scores, -cost, atol=1e-5)
+    assert transport.score_label == "− Euclidean distance"
+    # DART draws the plan of its instance-level IOT base; the evaluator's OT-plan scoring its own ε.
+    dart = make_model(processor=processor, objective={"name": "dart"}, scoring="euclidean")
+    assert (
+        "the instance-level base `iot` of `dart`, reg = 0.03"
+        in batch_transport(dart, processor, clips, encode_audio(dart, processor, clips), size=4).method
+    )
+    by_plan = batch_transport(model, processor, clips, audio, size=4, ot_reg=0.5)
+    np.testing.assert_allclose(by_plan.plan, np.exp(pot_log_plan(cost, 0.5)), atol=1e-6)
+    assert "ε = 0.5" in by_plan.method
+
+
+def test_no_transport_plan_for_objectives_without_one_or_not_installed(tmp_path):
+    processor = make_processor()
+    clips = _clips()
+    contrastive = make_model(processor=processor)
+    assert batch_transport(contrastive, processor, clips, encode_audio(contrastive, processor, clips)) is None
+    contrastive.config.objective = {"name": "not_installed_plugin"}
+    assert batch_transport(contrastive, processor, clips, encode_audio(contrastive, processor, clips)) is None
+    report = RetrievalEvaluator(clips, processor).report(contrastive, tmp_path)
+    assert not (tmp_path / "transport_plan.png").exists() and report.path.is_file()
+
+
+def test_empty_split_or_no_captions_is_refused_naming_the_split():
+    processor = make_processor()
+    with pytest.raises(ValueError, match="Split 'test' has no clips: nothing to evaluate"):
+        RetrievalEvaluator(_clips().select([]), processor, split="test")
+    no_captions = _clips(2).map(lambda row: {"captions": []})
+    with pytest.raises(
+        ValueError, match=r"The evaluation set has no captions in \['eng'\]: nothing to evaluate"
+    ):
+        RetrievalEvaluator(no_captions, processor)
+
+
+def test_report_without_matplotlib_fails_before_encoding(monkeypatch, tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(model, "get_audio_features", lambda **inputs: pytest.fail("encoded in vain"))
+    with pytest.raises(ImportError, match=r"pip install 'hf-atr\[plots\]'"):
+        RetrievalEvaluator(_clips(), processor).report(model, tmp_path)
+    assert not any(tmp_path.iterdir())
