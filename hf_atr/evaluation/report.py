@@ -255,7 +255,11 @@ def _recall_figure(ranks: RetrievalRanks, output_dir: Path) -> ReportFigure:
         for direction, by_language in directions.items()
     }
     figure = recall_at_k_figure(
-        RECALL_CURVE_KS, recall, chance, query_counts=counts, title="Recall at k (k = 1 … 50)"
+        RECALL_CURVE_KS,
+        recall,
+        chance,
+        query_counts=counts,
+        title="Recall at k: the share of queries with a relevant item in the top k",
     )
     caption = (
         "R@k: the share of queries with a relevant item among the k best-scored ones, per caption language; "
@@ -274,7 +278,7 @@ def _rank_figure(ranks: RetrievalRanks, output_dir: Path) -> ReportFigure:
         direction: max(query_ranks.gallery_size for query_ranks in by_language.values())
         for direction, by_language in directions.items()
     }
-    figure = rank_histogram_figure(best, sizes, title="Rank of the true item")
+    figure = rank_histogram_figure(best, sizes)
     caption = (
         f"Where each query finds its best relevant item: the {GALLERY_ITEMS['t2a']} of a {QUERY_ITEMS['t2a']} "
         f"(text → audio), the best of a {QUERY_ITEMS['a2t']}'s {GALLERY_ITEMS['a2t']}s (audio → text); dashed: "

@@ -56,6 +56,7 @@ def confusion_matrix_figure(
                 fontsize="small",
                 color="white" if dark else "black",
             )
+    ax.plot([-0.5, n_classes - 0.5], [-0.5, n_classes - 0.5], color="0.6", linewidth=0.8, linestyle=":")
     figure.colorbar(image, ax=ax, label="% of the true class's clips", shrink=0.8)
     correct = int(np.trace(confusion))
     total = int(confusion.sum())
@@ -71,7 +72,8 @@ def per_class_accuracy_figure(
     *,
     title: str | None = None,
 ) -> Figure:
-    """Horizontal bars of each class's accuracy, best first, with the overall accuracy and chance marked.
+    """Horizontal bars of each class's accuracy, best first (labelled correct/clips), with the overall accuracy and
+    chance marked.
 
     Args:
         accuracy: `(n_classes,)` fraction of each class's clips classified correctly (NaN for a class without
@@ -95,7 +97,14 @@ def per_class_accuracy_figure(
     figure = new_figure(8.0, min(18.0, max(3.5, 0.28 * n_classes + 1.5)))
     ax = figure.subplots()
     positions = np.arange(n_classes)
-    ax.barh(positions, 100 * np.nan_to_num(accuracy[order]), color="C0")
+    bars = ax.barh(positions, 100 * np.nan_to_num(accuracy[order]), color="C0")
+    correct = np.rint(np.nan_to_num(accuracy) * clip_counts).astype(int)
+    ax.bar_label(
+        bars,
+        labels=[f"{correct[index]}/{int(clip_counts[index])}" for index in order],
+        padding=3,
+        fontsize="x-small",
+    )
     ax.set_yticks(positions, labels=labels, fontsize="small" if n_classes <= 30 else "x-small")
     ax.invert_yaxis()
     overall = float(np.nansum(accuracy * clip_counts) / max(int(clip_counts.sum()), 1))

@@ -56,18 +56,16 @@ def recall_at_k_figure(
             label = language_label(language) + (f" ({count} {QUERY_ITEMS[direction]}s)" if count else "")
             ax.plot(ks, 100 * np.asarray(values, dtype=float), label=label, linewidth=2)
         if chance is not None and direction in chance:
-            ax.plot(
-                ks, 100 * np.asarray(chance[direction], dtype=float), label="random scores", **CHANCE_STYLE
-            )
+            chance_values = 100 * np.asarray(chance[direction], dtype=float)
+            ax.plot(ks, chance_values, label="random scores", zorder=3, **CHANCE_STYLE)
         ax.set_xlim(ks.min(), ks.max())
         ax.set_ylim(0, 100)
         ax.set_xlabel(f"k ({GALLERY_ITEMS[direction]}s retrieved)")
-        ax.set_ylabel(
-            f"R@k (% of {QUERY_ITEMS[direction]}s with a relevant {GALLERY_ITEMS[direction]} in the top k)"
-        )
+        ax.set_ylabel(f"R@k (% of {QUERY_ITEMS[direction]}s)")
         ax.set_title(DIRECTIONS[direction])
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize="small")
+        entries = len(recall[direction]) + (chance is not None)
+        ax.legend(loc="lower right", fontsize="small", ncol=1 if entries <= 5 else 2)
     figure.suptitle(title or "Recall at k: the share of queries with a relevant item in the top k")
     return figure
 

@@ -44,6 +44,7 @@ def test_per_class_accuracy_sorts_classes_and_marks_overall_and_chance():
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert legend == ["all clips: 62.5 %", "chance: 33.3 %"]
     assert [line.get_xdata()[0] for line in ax.get_lines()] == [62.5, 100 / 3]
+    assert [text.get_text() for text in ax.texts] == ["3/4", "2/4", "0/0"]
     assert "accuracy (%" in ax.get_xlabel()
     with pytest.raises(ValueError, match=r"one value per class \(3\), got shapes \(2,\) and \(3,\)"):
         per_class_accuracy_figure(accuracy[:2], np.array([4, 4, 0]), CLASSES)
