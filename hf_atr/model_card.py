@@ -217,7 +217,12 @@ def draw_training_curves(
         "",
         f"The training loss and the terms the `{objective_name}` objective logs (averaged between logging steps), "
         "over optimizer steps"
-        + (", and the evaluation R@k and mAP@10 (%) at each evaluation." if curves.evaluation else "."),
+        + (
+            ", and R@k and mAP@10 (%, mean over languages) at each evaluation during training (the trainer's "
+            "evaluation set)."
+            if curves.evaluation
+            else "."
+        ),
     ]
     if curves.constants:
         constants = ", ".join(f"`{name}` = {value:g}" for name, value in curves.constants.items())

@@ -132,7 +132,7 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
         "![Training curves: loss, objective terms and evaluation over optimizer steps](training_curves.png)"
         in text
     )
-    assert "and the evaluation R@k and mAP@10 (%) at each evaluation" in text
+    assert "and R@k and mAP@10 (%, mean over languages) at each evaluation during training" in text
     assert Image.open(tmp_path / "card" / TRAINING_CURVES_FILE).format == "PNG"
 
 

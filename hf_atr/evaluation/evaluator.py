@@ -209,13 +209,18 @@ def _objective_transport(model: Any) -> tuple[Callable[[torch.Tensor], torch.Ten
     except (KeyError, ValueError) as error:
         logger.info(f"No transport plan in the report: the model's objective cannot be built here ({error}).")
         return None, None
-    for owner, role in ((objective, "objective"), (getattr(objective, "base", None), "instance-level base")):
+    for owner in (objective, getattr(objective, "base", None)):
         plan = getattr(owner, "transport_log_plan", None)
         if plan is not None:
             settings = ", ".join(
                 f"{name} = {getattr(owner, name):g}" for name in ("reg", "mass") if hasattr(owner, name)
             )
-            return plan, f"the {role} `{owner.name}` of `{objective.name}`, {settings}"
+            whose = (
+                f"the `{owner.name}` objective's plan"
+                if owner is objective
+                else f"the plan of `{objective.name}`'s instance-level base `{owner.name}`"
+            )
+            return plan, f"{whose}, {settings}"
     return None, None
 
 

@@ -102,12 +102,16 @@ def write_retrieval_report(
     if transport is not None:
         figures.append(_transport_figure(transport, output_dir))
     headers, rows = results_table_rows(metrics)
-    tables = [
-        ("Headline metrics (%)", headers, rows),
-        ("All metrics", ["metric", "value"], _metric_rows(metrics)),
-    ]
     note = "Recall and mAP in %, ranks 1-based. t2a = text → audio (captions query the clips), a2t = audio → text."
-    return write_html_report(output_dir / REPORT_FILE, title, note, tables, figures, protocol)
+    return write_html_report(
+        output_dir / REPORT_FILE,
+        title,
+        note,
+        [("Headline metrics (%)", headers, rows)],
+        figures,
+        protocol,
+        appendix=[("All metrics", *_metric_matrix(metrics, ranks.languages if ranks.per_language else []))],
+    )
 
 
 def write_zero_shot_report(
@@ -154,12 +158,17 @@ def write_zero_shot_report(
         [name, str(int(count)), "—" if count == 0 else f"{100 * correct:.1f}"]
         for name, count, correct in zip(class_names, clip_counts, accuracy)
     ]
-    tables = [
-        ("Metrics", ["metric", "value"], _metric_rows(metrics)),
-        ("Per class", ["class", "clips", "accuracy (%)"], class_rows),
-    ]
+    metric_rows = [[name, format_metric(name, value)] for name, value in metrics.items()]
     note = "Accuracy and mAP in %. Every clip is a query over the class prompts (audio → class)."
-    return write_html_report(output_dir / REPORT_FILE, title, note, tables, figures, protocol)
+    return write_html_report(
+        output_dir / REPORT_FILE,
+        title,
+        note,
+        [("Metrics", ["metric", "value"], metric_rows)],
+        figures,
+        protocol,
+        appendix=[("Per class", ["class", "clips", "accuracy (%)"], class_rows)],
+    )
 
 
 def write_html_report(
@@ -169,16 +178,19 @@ def write_html_report(
     tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]]]],
     figures: Sequence[ReportFigure],
     protocol: Mapping[str, Any],
+    *,
+    appendix: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]]]] = (),
 ) -> Path:
-    """Write one self-contained HTML page: tables, figures (embedded as base64 PNG) and the protocol.
+    """Write one self-contained HTML page: tables, figures (embedded as base64 PNG), appendix tables, protocol.
 
     Args:
         path: where the page is written.
         title: its heading.
         note: one paragraph under the heading (units, conventions).
-        tables: (caption, headers, rows of cells) per table.
+        tables: (caption, headers, rows of cells) per table, shown before the figures.
         figures: the figures, in order.
-        protocol: shown as a two-column table, values as JSON.
+        protocol: shown last as a two-column table, values as JSON.
+        appendix: tables shown after the figures (the long ones).
     """
     path = Path(path)
     parts = [
@@ -205,9 +217,15 @@ def write_html_report(
             "</figcaption>",
             "</figure>",
         ]
+    if appendix:
+        parts.append("<h2>Details</h2>")
+    for caption, headers, rows in appendix:
+        parts.append(_html_table(caption, headers, rows))
     protocol_rows = [[key, json.dumps(value, ensure_ascii=False)] for key, value in protocol.items()]
     parts += [
-        _html_table("Protocol: how these figures were obtained", ["field", "value"], protocol_rows),
+        _html_table(
+            "Protocol: how these figures were obtained", ["field", "value"], protocol_rows, numbers=False
+        ),
         "</body>",
         "</html>",
     ]
@@ -219,14 +237,17 @@ def write_html_report(
 _STYLE = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #bbb;padding:.25em .6em;text-align:right}"
-    "th:first-child,td:first-child{text-align:left}caption{font-weight:bold;text-align:left;padding:.3em 0}"
+    "th:first-child,td:first-child,table.text td,table.text th{text-align:left}caption{font-weight:bold;text-align:left;padding:.3em 0}"
     "figure{margin:1.5em 0}img{max-width:100%;height:auto;border:1px solid #ddd}"
     "figcaption{font-size:.95em;color:#444}.file{color:#888}"
 )
 
 
-def _html_table(caption: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = [f"<table><caption>{html.escape(caption)}</caption>"]
+def _html_table(
+    caption: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *, numbers: bool = True
+) -> str:
+    """An HTML table; `numbers` right-aligns every column but the first."""
+    lines = [f"<table{'' if numbers else ' class=text'}><caption>{html.escape(caption)}</caption>"]
     lines.append("<tr>" + "".join(f"<th>{html.escape(str(cell))}</th>" for cell in headers) + "</tr>")
     lines += [
         "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows
@@ -235,8 +256,18 @@ def _html_table(caption: str, headers: Sequence[str], rows: Sequence[Sequence[st
     return "\n".join(lines)
 
 
-def _metric_rows(metrics: Mapping[str, float]) -> list[list[str]]:
-    return [[name, format_metric(name, value)] for name, value in metrics.items()]
+def _metric_matrix(
+    metrics: Mapping[str, float], languages: Sequence[str]
+) -> tuple[list[str], list[list[str]]]:
+    """Every metric, one row per metric and one column per language after the mean (``avg``, or ``all`` without
+    languages): headers and rows of formatted cells, ``—`` where a metric has no per-language value (MRV)."""
+    names = list(dict.fromkeys(name.split("/", 1)[0] for name in metrics))
+    headers = ["metric", "avg" if languages else "all", *languages]
+    rows = []
+    for name in names:
+        keys = [name, *(f"{name}/{language}" for language in languages)]
+        rows.append([name, *(format_metric(name, metrics[key]) if key in metrics else "—" for key in keys)])
+    return headers, rows
 
 
 def _recall_figure(ranks: RetrievalRanks, output_dir: Path) -> ReportFigure:

@@ -16,8 +16,9 @@ INSTALL_HINT = f"pip install 'hf-atr[{PLOTS_EXTRA}]'"
 FIGURE_DPI = 100
 """Pixels per inch of saved figures: a 10 x 4 in figure is 1000 x 400 px."""
 PALETTE_COLOURS = 256
-"""Saved figures are palette PNGs of this many colours: a third of the size of matplotlib's RGBA output
-(a 6-panel training figure: 52 KB instead of 160 KB), without visible change in line plots and heat maps."""
+"""Figures without colour maps (line and bar plots) are saved as palette PNGs of this many colours: a third of
+the size of matplotlib's RGBA output (a 6-panel training figure: 52 KB instead of 160 KB) without visible
+change. Heat maps keep full colour, so that their colour bars stay smooth."""
 
 
 def require_matplotlib() -> None:
@@ -53,14 +54,16 @@ def new_figure(width: float, height: float, **kwargs: Any) -> Figure:
 
 
 def save_figure(figure: Figure, path: str | os.PathLike) -> Path:
-    """Write ``figure`` as a palette PNG at :data:`FIGURE_DPI` (creating the folder) and return the path."""
+    """Write ``figure`` as a PNG at :data:`FIGURE_DPI` (creating the folder) and return the path: a palette PNG
+    unless the figure draws a colour-mapped image (:data:`PALETTE_COLOURS`)."""
     from PIL import Image  # Pillow comes with matplotlib
 
     rendered = io.BytesIO()
     figure.savefig(rendered, format="png", dpi=FIGURE_DPI, facecolor="white")
     image = Image.open(rendered).convert("RGB")
-    palette = image.quantize(PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    if not any(ax.images for ax in figure.axes):
+        image = image.quantize(PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    palette.save(path, format="png", optimize=True)
+    image.save(path, format="png", optimize=True)
     return path

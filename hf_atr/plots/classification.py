@@ -112,7 +112,8 @@ def per_class_accuracy_figure(
     ax.axvline(
         100 / n_classes, color="0.45", linestyle=":", linewidth=1.5, label=f"chance: {100 / n_classes:.1f} %"
     )
-    ax.set_xlim(0, 100)
+    ax.set_xlim(0, 110)  # room for the correct/clips labels of full bars
+    ax.set_xticks(np.arange(0, 101, 20))
     ax.set_xlabel("accuracy (% of the class's clips whose top-scoring label is their class)")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")

@@ -106,8 +106,11 @@ def rank_histogram_figure(
                 label=f"{language_label(language)} (median {median:g})",
             )
             ax.axvline(median, color=color, linestyle="--", linewidth=1)
-        if edges[-1] > 60:
+        if gallery_sizes[direction] > 50:
             ax.set_xscale("log")
+            ticks = _round_ticks(gallery_sizes[direction])
+            ax.set_xticks(ticks, labels=[str(tick) for tick in ticks])
+            ax.minorticks_off()
         ax.set_xlim(edges[0], edges[-1])
         ax.set_xlabel(
             f"rank of the best relevant {GALLERY_ITEMS[direction]} (1 = first; ties count against it)"
@@ -129,6 +132,15 @@ def rank_bin_edges(gallery_size: int, max_bins: int = 40) -> np.ndarray:
         return np.arange(1, gallery_size + 2) - 0.5
     edges = np.unique(np.round(np.geomspace(1, gallery_size + 1, max_bins + 1)))
     return edges - 0.5
+
+
+def _round_ticks(largest: int) -> list[int]:
+    """1, 2, 5, 10, 20, 50, ... up to `largest`: plain-number ticks for a logarithmic rank axis."""
+    ticks, decade = [], 1
+    while decade <= largest:
+        ticks += [step * decade for step in (1, 2, 5) if step * decade <= largest]
+        decade *= 10
+    return ticks
 
 
 def transport_plan_figure(

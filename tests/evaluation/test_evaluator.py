@@ -252,7 +252,7 @@ def test_report_has_the_metrics_of_a_call_and_every_figure(tmp_path):
     ]
     page = report.path.read_text()
     assert "Retrieval on split &#x27;test&#x27; (6 clips)" in page and "<td>fra</td>" in page
-    assert "the objective `iot` of `iot`, reg = 0.1" in page
+    assert "the `iot` objective&#x27;s plan, reg = 0.1" in page
 
 
 def test_batch_transport_is_the_objectives_plan_on_the_batch_cost():
@@ -269,7 +269,7 @@ def test_batch_transport_is_the_objectives_plan_on_the_batch_cost():
     # DART draws the plan of its instance-level IOT base; the evaluator's OT-plan scoring its own ε.
     dart = make_model(processor=processor, objective={"name": "dart"}, scoring="euclidean")
     assert (
-        "the instance-level base `iot` of `dart`, reg = 0.03"
+        "the plan of `dart`'s instance-level base `iot`, reg = 0.03"
         in batch_transport(dart, processor, clips, encode_audio(dart, processor, clips), size=4).method
     )
     by_plan = batch_transport(model, processor, clips, audio, size=4, ot_reg=0.5)

@@ -62,8 +62,22 @@ def test_retrieval_report_embeds_every_figure_with_the_metrics_and_protocol(tmp_
     for row in rows:
         assert "<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" in page
     assert [row[0] for row in rows] == ["eng", "fra", "avg"]
-    for name, value in metrics.items():
-        assert f"<tr><td>{html.escape(name)}</td><td>{format_metric(name, value)}</td></tr>" in page
+    # Every metric in one row: the mean over languages, then each language.
+    for name in {key.split("/", 1)[0] for key in metrics} - {"MRV"}:
+        cells = [format_metric(name, metrics[key]) for key in (name, f"{name}/eng", f"{name}/fra")]
+        assert (
+            f"<tr><td>{html.escape(name)}</td>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+            in page
+        )
+    assert f"<tr><td>MRV</td><td>{format_metric('MRV', metrics['MRV'])}</td><td>—</td><td>—</td></tr>" in page
+    assert "<tr><th>metric</th><th>avg</th><th>eng</th><th>fra</th></tr>" in page
+    # The headline table, then the figures, then the full listing and the protocol.
+    assert (
+        page.index("Headline metrics")
+        < page.index("<img")
+        < page.index("All metrics")
+        < page.index("Protocol")
+    )
     assert "<tr><td>tie_rule</td><td>&quot;ties count against the relevant item&quot;</td></tr>" in page
     assert "<h1>Retrieval on test</h1>" in page
     assert_offline(page)
@@ -74,6 +88,7 @@ def test_retrieval_report_without_transport_plan(tmp_path):
     page = write_retrieval_report(tmp_path, ranks, ranks.metrics(), PROTOCOL, title="t").read_text()
     assert len(embedded_images(page)) == 2 and not (tmp_path / FIGURE_FILES["transport"]).exists()
     assert "<td>all</td>" in page  # one row without languages
+    assert "<tr><th>metric</th><th>all</th></tr>" in page
 
 
 def test_zero_shot_report_embeds_confusion_matrix_and_per_class_accuracy(tmp_path):

@@ -11,7 +11,7 @@ from PIL import Image
 from hf_atr.plots.canvas import INSTALL_HINT, PALETTE_COLOURS, new_figure, require_matplotlib, save_figure
 
 
-def test_figures_are_drawn_without_pyplot_and_saved_as_palette_png(tmp_path):
+def test_line_plots_are_drawn_without_pyplot_and_saved_as_palette_png(tmp_path):
     figure = new_figure(4, 3)
     figure.subplots().plot([0, 1], [1, 0])
     path = save_figure(figure, tmp_path / "nested" / "line.png")
@@ -38,5 +38,7 @@ def test_saved_pixels_keep_the_drawing(tmp_path):
     ax = figure.add_axes((0, 0, 1, 1))
     ax.imshow(np.array([[0.0, 1.0]]), cmap="gray", vmin=0, vmax=1, aspect="auto")
     ax.set_axis_off()
-    pixels = np.asarray(Image.open(save_figure(figure, tmp_path / "half.png")).convert("L"))
+    image = Image.open(save_figure(figure, tmp_path / "half.png"))
+    assert image.mode == "RGB"  # a colour-mapped image keeps full colour
+    pixels = np.asarray(image.convert("L"))
     assert pixels[:, :90].max() < 10 and pixels[:, -90:].min() > 245  # black left half, white right half

@@ -56,6 +56,18 @@ def test_rank_histogram_counts_every_rank_in_percent_with_medians():
     np.testing.assert_allclose(heights[0], expected_eng)
     np.testing.assert_allclose(heights[1], np.bincount(t2a["fra"], minlength=51)[1:] * 100 / 4)
     assert t2a_ax.get_xscale() == "linear" and a2t_ax.get_xscale() == "log"
+    assert [label.get_text() for label in a2t_ax.get_xticklabels()] == [
+        "1",
+        "2",
+        "5",
+        "10",
+        "20",
+        "50",
+        "100",
+        "200",
+        "500",
+        "1000",
+    ]
     medians = [line.get_xdata()[0] for line in t2a_ax.get_lines()]
     assert medians == [3.5, 3.0]
     labels = [text.get_text() for text in t2a_ax.get_legend().get_texts()]
