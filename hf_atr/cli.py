@@ -166,62 +166,49 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+RETRIEVAL_OPTIONS = {
+    "--languages": "languages",
+    "--map-cutoffs": "map_cutoffs",
+    "--relevance": "relevance",
+    "--relevance-threshold": "relevance_threshold",
+    "--relevance-missing": "relevance_missing",
+}
+"""``hf-atr evaluate`` options of retrieval (option -> attribute), refused with ``--zero-shot``."""
+ZERO_SHOT_OPTIONS = {"--labels": "labels", "--label-column": "label_column", "--template": "templates"}
+"""``hf-atr evaluate`` options of ``--zero-shot`` (option -> attribute), refused without it."""
+
+
 def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``hf-atr evaluate --model DIR --dataset {DIR,synthcaps}``."""
     parser = subparsers.add_parser(
         "evaluate",
-        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@c, MRV)",
+        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@c, MRV), or zero-shot "
+        "classification metrics",
         description="Encode every clip and caption of one split once and report text-to-audio and "
         "audio-to-text R@1/5/10 and mAP@10 (--map-cutoffs for others, e.g. 10 16) and, with several "
         "--languages, per-language values and MRV. Ties count against the relevant item, so a collapsed "
         "model scores at chance or below. --relevance FILE evaluates with several relevant clips per caption "
         "(DCASE 2025 judgements: a caption,file_name,relevance CSV with --relevance-threshold, or the "
-        "query,audio_filenames lists); only the judged captions are queries. "
+        "query,audio_filenames lists); only the judged captions are queries. --zero-shot classifies the clips "
+        "of a labelled split (a `label` column, as ESC-50 and synthcaps have) by prompts of every class "
+        "instead: accuracy, balanced accuracy, mAP@10. "
         "--dataset is a DatasetDict (or Dataset) saved with `save_to_disk` in the hf-atr schema "
-        "(audio, audio_id, captions, optional translations), or `synthcaps` to generate the embedded "
-        "synthetic corpus. Each clip is encoded as the model's own protocol reads it (a clip longer than "
-        "the feature extractor's window is cut to it, and the cut clips are named in a warning; CLAP "
-        "fusion reads the whole clip); --window-pooling embeds long clips window by window and pools them, "
-        "recorded in the protocol. Clips that cannot be decoded are left out with their captions and "
-        "reported, unless --strict.",
+        "(audio, audio_id, captions, optional translations and label), or `synthcaps` to generate the "
+        "embedded synthetic corpus. Each clip is encoded as the model's own protocol reads it (a clip longer "
+        "than the feature extractor's window is cut to it, and the cut clips are named in a warning; CLAP "
+        "fusion reads the whole clip); --window-pooling embeds long clips window by window and pools them. "
+        "Clips that cannot be decoded are left out with their captions (or labels) and reported, unless "
+        "--strict. All of it is recorded in the protocol (--output). --report DIR also writes figures and a "
+        "report.html (R@k curves, rank histograms, the transport plan of an OT-trained model; for "
+        "--zero-shot the confusion matrix and per-class accuracy).",
     )
     parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
     parser.add_argument("--dataset", required=True, help="a `save_to_disk` directory, or `synthcaps`")
     parser.add_argument("--split", default="test", help="split of a DatasetDict (default: test)")
     parser.add_argument(
-        "--languages",
-        nargs="+",
-        default=None,
-        help="caption languages (ISO 639-3, e.g. eng fra deu); default English only",
-    )
-    parser.add_argument(
         "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
     )
     parser.add_argument("--batch-size", type=int, default=32, help="clips per forward pass (default: 32)")
-    parser.add_argument(
-        "--map-cutoffs",
-        type=int,
-        nargs="+",
-        default=None,
-        help="cutoffs c of mAP@c, e.g. 10 16 (DCASE 2025 ranks by mAP@16; default: the library's, mAP@10)",
-    )
-    parser.add_argument(
-        "--relevance",
-        default=None,
-        help="relevance judgements of the split (CSV, see docs/corpora.md): several relevant clips per caption",
-    )
-    parser.add_argument(
-        "--relevance-threshold",
-        type=float,
-        default=None,
-        help="graded judgements: a pair is relevant when its relevance is >= this value",
-    )
-    parser.add_argument(
-        "--relevance-missing",
-        choices=("error", "skip"),
-        default="error",
-        help="a judged caption or file the split lacks: stop (default) or skip it and report",
-    )
     parser.add_argument(
         "--window-pooling",
         choices=("mean", "max"),
@@ -235,8 +222,68 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--output",
         default=None,
         help='also write {"metrics": {...}, "protocol": {...}} to this JSON file: the metrics and how they '
-        "were obtained (tie rule, split, clips, captions, languages, relevance file, cutoffs, scoring, "
-        "window pooling, skipped clips)",
+        "were obtained (tie rule, split, corpus and official clip count, clips, captions or classes, "
+        "languages, relevance file, cutoffs, scoring, window pooling, clips cut to the window, skipped clips)",
+    )
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="also write PNG figures and report.html (figures, metrics table, protocol; opens offline) to DIR; "
+        "needs matplotlib: pip install 'hf-atr[plots]'",
+    )
+    retrieval = parser.add_argument_group("retrieval (the default)")
+    retrieval.add_argument(
+        "--languages",
+        nargs="+",
+        default=None,
+        help="caption languages (ISO 639-3, e.g. eng fra deu); default English only",
+    )
+    retrieval.add_argument(
+        "--map-cutoffs",
+        type=int,
+        nargs="+",
+        default=None,
+        help="cutoffs c of mAP@c, e.g. 10 16 (DCASE 2025 ranks by mAP@16; default: the library's, mAP@10)",
+    )
+    retrieval.add_argument(
+        "--relevance",
+        default=None,
+        help="relevance judgements of the split (CSV, see docs/corpora.md): several relevant clips per caption",
+    )
+    retrieval.add_argument(
+        "--relevance-threshold",
+        type=float,
+        default=None,
+        help="graded judgements: a pair is relevant when its relevance is >= this value",
+    )
+    retrieval.add_argument(
+        "--relevance-missing",
+        choices=("error", "skip"),
+        default=None,
+        help="a judged caption or file the split lacks: stop (the default, error) or skip it and report",
+    )
+    zero_shot = parser.add_argument_group("zero-shot classification (--zero-shot)")
+    zero_shot.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help="classify each clip into the classes of --label-column by caption prompts, instead of retrieval",
+    )
+    zero_shot.add_argument(
+        "--labels",
+        nargs="+",
+        default=None,
+        help="the classes to choose from (default: the split's distinct labels); every clip's label must be one",
+    )
+    zero_shot.add_argument(
+        "--label-column", default=None, help="the column holding each clip's class (default: label)"
+    )
+    zero_shot.add_argument(
+        "--template",
+        dest="templates",
+        action="append",
+        default=None,
+        help="prompt template with {} or {class}; repeat to average several (default: 'This is a sound of {class}.')",
     )
     parser.set_defaults(handler=run_evaluate)
     return parser
@@ -499,55 +546,110 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr evaluate``."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.evaluation.evaluator import RetrievalEvaluator
-    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+    from hf_atr.evaluation.tables import format_metric
 
-    if args.window_pooling is None and (args.window_seconds is not None or args.hop_seconds is not None):
-        raise SystemExit("--window-seconds / --hop-seconds apply with --window-pooling mean|max.")
+    _refuse_options_of_the_other_mode(args)
+    windowing = None if args.window_pooling is None else _windowing(args, args.window_pooling)
     dataset, split = _evaluation_split(args)
     model_path = _checked_model(args.model)
     model = AutoModel.from_pretrained(model_path)
     processor = AutoProcessor.from_pretrained(model_path)
+    build_evaluator = _zero_shot_evaluator if args.zero_shot else _retrieval_evaluator
     try:
-        evaluator = RetrievalEvaluator(
-            dataset,
-            processor,
-            languages=args.languages,
-            batch_size=args.batch_size,
-            show_progress=True,
-            split=split,
-            relevance=args.relevance,
-            relevance_threshold=args.relevance_threshold,
-            relevance_missing=args.relevance_missing,
-            map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
-            windowing=None if args.window_pooling is None else _windowing(args, args.window_pooling),
-            strict=args.strict,
-        )
-        metrics = evaluator(model)
+        evaluator = build_evaluator(args, dataset, split, processor, windowing)
+        if args.report:
+            try:
+                report = evaluator.report(model, args.report)
+            except ImportError as error:
+                raise SystemExit(f"hf-atr evaluate --report: {error}") from error
+            metrics = report.metrics
+        else:
+            metrics = evaluator(model)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"hf-atr evaluate: {error}") from error
     protocol = evaluator.protocol
-    relevance = (
-        f"relevance judgements {protocol['relevance_file']}"
-        if protocol["relevance"] == "judgements"
-        else "each caption's own clip relevant"
-    )
     skipped = f", {len(protocol['skipped_clips'])} clip(s) skipped" if protocol["skipped_clips"] else ""
-    print(
-        f"Retrieval on {args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips{skipped}, "
-        f"{protocol['captions']} captions, {relevance}; ties count against the relevant item); recall and "
-        "mAP in %, ranks 1-based:"
-    )
+    where = f"{args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips{skipped}"
+    if args.zero_shot:
+        print(
+            f"Zero-shot classification on {where}, {protocol['classes']} classes, templates "
+            f"{protocol['templates']}; a tie with the true class counts against it); in %:"
+        )
+    else:
+        relevance = (
+            f"relevance judgements {protocol['relevance_file']}"
+            if protocol["relevance"] == "judgements"
+            else "each caption's own clip relevant"
+        )
+        print(
+            f"Retrieval on {where}, {protocol['captions']} captions, {relevance}; ties count against the relevant "
+            "item); recall and mAP in %, ranks 1-based:"
+        )
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
-        is_fraction = "R@" in name or "mAP@" in name or "recall_fraction@" in name
-        shown = f"{100 * value:.2f}" if is_fraction else f"{value:.3f}"
-        print(f"  {name:<{width}}  {shown}")
+        print(f"  {name:<{width}}  {format_metric(name, value)}")
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps({"metrics": metrics, "protocol": protocol}, indent=2))
         print(f"Metrics and protocol written to {args.output}")
+    if args.report:
+        print(f"Report written to {report.path} (figures beside it)")
     return 0
+
+
+def _refuse_options_of_the_other_mode(args: argparse.Namespace) -> None:
+    """Retrieval options with ``--zero-shot``, zero-shot options without it, and a window length or hop
+    without ``--window-pooling`` end the command naming them."""
+    if args.window_pooling is None and (args.window_seconds is not None or args.hop_seconds is not None):
+        raise SystemExit("--window-seconds / --hop-seconds apply with --window-pooling mean|max.")
+    options = RETRIEVAL_OPTIONS if args.zero_shot else ZERO_SHOT_OPTIONS
+    misplaced = [option for option, name in options.items() if getattr(args, name) is not None]
+    if misplaced:
+        names = ", ".join(misplaced[:-1]) + (" and " if len(misplaced) > 1 else "") + misplaced[-1]
+        target = "retrieval, not to --zero-shot" if args.zero_shot else "--zero-shot"
+        raise SystemExit(f"hf-atr evaluate: {names} appl{'y' if len(misplaced) > 1 else 'ies'} to {target}.")
+
+
+def _retrieval_evaluator(
+    args: argparse.Namespace, dataset: Any, split: str | None, processor: Any, windowing: Any
+) -> Any:
+    from hf_atr.evaluation.evaluator import RetrievalEvaluator
+    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+
+    missing = {} if args.relevance_missing is None else {"relevance_missing": args.relevance_missing}
+    return RetrievalEvaluator(
+        dataset,
+        processor,
+        languages=args.languages,
+        batch_size=args.batch_size,
+        show_progress=True,
+        split=split,
+        relevance=args.relevance,
+        relevance_threshold=args.relevance_threshold,
+        map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
+        windowing=windowing,
+        strict=args.strict,
+        **missing,
+    )
+
+
+def _zero_shot_evaluator(
+    args: argparse.Namespace, dataset: Any, split: str | None, processor: Any, windowing: Any
+) -> Any:
+    from hf_atr.evaluation.zero_shot import LABEL_COLUMN, ZeroShotEvaluator
+
+    return ZeroShotEvaluator(
+        dataset,
+        processor,
+        labels=args.labels,
+        label_column=args.label_column or LABEL_COLUMN,
+        templates=args.templates,
+        batch_size=args.batch_size,
+        show_progress=True,
+        split=split,
+        windowing=windowing,
+        strict=args.strict,
+    )
 
 
 def _windowing(args: argparse.Namespace, pooling: str) -> Any:

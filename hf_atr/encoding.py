@@ -1,7 +1,8 @@
 """The one way a model encodes audio, captions and (audio, caption) pairs: batched, with a progress bar.
 
-The evaluator, the ASK knowledge base and its refresh callback, the retrieval pipeline (and so
-``hf-atr index``) and the demo all encode through these functions, as sentence-transformers' evaluators
+The evaluators, the ASK knowledge base and its refresh callback, the retrieval pipeline (and so
+``hf-atr index``, and zero-shot classification through :func:`encode_labels`) and the demo all encode through
+these functions, as sentence-transformers' evaluators
 and search go through ``SentenceTransformer.encode``. Each function runs the model in eval mode without
 gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU.
 
@@ -23,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .data.audio import AudioDecodeError, decode_audio
+from .data.esc50 import ESC50_DEFAULT_TEMPLATES
 from .data.schema import ENGLISH, captions_in_language, check_caption
 from .processing_atr import AUDIO_INPUT_NAMES, AtrProcessor, audio_batch
 from .windowing import (
@@ -36,6 +38,8 @@ from .windowing import (
 
 CAPTION_MODES = ("all", "first")
 """Which captions :func:`encode_pairs` pairs with their clip: every one, or the first of each clip."""
+DEFAULT_TEMPLATES = ESC50_DEFAULT_TEMPLATES
+"""Zero-shot caption templates (``"This is a sound of {class}."``); ``{}`` works as the placeholder too."""
 
 
 @dataclass
@@ -351,6 +355,52 @@ def encode_text(
     )
 
 
+def label_prompts(label: str, templates: Sequence[str]) -> list[str]:
+    """Captions for one class label: each template with ``{}`` or ``{class}`` replaced by the label in words."""
+    words = label.replace("_", " ").strip()
+    if not words:
+        raise ValueError(f"Label {label!r} is empty.")
+    return [template.format(words, **{"class": words}) for template in templates]
+
+
+def check_templates(templates: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The zero-shot caption templates to use (default :data:`DEFAULT_TEMPLATES`), checked for a placeholder."""
+    if templates is None:
+        return tuple(DEFAULT_TEMPLATES)
+    templates = (templates,) if isinstance(templates, str) else tuple(templates)
+    if not templates:
+        raise ValueError("templates is empty; give at least one, e.g. 'This is a sound of {}.'")
+    for template in templates:
+        if not isinstance(template, str) or ("{}" not in template and "{class}" not in template):
+            raise ValueError(f"Template {template!r} must be a string containing '{{}}' or '{{class}}'.")
+    return templates
+
+
+def encode_labels(
+    model: Any,
+    processor: AtrProcessor,
+    labels: Sequence[str],
+    templates: str | Sequence[str] | None = None,
+    *,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """``(n_labels, dim)`` class embeddings for zero-shot classification, L2-normalised.
+
+    Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``, see
+    :func:`label_prompts`); the embeddings of a label's captions are averaged and re-normalised (CLIP's prompt
+    ensembles). The retrieval pipeline's ``classify`` and the zero-shot evaluator both use this.
+    """
+    labels = list(labels)
+    if not labels or not all(isinstance(label, str) for label in labels):
+        raise ValueError(f"labels must be a non-empty list of strings, got {labels!r}.")
+    templates = check_templates(templates)
+    prompts = [prompt for label in labels for prompt in label_prompts(label, templates)]
+    prompt_embeds = encode_text(model, processor, prompts, batch_size=batch_size)
+    return torch.nn.functional.normalize(
+        prompt_embeds.view(len(labels), len(templates), -1).mean(dim=1), dim=-1
+    )
+
+
 def _pair_captions(
     dataset: Any, captions: str, languages: Sequence[str] | None
 ) -> tuple[list[str], torch.Tensor]:
@@ -427,11 +477,15 @@ __all__ = [
     "AudioEmbeddings",
     "CAPTION_MODES",
     "CaptionTable",
+    "DEFAULT_TEMPLATES",
     "SkippedAudio",
     "caption_table",
+    "check_templates",
     "encode_audio",
     "encode_audio_windows",
+    "encode_labels",
     "encode_pairs",
     "encode_text",
+    "label_prompts",
     "pair_audio_ids",
 ]

@@ -3,12 +3,13 @@
 :func:`write_model_card` renders ``model_cards/atr_model_card.md`` with huggingface_hub's
 ``ModelCard.from_template``: backbones, projection, scoring head, the objective with its hyperparameters
 and paper, training data (with its provenance: corpus, release, clips found against the official count, the
-overlap filter and what it removed) and steps, the evaluation table (R@k both ways, mAP@10, per language and
-MRV when multilingual) with the protocol behind it (split, corpus release, clips evaluated against the
-official count, flagged when smaller, tie rule, relevance, languages, window pooling), a usage snippet and
-the licence. :class:`ModelCardCallback` collects the training side (as sentence-transformers' card
-callback does) into ``model.model_card_data``, which the card reads; :func:`record_evaluation` stores an
-evaluation and its protocol there.
+overlap filter and what it removed) and steps, the training curves (a PNG beside the card), the evaluation
+table (R@k both ways, mAP@10, per language and MRV when multilingual) with the protocol behind it (split,
+corpus release, clips evaluated against the official count, flagged when smaller, tie rule, relevance,
+languages, how long clips were encoded, clips skipped as undecodable), a usage snippet and the licence.
+:class:`ModelCardCallback` collects the training side (as sentence-transformers' card callback does) into
+``model.model_card_data``, which the card reads; :func:`record_evaluation` stores an evaluation and its
+protocol there.
 """
 
 from __future__ import annotations
@@ -16,17 +17,22 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from transformers import TrainerCallback
+from transformers.utils import logging
 
 from .data.corpora import HELD_OUT_FILTER
 from .data.overlap import OVERLAP_FILTER
 from .evaluation.tables import RETRIEVAL_COLUMNS, results_table
 from .objectives.registry import get_objective_class, objective_parameters
+from .plots.canvas import INSTALL_HINT, save_figure
+from .plots.training import training_curves, training_curves_figure
+
+logger = logging.get_logger(__name__)
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "model_cards" / "atr_model_card.md"
 CARD_DATA_ATTRIBUTE = "model_card_data"
@@ -34,6 +40,8 @@ CARD_DATA_ATTRIBUTE = "model_card_data"
 DEFAULT_LICENSE = "apache-2.0"
 MAX_SKIPPED_LISTED = 5
 """How many of the clips an evaluation skipped as undecodable the card names (the rest are counted)."""
+TRAINING_CURVES_FILE = "training_curves.png"
+"""The training-curves figure, written beside ``README.md`` and shown by the card (so it renders on the Hub)."""
 
 SCORING_DESCRIPTIONS = {
     "cosine": "cosine similarity × learned inverse temperature",
@@ -83,8 +91,13 @@ def build_model_card(
     license: str | None = None,
     training_info: Mapping[str, Any] | None = None,
     eval_protocol: Mapping[str, Any] | None = None,
+    training_curves: str = "",
 ) -> ModelCard:
-    """The card of ``model`` (not written anywhere); see :func:`write_model_card` for the arguments."""
+    """The card of ``model`` (not written anywhere); see :func:`write_model_card` for the arguments.
+
+    ``training_curves`` is Markdown placed after the training facts (:func:`write_model_card` draws the
+    figure it shows).
+    """
     collected = dict(getattr(model, CARD_DATA_ATTRIBUTE, None) or {})
     collected.update(training_info or {})
     training_data = training_data or collected.get("training_data")
@@ -130,6 +143,7 @@ def build_model_card(
         objective_description=description,
         objective_hyperparameters=_hyperparameter_list(objective_name, objective),
         training_description=_training_description(training_data, collected),
+        training_curves=training_curves,
         evaluation_table=_evaluation_section(metrics, eval_dataset, eval_protocol),
         license_text=f"`{license}`",
         citation="\n".join(f"- {citation}" for citation in citations)
@@ -151,10 +165,13 @@ def write_model_card(
 ) -> Path:
     """Write ``README.md`` (the model card) for ``model`` into ``save_directory``; returns its path.
 
+    When the model carries a training history (``log_history``, recorded by :class:`ModelCardCallback`), its
+    curves are drawn into ``training_curves.png`` beside the card, which shows them (:func:`draw_training_curves`).
+
     Args:
         model: an :class:`~hf_atr.AtrDualEncoderModel`; what :class:`ModelCardCallback` and
             :func:`record_evaluation` stored on it (training data and its provenance, the last evaluation
-            with its protocol, steps, hyperparameters) is used unless overridden.
+            with its protocol, steps, hyperparameters, log history) is used unless overridden.
         model_id: the Hub repository id, used in the usage snippet and as the card's model name.
         eval_results: retrieval metrics (``retrieval_metrics`` keys, optionally ``eval_``-prefixed).
         training_data: name or Hub id of the training corpus.
@@ -166,6 +183,11 @@ def write_model_card(
             <hf_atr.evaluation.evaluator.RetrievalEvaluator>`); with ``eval_results`` given and no protocol,
             the collected protocol (which belongs to the collected metrics) is not shown.
     """
+    path = Path(save_directory) / "README.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    history = {**(getattr(model, CARD_DATA_ATTRIBUTE, None) or {}), **(training_info or {})}.get(
+        "log_history"
+    )
     card = build_model_card(
         model,
         model_id=model_id,
@@ -175,9 +197,8 @@ def write_model_card(
         license=license,
         training_info=training_info,
         eval_protocol=eval_protocol,
+        training_curves=draw_training_curves(model, history or [], path.parent) if history else "",
     )
-    path = Path(save_directory) / "README.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
     card.save(path)
     return path
 
@@ -208,12 +229,56 @@ def record_evaluation(
         data["eval_dataset"] = eval_dataset
 
 
+def draw_training_curves(
+    model: Any, log_history: Sequence[Mapping[str, Any]], directory: str | os.PathLike
+) -> str:
+    """Draw ``training_curves.png`` into ``directory`` from a Trainer's ``log_history``; returns the card's section.
+
+    The figure (:mod:`hf_atr.plots.training`) shows the loss, the objective's logged terms
+    (``<objective>/<key>``), what callbacks recorded (ASK's knowledge-base drift) and the evaluation metrics over
+    optimizer steps. Returns ``""`` (no section, no file) when the history holds no training loss, and a note
+    naming ``pip install 'hf-atr[plots]'`` when matplotlib is missing.
+    """
+    objective_name = model.config.objective["name"]
+    curves = training_curves(log_history, objective_name)
+    if curves.is_empty:
+        return ""
+    heading = "\n\n### Training curves\n\n"
+    try:
+        figure = training_curves_figure(curves, title=f"Training with the `{objective_name}` objective")
+    except ImportError:
+        logger.warning(
+            f"The model card's training curves were not drawn: matplotlib is missing ({INSTALL_HINT})."
+        )
+        return (
+            f"{heading}Not drawn where this card was written (matplotlib is not installed: `{INSTALL_HINT}`)."
+        )
+    save_figure(figure, Path(directory) / TRAINING_CURVES_FILE)
+    lines = [
+        f"![Training curves: loss, objective terms and evaluation over optimizer steps]({TRAINING_CURVES_FILE})",
+        "",
+        f"The training loss and the terms the `{objective_name}` objective logs (averaged between logging steps), "
+        "over optimizer steps"
+        + (
+            ", and R@k and mAP@10 (%, mean over languages) at each evaluation during training (the trainer's "
+            "evaluation set)."
+            if curves.evaluation
+            else "."
+        ),
+    ]
+    if curves.constants:
+        constants = ", ".join(f"`{name}` = {value:g}" for name, value in curves.constants.items())
+        lines.append(f"Constant over the run (not drawn): {constants}.")
+    return heading + "\n".join(lines)
+
+
 class ModelCardCallback(TrainerCallback):
     """Collects what the model card needs during training into ``model.model_card_data``.
 
     Records the training data name and provenance, the Trainer's hyperparameters (learning rate, batch size,
-    epochs, seed), the last evaluation metrics and the number of steps and epochs done; a model saved at the
-    end of training (``trainer.save_model()`` → ``save_pretrained``) then gets a card with them.
+    epochs, seed), the last evaluation metrics, the number of steps and epochs done and the Trainer's
+    ``log_history`` (for the training curves); a model saved at the end of training (``trainer.save_model()``
+    → ``save_pretrained``) then gets a card with them.
 
     Args:
         training_data: name or Hub id of the training corpus.
@@ -237,6 +302,8 @@ class ModelCardCallback(TrainerCallback):
         if model is None:
             return
         data = card_data(model)
+        # The state's own list, which the Trainer and callbacks append to: the card draws it as it stands.
+        data["log_history"] = state.log_history
         data["training_data"] = self.training_data
         data["eval_dataset"] = self.eval_dataset
         data["training_provenance"] = self.training_provenance
@@ -255,7 +322,9 @@ class ModelCardCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
         if model is not None and metrics:
-            card_data(model)["eval_metrics"] = normalize_metric_names(metrics)
+            data = card_data(model)
+            data["eval_metrics"] = normalize_metric_names(metrics)
+            data["log_history"] = state.log_history
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if model is not None:
@@ -523,9 +592,13 @@ def _eval_results(metrics: Mapping[str, float], eval_dataset: str | None) -> lis
 
 
 __all__ = [
+    "TRAINING_CURVES_FILE",
     "ModelCardCallback",
     "build_model_card",
+    "card_data",
+    "draw_training_curves",
     "evaluation_table",
     "normalize_metric_names",
+    "record_evaluation",
     "write_model_card",
 ]

@@ -15,11 +15,15 @@ from tiny_models import translated_feature_dataset as _clips
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.encoding import (
+    DEFAULT_TEMPLATES,
     caption_table,
+    check_templates,
     encode_audio,
     encode_audio_windows,
+    encode_labels,
     encode_pairs,
     encode_text,
+    label_prompts,
     pair_audio_ids,
 )
 from hf_atr.windowing import Windowing, pool_window_embeddings, window_bounds
@@ -183,3 +187,41 @@ def test_windows_need_the_waveform(raw_setup):
         encode_audio_windows(model, processor, feature_dataset(2), windowing=Windowing())
     encoded = encode_audio_windows(model, processor, feature_dataset(2))
     assert encoded.starts is None and encoded.embeddings.shape == (2, 16)
+
+
+def test_encode_labels_is_the_normalised_mean_of_each_labels_prompts(tiny_setup):
+    model, processor, _ = tiny_setup
+    embeds = encode_labels(
+        model, processor, ["dog", "car_horn"], ["a {} sound", "This is a sound of {class}."]
+    )
+    prompts = ["a dog sound", "This is a sound of dog.", "a car horn sound", "This is a sound of car horn."]
+    assert [
+        label_prompts(label, ["a {} sound", "This is a sound of {class}."]) for label in ("dog", "car_horn")
+    ] == [
+        prompts[:2],
+        prompts[2:],
+    ]
+    expected = torch.nn.functional.normalize(
+        encode_text(model, processor, prompts).view(2, 2, -1).mean(1), dim=-1
+    )
+    torch.testing.assert_close(embeds, expected)
+    torch.testing.assert_close(
+        encode_labels(model, processor, ["dog"]), encode_labels(model, processor, ["dog"], DEFAULT_TEMPLATES)
+    )
+    assert check_templates("A {}.") == ("A {}.",) and check_templates(None) == tuple(DEFAULT_TEMPLATES)
+
+
+@pytest.mark.parametrize(
+    ("labels", "templates", "message"),
+    [
+        ([], None, "labels must be a non-empty list of strings"),
+        (["dog", 3], None, "labels must be a non-empty list of strings"),
+        (["  "], None, "Label '  ' is empty"),
+        (["dog"], [], "templates is empty"),
+        (["dog"], ["A sound."], "must be a string containing '{}' or '{class}'"),
+    ],
+)
+def test_encode_labels_refuses_bad_labels_and_templates(tiny_setup, labels, templates, message):
+    model, processor, _ = tiny_setup
+    with pytest.raises(ValueError, match=message):
+        encode_labels(model, processor, labels, templates)

@@ -27,6 +27,9 @@ FLOORS = {
     "hf_atr.file_permissions": 0,
     "hf_atr.evaluation.retrieval": 0,
     "hf_atr.evaluation.tables": 0,
+    # 0 ground, figures: arrays in, matplotlib figures out; the report page from ranks, metrics and protocol
+    "hf_atr.plots": 0,
+    "hf_atr.evaluation.report": 0,
     # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
     # (PANNs, CLAP's checkpoint conversion, sentence-transformers layouts, the tower mapping, the batched
     # torch twins of transformers' feature extractors)

@@ -26,7 +26,15 @@ def run_fresh(code: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-HEAVY = ("torch", "transformers", "faiss", "scipy", "hf_atr.modeling_atr", "hf_atr.configuration_atr")
+HEAVY = (
+    "torch",
+    "transformers",
+    "faiss",
+    "scipy",
+    "matplotlib",
+    "hf_atr.modeling_atr",
+    "hf_atr.configuration_atr",
+)
 
 
 def test_package_data_loaders_and_cli_help_load_nothing_heavy():
@@ -195,3 +203,14 @@ def test_the_default_scoring_of_dart_imports_only_dart_and_its_base():
     assert loaded["contrastive_base"] == [*shared, "hf_atr.objectives.registry"]
     assert loaded["iot_base"] == [*shared, "hf_atr.objectives.mltm", "hf_atr.objectives.registry"]
     assert not loaded["faiss"]
+
+
+def test_model_card_evaluator_and_report_modules_do_not_import_matplotlib():
+    loaded = run_fresh(
+        """
+        import json, sys
+        import hf_atr.model_card, hf_atr.evaluation.evaluator, hf_atr.evaluation.zero_shot, hf_atr.evaluation.report
+        print(json.dumps([name for name in sys.modules if name.split(".")[0] == "matplotlib"]))
+        """
+    )
+    assert loaded == []  # matplotlib is imported inside the drawing functions only

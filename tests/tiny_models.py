@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset
+from synthetic_audio import synthetic_clip
 from tokenizers.pre_tokenizers import ByteLevel
 from transformers import (
     ASTConfig,
@@ -268,6 +269,32 @@ def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
         rows["audio_id"].append(f"clip{index}")
         rows["captions"].append([f"a {WORD_CLASSES[label]} sound", f"the {WORD_CLASSES[label]}"])
         rows["input_values"].append(features)
+    return Dataset.from_dict(rows)
+
+
+def raw_audio_dataset(
+    lengths_seconds: list[float], broken: set[int] | tuple = (), labels: bool = False
+) -> Dataset:
+    """Clips of raw WAV audio (lengths in seconds) with two captions each (and a ``label`` from
+    :data:`WORD_CLASSES` with ``labels``); the rows in ``broken`` hold bytes that are not audio."""
+    audio = [
+        {"bytes": b"not audio", "path": f"clip{row}.wav"}
+        if row in broken
+        else {
+            "bytes": encode_wav(
+                synthetic_clip(int(seconds * SAMPLING_RATE), SAMPLING_RATE, seed=row), SAMPLING_RATE
+            ),
+            "path": None,
+        }
+        for row, seconds in enumerate(lengths_seconds)
+    ]
+    rows = {
+        "audio_id": [f"clip{row}" for row in range(len(audio))],
+        "audio": audio,
+        "captions": [[f"a dog barks {row}", f"a siren wails {row}"] for row in range(len(audio))],
+    }
+    if labels:
+        rows["label"] = [WORD_CLASSES[row % len(WORD_CLASSES)] for row in range(len(audio))]
     return Dataset.from_dict(rows)
 
 

@@ -39,8 +39,15 @@ from transformers.utils import logging
 
 from hf_atr import hub
 from hf_atr.data.audio import AudioDecodeError, decode_audio, is_appledouble, looks_like_audio_path
-from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES
-from hf_atr.encoding import AudioEmbeddings, SkippedAudio, encode_audio, encode_audio_windows, encode_text
+from hf_atr.encoding import (
+    AudioEmbeddings,
+    SkippedAudio,
+    encode_audio,
+    encode_audio_windows,
+    encode_labels,
+    encode_text,
+    label_prompts,
+)
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint, replaced_atomically
 from hf_atr.processing_atr import AUDIO_INPUT_NAMES, AtrProcessor
 from hf_atr.training.distributed import gather_shards, rank_and_world_size, wait_for_all
@@ -61,28 +68,6 @@ APPLEDOUBLE_REASON = "AppleDouble"
 CLIPS_PER_STEP = 8
 """Batches of clips each process encodes between two merges of the index (under several processes the
 merge is a collective; alone it bounds what an interrupted call loses)."""
-DEFAULT_TEMPLATES = ESC50_DEFAULT_TEMPLATES
-"""Zero-shot caption templates (``"This is a sound of {class}."``); ``{}`` works as the placeholder too."""
-
-
-def label_prompts(label: str, templates: Sequence[str]) -> list[str]:
-    """Captions for one class label: each template with ``{}`` or ``{class}`` replaced by the label in words."""
-    words = label.replace("_", " ").strip()
-    if not words:
-        raise ValueError(f"Label {label!r} is empty.")
-    return [template.format(words, **{"class": words}) for template in templates]
-
-
-def _checked_templates(templates: str | Sequence[str] | None) -> tuple[str, ...]:
-    if templates is None:
-        return tuple(DEFAULT_TEMPLATES)
-    templates = (templates,) if isinstance(templates, str) else tuple(templates)
-    if not templates:
-        raise ValueError("templates is empty; give at least one, e.g. 'This is a sound of {}.'")
-    for template in templates:
-        if not isinstance(template, str) or ("{}" not in template and "{class}" not in template):
-            raise ValueError(f"Template {template!r} must be a string containing '{{}}' or '{{class}}'.")
-    return templates
 
 
 @dataclass(frozen=True)
@@ -692,12 +677,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             ``[{"label", "score"}]`` best first, or one such list per clip for a list of clips.
         """
         labels = list(labels)
-        if not labels or not all(isinstance(label, str) for label in labels):
-            raise ValueError(f"labels must be a non-empty list of strings, got {labels!r}.")
-        templates = _checked_templates(templates)
-        prompts = [prompt for label in labels for prompt in label_prompts(label, templates)]
-        prompt_embeds = encode_text(self.model, self.processor, prompts).view(len(labels), len(templates), -1)
-        label_embeds = torch.nn.functional.normalize(prompt_embeds.mean(dim=1), dim=-1)
+        label_embeds = encode_labels(self.model, self.processor, labels, templates)
         single = isinstance(audio, (str, os.PathLike, dict)) or (
             isinstance(audio, np.ndarray) and audio.ndim == 1
         )
