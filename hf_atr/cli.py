@@ -1,4 +1,4 @@
-"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``.
+"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``, ``serve``.
 
 Each ``add_*_parser(subparsers)`` adds one sub-command whose ``handler`` takes the parsed arguments and
 returns the exit status.
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .commands.model_loading import checked_model, load_retrieval_pipeline
+from .commands.serve import add_serve_parser
 from .commands.train import add_train_parser
 
 
@@ -765,6 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_index_parser(commands)
     add_search_parser(commands)
     add_evaluate_parser(commands)
+    add_serve_parser(commands)
     return parser
 
 
