@@ -154,7 +154,7 @@ class SearchPage:
                         elem_classes="result-player",
                     )
                 slots += [row, line, player]
-            with gr.Accordion("Results as JSON (what `hf-atr search --json` prints)", open=False):
+            with gr.Accordion("Results as JSON (what hf-atr search --json prints)", open=False):
                 hits_json = gr.Code(language="json", show_label=False, elem_id="hits-json")
             outputs = [status, hits_json, *slots]
             # One query at a time: the pipeline keeps per-call state and the model is used in place.

@@ -106,6 +106,8 @@ def _check_address(host: str, port: int | None) -> None:
     try:
         family, kind, _, _, address = socket.getaddrinfo(host, port or 0, type=socket.SOCK_STREAM)[0]
         with socket.socket(family, kind) as probe:
+            # As the server binds: a port whose last connections are still closing (TIME_WAIT) is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(address)
     except OSError as error:  # socket.gaierror (unknown host name) included
         raise SystemExit(_cannot_serve(host, port, error)) from error

@@ -78,7 +78,9 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1400"):
+    arguments = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1400",
+                 "--autoplay-policy=no-user-gesture-required")  # fmt: skip
+    for argument in arguments:
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
@@ -142,6 +144,11 @@ def test_search_by_text_and_by_example_and_listen(library, served, browser, tmp_
     assert [line.split(" ")[0] for line, *_ in results] == ["1.", "2.", "3."]
     for _, start, end, _, duration in results:
         assert duration == pytest.approx(end - start, abs=0.01)  # the player holds the span, from its start
+    first_player = browser.find_element(By.CSS_SELECTOR, "#result-1 audio")
+    browser.execute_script("arguments[0].play()", first_player)
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return arguments[0].currentTime > 0", first_player)
+    )
 
     status = status_after(
         browser,
