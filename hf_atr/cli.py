@@ -1,4 +1,4 @@
-"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``.
+"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``, ``serve``.
 
 Each ``add_*_parser(subparsers)`` adds one sub-command whose ``handler`` takes the parsed arguments and
 returns the exit status.
@@ -10,13 +10,14 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .commands.model_loading import checked_model, load_retrieval_pipeline
+from .commands.serve import add_serve_parser
 from .commands.train import add_train_parser
 
 
@@ -317,7 +318,7 @@ def run_index(args: argparse.Namespace) -> int:
         )
     with _process_group() as device:
         placement = {} if device is None else {"device": device}
-        pipe = _pipeline(
+        pipe = load_retrieval_pipeline(
             args.model, index_kind=args.kind, windowing=_windowing(args, args.pooling), **placement
         )
         if args.append and holds_index:
@@ -494,7 +495,7 @@ def run_search(args: argparse.Namespace) -> int:
     queries = _read_queries(Path(args.queries).expanduser()) if args.queries else None
     if args.audio is not None and not Path(args.audio).expanduser().is_file():
         raise SystemExit(f"--audio {args.audio}: no such file.")
-    pipe = _pipeline(args.model, index_dir=Path(args.index).expanduser())
+    pipe = load_retrieval_pipeline(args.model, index_dir=Path(args.index).expanduser())
     if queries is not None:
         return _run_query_file(pipe, queries, args.top_k)
     try:
@@ -551,7 +552,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     _refuse_options_of_the_other_mode(args)
     windowing = None if args.window_pooling is None else _windowing(args, args.window_pooling)
     dataset, split = _evaluation_split(args)
-    model_path = _checked_model(args.model)
+    model_path = checked_model(args.model)
     model = AutoModel.from_pretrained(model_path)
     processor = AutoProcessor.from_pretrained(model_path)
     build_evaluator = _zero_shot_evaluator if args.zero_shot else _retrieval_evaluator
@@ -661,53 +662,6 @@ def _windowing(args: argparse.Namespace, pooling: str) -> Any:
         raise SystemExit(f"hf-atr {args.command}: {error}") from error
 
 
-HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-"""``owner/name``: what ``--model`` may name on the Hub when no local directory of that name exists."""
-
-
-def _checked_model(model: str) -> str:
-    """``--model`` as a local directory (``~`` expanded) holding a saved model, or a Hub repository id.
-
-    Raises:
-        SystemExit: no such directory (and not of the form ``owner/name``), or a directory without a
-            ``config.json``.
-    """
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise SystemExit(
-                f"--model {model}: the directory holds no saved model (no config.json); give the folder that "
-                "`save_pretrained` (or `hf-atr demo`) wrote."
-            )
-        return str(path)
-    if path.exists():
-        raise SystemExit(f"--model {model} is a file; give the directory of a saved model.")
-    if not HUB_REPO_ID.match(model):
-        raise SystemExit(f"--model {model}: no such directory.")
-    return model
-
-
-def _pipeline(model: str, **pipeline_kwargs: Any) -> Any:
-    """The retrieval pipeline of ``--model``; a missing model or an unreadable index ends the command with
-    a message naming it."""
-    from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
-
-    from hf_atr.pipelines.index import IndexFormatError
-
-    model_path = _checked_model(model)
-    try:
-        return pipeline("audio-text-retrieval", model=model_path, **pipeline_kwargs)
-    except (IndexFormatError, FileNotFoundError) as error:
-        raise SystemExit(f"hf-atr: {error}") from error
-    except OSError as error:
-        if model_path != model or Path(model_path).is_dir():
-            raise
-        raise SystemExit(
-            f"--model {model}: no such directory, and no model of that name could be loaded from the Hub "
-            f"({str(error).splitlines()[0]})."
-        ) from error
-
-
 def _load_index(pipe: Any, directory: Path) -> None:
     from hf_atr.pipelines.index import IndexFormatError
 
@@ -812,6 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_index_parser(commands)
     add_search_parser(commands)
     add_evaluate_parser(commands)
+    add_serve_parser(commands)
     return parser
 
 

@@ -32,6 +32,7 @@ HEAVY = (
     "faiss",
     "scipy",
     "matplotlib",
+    "gradio",
     "hf_atr.modeling_atr",
     "hf_atr.configuration_atr",
 )
@@ -74,6 +75,23 @@ def test_train_help_builds_its_parser_without_model_code():
                    "hf_atr.commands.fine_tune", "faiss")
         print(json.dumps({"usage": output.getvalue().startswith("usage: hf-atr train"),
                           "loaded": [name for name in watched if name in sys.modules]}))
+        """
+    )
+    assert loaded == {"usage": True, "loaded": []}
+
+
+def test_serve_help_imports_neither_gradio_nor_the_model():
+    """``hf-atr serve --help`` is argparse alone; gradio, torch and the page load once the command runs."""
+    loaded = run_fresh(
+        f"""
+        import contextlib, io, json, sys
+        from hf_atr.cli import main
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
+            main(["serve", "--help"])
+        watched = {HEAVY!r} + ("hf_atr.app.search_page", "hf_atr.app.results")
+        print(json.dumps({{"usage": output.getvalue().startswith("usage: hf-atr serve"),
+                          "loaded": [name for name in watched if name in sys.modules]}}))
         """
     )
     assert loaded == {"usage": True, "loaded": []}

@@ -134,6 +134,46 @@ def resample(waveform: np.ndarray, source_rate: int, target_rate: int) -> np.nda
     return resampled.astype(np.float32)
 
 
+def read_audio_span(
+    path: str | os.PathLike, start_seconds: float, end_seconds: float | None = None
+) -> tuple[np.ndarray, int]:
+    """The samples of ``path`` from ``start_seconds`` to ``end_seconds`` (``None``: the end of the file), as
+    stored: the file's own rate and channels, nothing before the span decoded (soundfile seeks to it).
+
+    Returns:
+        ``(frames, channels)`` float32 samples (fewer frames when the span runs past the end of the file) and
+        the file's sampling rate.
+
+    Raises:
+        ValueError: a negative start, or an end not after the start.
+        AudioDecodeError: missing, empty or unreadable file, or a span that starts at or after its end.
+    """
+    if start_seconds < 0 or (end_seconds is not None and end_seconds <= start_seconds):
+        end = "the end" if end_seconds is None else f"{end_seconds:g} s"
+        raise ValueError(f"A span needs 0 <= start < end, got {start_seconds:g} s to {end} (file {path}).")
+    name = str(path)
+    if not Path(path).is_file():
+        raise AudioDecodeError(name, "the audio file does not exist.")
+    if os.path.getsize(path) == 0:
+        raise AudioDecodeError(name, "the audio file is empty (0 bytes).")
+    try:
+        with soundfile.SoundFile(path) as audio_file:
+            rate, total = audio_file.samplerate, audio_file.frames
+            first = round(start_seconds * rate)
+            if first >= total:
+                raise AudioDecodeError(
+                    name,
+                    f"the span from {start_seconds:.2f} s starts after the end of the file ({total / rate:.2f} s).",
+                )
+            last = total if end_seconds is None else min(total, round(end_seconds * rate))
+            audio_file.seek(first)
+            frames = audio_file.read(last - first, dtype="float32", always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
+        reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
+        raise AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).") from error
+    return frames, rate
+
+
 def check_audio_file(path: str | os.PathLike) -> Any:
     """Validate an audio file from its header only (no decoding) and return its ``soundfile.info``.
 

@@ -15,6 +15,7 @@ from hf_atr.data.audio import (
     encode_wav,
     is_appledouble,
     looks_like_audio_path,
+    read_audio_span,
     resample,
 )
 
@@ -235,3 +236,39 @@ def test_what_looks_like_an_audio_path(tmp_path):
     assert looks_like_audio_path(str(tmp_path / "notes"))  # an existing file, whatever its name
     assert not looks_like_audio_path("a dog barks") and not looks_like_audio_path("rain falls.")
     assert is_appledouble("/x/._rain.wav") and not is_appledouble("/x/rain.wav")
+
+
+def test_read_audio_span_returns_the_stored_samples_of_the_span(tmp_path):
+    """A stereo FLAC at 44.1 kHz: the span's frames exactly as stored (rate and channels kept), the rest of the
+    file when the span runs past its end or has no end."""
+    rate = 44100
+    stereo = np.stack([_sine(440, rate, seconds=3.0), _sine(660, rate, seconds=3.0)])
+    path = tmp_path / "take 1.flac"
+    soundfile.write(path, stereo.T, rate, subtype="PCM_24")
+    stored, _ = soundfile.read(path, dtype="float32", always_2d=True)
+    frames, read_rate = read_audio_span(path, 1.25, 2.0)
+    assert read_rate == rate and frames.shape == (round(0.75 * rate), 2)
+    np.testing.assert_array_equal(frames, stored[round(1.25 * rate) : 2 * rate])
+    np.testing.assert_array_equal(read_audio_span(path, 2.5, 9.0)[0], stored[round(2.5 * rate) :])
+    np.testing.assert_array_equal(read_audio_span(path, 2.5)[0], stored[round(2.5 * rate) :])
+
+
+def test_read_audio_span_names_the_file_and_the_problem(tmp_path):
+    path = _write(tmp_path / "short.wav", _sine(440, 16000), 16000)
+    with pytest.raises(
+        AudioDecodeError,
+        match=r"short\.wav: the span from 3\.00 s starts after the end of the file \(1\.00 s\)",
+    ):
+        read_audio_span(path, 3.0, 4.0)
+    with pytest.raises(
+        ValueError, match=r"A span needs 0 <= start < end, got 2 s to 1 s \(file .*short\.wav\)"
+    ):
+        read_audio_span(path, 2.0, 1.0)
+    with pytest.raises(AudioDecodeError, match=r"gone\.wav: the audio file does not exist"):
+        read_audio_span(tmp_path / "gone.wav", 0.0, 1.0)
+    (tmp_path / "empty.wav").write_bytes(b"")
+    with pytest.raises(AudioDecodeError, match=r"empty\.wav: the audio file is empty \(0 bytes\)"):
+        read_audio_span(tmp_path / "empty.wav", 0.0, 1.0)
+    (tmp_path / "text.wav").write_text("not audio")
+    with pytest.raises(AudioDecodeError, match=r"text\.wav: the audio is unreadable or corrupt"):
+        read_audio_span(tmp_path / "text.wav", 0.0, 1.0)
