@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from hf_atr.data.audio_text_folder import load_audio_text_folder
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
+    add_encoding_argument,
     add_export_arguments,
     add_overlap_arguments,
+    apply_overlap_arguments,
     check_export_arguments,
+    exit_on_input_error,
     expand_path,
     export_dataset_dict,
 )
@@ -34,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--missing", choices=MISSING_POLICIES, default="error", help="Raise on or skip bad clips/rows."
     )
-    parser.add_argument("--encoding", default="utf-8", help="Text encoding of the metadata files.")
+    add_encoding_argument(parser)
     add_overlap_arguments(parser)
     add_export_arguments(parser)
     return parser
@@ -44,10 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_export_arguments(parser, args)
-    dataset = load_audio_text_folder(
-        args.data_dir, splits=args.splits, missing=args.missing, encoding=args.encoding
-    )
-    written = export_dataset_dict(dataset, args)
+    with exit_on_input_error(parser):
+        dataset = load_audio_text_folder(
+            args.data_dir, splits=args.splits, missing=args.missing, encoding=args.encoding
+        )
+        dataset, overlap_summaries = apply_overlap_arguments(dataset, args)
+        for split, summary in overlap_summaries.items():
+            print(f"{split}: {summary}")
+        written = export_dataset_dict(dataset, args)
     print(f"{dataset}\nwritten: {', '.join(written)}")
     return 0
 

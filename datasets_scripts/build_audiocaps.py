@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS, load_audiocaps
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
+    add_encoding_argument,
     add_export_arguments,
     check_export_arguments,
+    exit_on_input_error,
     expand_path,
     export_dataset_dict,
 )
@@ -40,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--filename-pattern",
         help=f"Audio file name with {{youtube_id}} and {{start_time}} (default: detect {list(AUDIOCAPS_FILENAME_PATTERNS)}).",
     )
+    add_encoding_argument(parser)
     add_export_arguments(parser)
     return parser
 
@@ -48,14 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_export_arguments(parser, args)
-    dataset = load_audiocaps(
-        args.data_dir,
-        audio_dir=args.audio_dir,
-        splits=args.splits,
-        missing=args.missing,
-        filename_pattern=args.filename_pattern,
-    )
-    written = export_dataset_dict(dataset, args)
+    with exit_on_input_error(parser):
+        dataset = load_audiocaps(
+            args.data_dir,
+            audio_dir=args.audio_dir,
+            splits=args.splits,
+            missing=args.missing,
+            filename_pattern=args.filename_pattern,
+            encoding=args.encoding,
+        )
+        written = export_dataset_dict(dataset, args)
     print(f"{dataset}\nwritten: {', '.join(written)}")
     return 0
 

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
+    add_encoding_argument,
     add_export_arguments,
     check_export_arguments,
+    exit_on_input_error,
     expand_path,
     export_dataset_dict,
 )
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--missing", choices=MISSING_POLICIES, default="error", help="Raise on or skip bad clips/rows."
     )
+    add_encoding_argument(parser)
     add_export_arguments(parser)
     return parser
 
@@ -47,8 +50,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_export_arguments(parser, args)
-    dataset = load_esc50(args.data_dir, folds=args.folds, templates=args.templates, missing=args.missing)
-    written = export_dataset_dict(dataset, args)
+    with exit_on_input_error(parser):
+        dataset = load_esc50(
+            args.data_dir,
+            folds=args.folds,
+            templates=args.templates,
+            missing=args.missing,
+            encoding=args.encoding,
+        )
+        written = export_dataset_dict(dataset, args)
     print(f"{dataset}\nwritten: {', '.join(written)}")
     return 0
 

@@ -16,8 +16,10 @@ from pathlib import Path
 from datasets import load_from_disk
 
 from hf_atr.data.corpus_utils import (
+    add_encoding_argument,
     add_export_arguments,
     check_export_arguments,
+    exit_on_input_error,
     expand_path,
     export_dataset_dict,
 )
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--key", help="Key column/field of the translation files (default: audiocap_id, else file_name, ...)."
     )
+    add_encoding_argument(parser)
     add_export_arguments(parser)
     return parser
 
@@ -81,8 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_export_arguments(parser, args)
     translations = parse_translation_arguments(parser, args.translation)
-    dataset = load_translations(load_from_disk(str(args.base_dir)), translations, key=args.key)
-    written = export_dataset_dict(dataset, args)
+    with exit_on_input_error(parser):
+        base = load_from_disk(str(args.base_dir))
+        dataset = load_translations(base, translations, key=args.key, encoding=args.encoding)
+        written = export_dataset_dict(dataset, args)
     print(f"{dataset}\nwritten: {', '.join(written)}")
     return 0
 

@@ -16,10 +16,12 @@ from collections.abc import Sequence
 
 from hf_atr.data.corpus_utils import (
     MISSING_POLICIES,
+    add_encoding_argument,
     add_export_arguments,
     add_overlap_arguments,
     apply_overlap_arguments,
     check_export_arguments,
+    exit_on_input_error,
     expand_path,
     export_dataset_dict,
 )
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--missing", choices=MISSING_POLICIES, default="error", help="Raise on or skip bad clips/records."
     )
+    add_encoding_argument(parser)
     add_overlap_arguments(parser)
     add_export_arguments(parser)
     return parser
@@ -52,11 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_export_arguments(parser, args)
-    dataset = load_wavcaps(args.json_file, audio_dir=args.audio_dir, source=args.source, missing=args.missing)
-    dataset, overlap_summaries = apply_overlap_arguments(dataset, args)
-    for split, summary in overlap_summaries.items():
-        print(f"{split}: {summary}")
-    written = export_dataset_dict(dataset, args)
+    with exit_on_input_error(parser):
+        dataset = load_wavcaps(
+            args.json_file,
+            audio_dir=args.audio_dir,
+            source=args.source,
+            missing=args.missing,
+            encoding=args.encoding,
+        )
+        dataset, overlap_summaries = apply_overlap_arguments(dataset, args)
+        for split, summary in overlap_summaries.items():
+            print(f"{split}: {summary}")
+        written = export_dataset_dict(dataset, args)
     print(f"{dataset}\nwritten: {', '.join(written)}")
     return 0
 

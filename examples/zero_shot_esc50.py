@@ -35,7 +35,7 @@ import torch
 from datasets import concatenate_datasets
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
-from hf_atr.data.corpus_utils import expand_path
+from hf_atr.data.corpus_utils import add_encoding_argument, exit_on_input_error, expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, load_esc50
 from hf_atr.evaluation.zero_shot import ZeroShotEvaluator
 
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--missing", choices=("error", "skip"), default="error", help="Raise on or skip bad clips."
     )
+    add_encoding_argument(parser)
     parser.add_argument(
         "--min-clips",
         type=int,
@@ -80,11 +81,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     templates = tuple(args.templates or ESC50_DEFAULT_TEMPLATES)
     model = AtrDualEncoderModel.from_pretrained(args.model).to(args.device).eval()
     processor = AtrProcessor.from_pretrained(args.model)
-    folds = load_esc50(args.esc50_dir, folds=args.folds, templates=templates, missing=args.missing)
+    with exit_on_input_error(parser):
+        folds = load_esc50(
+            args.esc50_dir,
+            folds=args.folds,
+            templates=templates,
+            missing=args.missing,
+            encoding=args.encoding,
+        )
     class_names = sorted(set(concatenate_datasets(list(folds.values()))["label"]))
 
     min_clips = args.min_clips if args.min_clips is not None else len(class_names)

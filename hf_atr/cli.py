@@ -99,6 +99,11 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         '{"caption", "id"} objects',
     )
     parser.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="text encoding of the --captions file (a Python codec name such as cp1252; default utf-8)",
+    )
+    parser.add_argument(
         "--dataset", default=None, help="a dataset saved with `save_to_disk` in the hf-atr schema"
     )
     parser.add_argument("--split", default="test", help="split of a --dataset DatasetDict (default: test)")
@@ -304,11 +309,11 @@ def run_index(args: argparse.Namespace) -> int:
     files = _audio_files(audio_dir) if audio_dir is not None else []
     if audio_dir is not None and not files:
         raise SystemExit(f"No audio files under {audio_dir}.")
-    captions = _read_caption_list(args.captions) if args.captions else None
+    captions = _read_caption_list(args.captions, args.encoding) if args.captions else None
     dataset = _saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
     out = Path(args.out).expanduser()
     from hf_atr.data.audio import AudioDecodeError
-    from hf_atr.pipelines.retrieval_pipeline import INDEX_NAMES
+    from hf_atr.pipelines.retrieval_pipeline import INDEX_NAMES, SKIPPED_FILENAME
 
     holds_index = any((out / f"{name}.json").is_file() for name in INDEX_NAMES)
     if holds_index and not (args.append or args.overwrite):
@@ -334,10 +339,18 @@ def run_index(args: argparse.Namespace) -> int:
         except (AudioDecodeError, KeyboardInterrupt) as error:
             if pipe.audio_index is not None or pipe.text_index is not None:
                 pipe.save_index(out)
-            stopped = f"{error} (--strict)" if isinstance(error, AudioDecodeError) else "interrupted"
+            stopped, then = (
+                (
+                    f"{error} (--strict)",
+                    "repair or remove that file (or leave out --strict to skip such files and list them in "
+                    f"{out / SKIPPED_FILENAME}), then run again with --append to add the rest",
+                )
+                if isinstance(error, AudioDecodeError)
+                else ("interrupted", "run again with --append to add the rest")
+            )
             raise SystemExit(
                 f"hf-atr index: stopped: {stopped}. The {report.indexed_files(pipe)} file(s) indexed so far are "
-                f"saved in {out}; run again with --append to add the rest."
+                f"saved in {out}; {then}."
             ) from None
         pipe.save_index(out)
         if report.rank == 0:
@@ -474,13 +487,12 @@ def _audio_files(audio_dir: Path) -> list[Path]:
     )
 
 
-def _read_caption_list(path: str) -> Any:
+def _read_caption_list(path: str, encoding: str) -> Any:
     from hf_atr.data.caption_list import read_caption_list
-    from hf_atr.data.corpus_utils import CorpusFormatError
 
     try:
-        return read_caption_list(path)
-    except (FileNotFoundError, CorpusFormatError) as error:
+        return read_caption_list(path, encoding=encoding)
+    except (FileNotFoundError, ValueError) as error:  # CorpusFormatError, or an encoding Python does not know
         raise SystemExit(f"hf-atr index --captions: {error}") from error
 
 
@@ -495,7 +507,13 @@ def run_search(args: argparse.Namespace) -> int:
     queries = _read_queries(Path(args.queries).expanduser()) if args.queries else None
     if args.audio is not None and not Path(args.audio).expanduser().is_file():
         raise SystemExit(f"--audio {args.audio}: no such file.")
-    pipe = load_retrieval_pipeline(args.model, index_dir=Path(args.index).expanduser())
+    index_dir = Path(args.index).expanduser()
+    if not index_dir.is_dir():
+        raise SystemExit(
+            f"--index {index_dir}: no such directory; build the index first (`hf-atr index --model ... "
+            f"--audio-dir ... --out {args.index}`)."
+        )
+    pipe = load_retrieval_pipeline(args.model, index_dir=index_dir)
     if queries is not None:
         return _run_query_file(pipe, queries, args.top_k)
     try:

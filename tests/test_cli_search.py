@@ -207,7 +207,8 @@ def test_index_strict_stops_at_the_first_unreadable_file_and_keeps_the_rest(mode
             "--save-every", "1"]  # fmt: skip
     message = (
         rf"hf-atr index: stopped: {audio / 'empty.wav'}: the audio file is empty \(0 bytes\)\. \(--strict\)\. "
-        rf"The 2 file\(s\) indexed so far are saved in {out}; run again with --append to add the rest\."
+        rf"The 2 file\(s\) indexed so far are saved in {out}; repair or remove that file \(or leave out --strict to "
+        rf"skip such files and list them in {out / 'skipped.tsv'}\), then run again with --append to add the rest\."
     )
     with pytest.raises(SystemExit, match=message):
         run_cli(argv)
@@ -277,6 +278,10 @@ def test_a_missing_model_or_index_is_named(model_dir, tmp_path):
         run_cli(["search", "--model", str(tmp_path), "--index", str(tmp_path), "a dog"])
     with pytest.raises(SystemExit, match="No audio_index.json or text_index.json in"):
         run_cli(["search", "--model", str(model_dir), "--index", str(tmp_path), "a dog"])
+    with pytest.raises(
+        SystemExit, match=rf"--index {tmp_path / 'nothing'}: no such directory; build the index first"
+    ):
+        run_cli(["search", "--model", str(model_dir), "--index", str(tmp_path / "nothing"), "a dog"])
 
 
 def test_caption_index_from_a_file_answers_audio_queries(model_dir, audio_dir, tmp_path, capsys):
@@ -300,6 +305,23 @@ def test_caption_index_from_a_file_answers_audio_queries(model_dir, audio_dir, t
     )
     hits = json.loads(capsys.readouterr().out)
     assert {hit["id"] for hit in hits} == {"dog.wav#0", "dog.wav#1", "siren.wav#0"} and "caption" in hits[0]
+
+
+def test_a_caption_file_in_another_encoding_is_read_with_encoding(model_dir, tmp_path, capsys):
+    captions = tmp_path / "captions.csv"
+    captions.write_bytes("file_name,caption\ncafe.wav,Chatter in a café\n".encode("cp1252"))
+    argv = ["index", "--model", str(model_dir), "--captions", str(captions), "--out", str(tmp_path / "index")]
+    with pytest.raises(
+        SystemExit,
+        match=rf"hf-atr index --captions: {captions}, line 2: not valid utf-8 .*'cp1252' it reads 'cafe\.wav,Chatter in a café'",
+    ):
+        run_cli(argv)
+    assert run_cli([*argv, "--encoding", "cp1252"]) == 0
+    assert json.loads((tmp_path / "index" / "text_index.json").read_text())["captions"] == [
+        "Chatter in a café"
+    ]
+    with pytest.raises(SystemExit, match="encoding='latin-9x' is not a text encoding Python knows"):
+        run_cli([*argv, "--overwrite", "--encoding", "latin-9x"])
 
 
 def test_index_a_saved_dataset(model_dir, saved_split, tmp_path, capsys):

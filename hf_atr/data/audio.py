@@ -233,7 +233,9 @@ def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndar
         frames, rate = soundfile.read(file, dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
         reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
-        raise AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).") from error
+        raise AudioDecodeError(
+            name, f"the audio is unreadable or corrupt ({reason}).{_cut_off_hint(file)}"
+        ) from error
     declared = declared_wav_frames(file)
     if declared is not None and len(frames) < declared:
         logger.warning(
@@ -243,6 +245,23 @@ def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndar
         )
     # soundfile returns (frames, channels); averaging the channels is the down-mix documented above.
     return frames.mean(axis=1, dtype=np.float32), rate
+
+
+def _cut_off_hint(file: str | os.PathLike | io.BytesIO) -> str:
+    """For a file whose header reads but whose audio does not decode (libsndfile cannot decode any of a FLAC
+    file cut off mid-stream, unlike a cut-off WAV): what that most often means, or ``""``."""
+    try:
+        if isinstance(file, io.BytesIO):
+            file.seek(0)
+        info = soundfile.info(file)
+    except (soundfile.LibsndfileError, RuntimeError, OSError):
+        return ""
+    if info.frames <= 0 or info.samplerate <= 0:
+        return ""
+    return (
+        f" Its {info.format} header is intact and declares {info.frames / info.samplerate:.2f} s, so the file "
+        "is probably cut off: copy or download it again."
+    )
 
 
 def _byte_size(file: str | os.PathLike | io.BytesIO) -> int:

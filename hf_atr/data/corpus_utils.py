@@ -10,11 +10,12 @@ first line).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,8 +168,8 @@ def decode_metadata(path: Path, data: bytes, encoding: str) -> str:
     """``data`` (the content of the metadata file ``path``) decoded with ``encoding``.
 
     UTF-8 (the default) also drops a byte-order mark. A decoding error becomes a
-    :class:`MetadataEncodingError` naming the file, the line of the first bad byte and charset-normalizer's
-    guess of the encoding to pass instead.
+    :class:`MetadataEncodingError` naming the file, the line of the first bad byte and the encodings to
+    try, each with the line as it reads in it (:func:`_encoding_hint`).
     """
     codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
     try:
@@ -177,20 +178,63 @@ def decode_metadata(path: Path, data: bytes, encoding: str) -> str:
         raise ValueError(f"encoding={encoding!r} is not a text encoding Python knows ({error}).") from error
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        guess = _guess_encoding(data)
-        hint = f"try encoding={guess!r} (charset-normalizer's guess)" if guess else "pass its encoding="
         raise MetadataEncodingError(
             f"{location(path, line)}: not valid {encoding} (byte 0x{data[error.start]:02x} at offset "
-            f"{error.start}); {hint}, or re-save the file as UTF-8."
+            f"{error.start}); {_encoding_hint(data, error.start)}, or re-save the file as UTF-8."
         ) from error
 
 
-def _guess_encoding(data: bytes) -> str | None:
+WESTERN_LEGACY_ENCODING = "cp1252"
+"""Offered beside charset-normalizer's guesses whenever it decodes the file: the encoding Excel and Windows
+write Western-European text in. On a short file charset-normalizer often ranks a sibling code page as high
+or higher (``cp1250``, which reads ``è`` as ``č`` and ``ñ`` as ``ń``), and a wrong encoding that decodes
+gives no error, only wrong captions."""
+
+_ENCODING_GUESSES = 3
+"""charset-normalizer's guesses offered: on a short CJK text its first is often wrong (Shift-JIS read as
+cp949, GBK as cp949) and the right one second or third."""
+_EXCERPT_CHARACTERS = 50
+
+
+def _encoding_hint(data: bytes, bad_byte: int) -> str:
+    """What to pass as ``encoding=``: charset-normalizer's best guesses and :data:`WESTERN_LEGACY_ENCODING`,
+    each with the line of ``bad_byte`` as it reads in that encoding, so that the user picks the one that
+    reads right instead of trusting a guess."""
     # Imported here: only the error path needs it, and it is a heavy import for every loader call.
     import charset_normalizer
 
-    best = charset_normalizer.from_bytes(data).best()
-    return best.encoding if best is not None else None
+    candidates = [match.encoding for match in charset_normalizer.from_bytes(data)][:_ENCODING_GUESSES]
+    if WESTERN_LEGACY_ENCODING not in candidates and _decodes(data, WESTERN_LEGACY_ENCODING):
+        candidates.append(WESTERN_LEGACY_ENCODING)
+    if not candidates:
+        return "pass its encoding="
+    start = data.rfind(b"\n", 0, bad_byte) + 1
+    end = data.find(b"\n", bad_byte)
+    line = data[start : end if end >= 0 else len(data)]
+    readings: dict[str, list[str]] = {}
+    for candidate in candidates:
+        readings.setdefault(_excerpt(line.decode(candidate, errors="replace")), []).append(candidate)
+    options = [f"{' or '.join(map(repr, names))} it reads {text!r}" for text, names in readings.items()]
+    return "pass the encoding= under which that line reads right: in " + "; in ".join(options)
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _excerpt(line: str) -> str:
+    """``line`` without its line end, cut to :data:`_EXCERPT_CHARACTERS` around its first non-ASCII character."""
+    line = line.rstrip("\r\n")
+    if len(line) <= _EXCERPT_CHARACTERS:
+        return line
+    first = next((i for i, character in enumerate(line) if not character.isascii()), 0)
+    start = max(0, min(first - _EXCERPT_CHARACTERS // 3, len(line) - _EXCERPT_CHARACTERS))
+    end = start + _EXCERPT_CHARACTERS
+    return ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
 
 
 def record_problem(
@@ -426,6 +470,28 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         help="Also push to this Hugging Face Hub dataset repository (needs network and a token; audio is embedded).",
     )
     output.add_argument("--private", action="store_true", help="Create the Hub repository as private.")
+
+
+def add_encoding_argument(parser: argparse.ArgumentParser) -> None:
+    """``--encoding``: the text encoding of the metadata files, for scripts that load a corpus (the
+    ``build_*.py`` scripts, ``examples/zero_shot_esc50.py``); a file not valid in it fails with a message naming
+    the encodings to try."""
+    parser.add_argument(
+        "--encoding",
+        default="utf-8",
+        help="Text encoding of the metadata files (a Python codec name such as cp1252 or shift_jis; default utf-8).",
+    )
+
+
+@contextlib.contextmanager
+def exit_on_input_error(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Within the block, a problem with the script's input (a loader's ``FileNotFoundError``, or a
+    ``ValueError`` such as :class:`CorpusFormatError` or ``AudioDecodeError``, whose messages name the file,
+    line, field or value) ends the script with that message and exit status 1 instead of a traceback."""
+    try:
+        yield
+    except (FileNotFoundError, ValueError) as error:
+        parser.exit(1, f"{parser.prog}: error: {error}\n")
 
 
 def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

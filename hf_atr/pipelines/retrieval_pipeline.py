@@ -299,7 +299,8 @@ class AudioTextRetrievalPipeline(Pipeline):
                 macOS ``._*`` AppleDouble files are skipped either way, with reason ``AppleDouble``.
             append: add to the current index instead of replacing it; an id already in it is an error.
             root: the directory file ids are relative to, recorded in the index so that hits carry a
-                ``path`` that resolves from anywhere (default: the current directory, for file paths).
+                ``path`` that resolves from anywhere (default: the current directory when the ids are the
+                file paths; with ``ids`` of your own and no ``root``, hits carry no ``path``).
 
         Raises:
             ValueError: an empty corpus, two items with one id (naming both), or an id already indexed.
@@ -327,7 +328,9 @@ class AudioTextRetrievalPipeline(Pipeline):
             return self._index_captions(items, caption_ids, 4 * batch_size, show_progress, append)
         is_path = [isinstance(item, (str, os.PathLike)) for item in items]
         root_dir = (
-            Path(root if root is not None else os.getcwd()).expanduser().resolve() if any(is_path) else None
+            Path(root if root is not None else os.getcwd()).expanduser().resolve()
+            if any(is_path) and (root is not None or ids is None)
+            else None  # ids of the caller's own naming are no paths under the current directory
         )
         if ids is None:
             ids = [

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,21 @@ def test_a_truncated_wav_decodes_what_it_holds_and_is_named_in_a_warning(tmp_pat
     with caplog.at_level(logging.WARNING):
         decode_audio({"bytes": whole, "path": "whole.wav"})
     assert caplog.text == ""
+
+
+def test_a_cut_off_flac_is_named_as_probably_cut_off(tmp_path):
+    path = tmp_path / "cut off.flac"
+    soundfile.write(path, _sine(440, 16000, 2.0), 16000)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # libsndfile decodes none of it
+    with pytest.raises(AudioDecodeError) as error:
+        decode_audio(str(path))
+    assert error.value.name == str(path) and re.fullmatch(
+        r"the audio is unreadable or corrupt \(.+\)\. Its FLAC header is intact and declares 2\.00 s, so the "
+        r"file is probably cut off: copy or download it again\.",
+        error.value.reason,
+    )
+    with pytest.raises(AudioDecodeError, match=r"^clip_3: .*Its FLAC header is intact and declares 2\.00 s"):
+        decode_audio({"bytes": path.read_bytes(), "path": None}, source="clip_3")
 
 
 def test_declared_wav_frames_reads_the_header_of_wav_files_only(tmp_path):

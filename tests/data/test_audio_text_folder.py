@@ -191,3 +191,28 @@ def test_build_script_writes_a_reloadable_dataset(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0 and "metadata.csv" in capsys.readouterr().out
+
+
+def test_build_script_applies_the_overlap_filter_it_offers(tmp_path, capsys):
+    _audio(tmp_path / "evaluation" / "test clip.wav", 1)
+    _csv(tmp_path / "evaluation" / "metadata.csv", [["file_name", "caption"], ["test clip.wav", "b"]])
+    _audio(tmp_path / "folder" / "a.wav")
+    _audio(tmp_path / "folder" / "b.wav", 1)  # the evaluation clip, renamed
+    _csv(tmp_path / "folder" / "metadata.csv", [["file_name", "caption"], ["a.wav", "a"], ["b.wav", "b"]])
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main([str(tmp_path / "evaluation"), "--output-dir", str(tmp_path / "reference")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "saved"
+    argv = [
+        str(tmp_path / "folder"),
+        "--exclude-overlap-with",
+        str(tmp_path / "reference"),
+        "--output-dir",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert "train: overlap filter: removed 1 of 2 clip(s) (0 by source id, 1 by audio content)" in (
+        capsys.readouterr().out
+    )
+    saved = load_from_disk(str(out))["train"]
+    assert saved["audio_id"] == ["a.wav"] and corpus_provenance(saved)["filters"][0]["name"] == "overlap"

@@ -279,7 +279,7 @@ def test_split_left_empty_is_dropped_under_skip_and_refused_under_error(tmp_path
         load_clotho(corpus, splits="validation", missing="skip")
 
 
-def test_non_utf8_captions_need_encoding(tmp_path, synthcaps):
+def test_non_utf8_captions_need_encoding(tmp_path, synthcaps, capsys):
     write_clotho_layout(synthcaps, tmp_path)
     csv_path = tmp_path / "clotho_captions_validation.csv"
     rows = _read(csv_path)
@@ -289,3 +289,17 @@ def test_non_utf8_captions_need_encoding(tmp_path, synthcaps):
         load_clotho(tmp_path, splits="validation")
     loaded = load_clotho(tmp_path, splits="validation", encoding="cp1252")
     assert loaded["validation"][0]["captions"][0] == "A caf\u00e9 with people talking"
+
+    main = runpy.run_path(str(SCRIPT))["main"]
+    argv = [str(tmp_path), "--splits", "validation", "--output-dir", str(tmp_path / "saved")]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "Traceback" not in error
+    assert (
+        "clotho_captions_validation.csv, line 2: not valid utf-8" in error
+        and "'cp1252' it reads '…0000.wav\",\"A café with people talking" in error
+    )
+    assert main([*argv, "--encoding", "cp1252"]) == 0
+    saved = load_from_disk(str(tmp_path / "saved"))
+    assert saved["validation"][0]["captions"][0] == "A caf\u00e9 with people talking"

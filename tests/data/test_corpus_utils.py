@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
+import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -27,29 +30,57 @@ def test_expand_path_expands_the_home_directory(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("text", "codec", "line", "guess"),
+    ("text", "codec", "line", "reading"),
     [
         (
             "file_name,caption\na.wav,A dog barks\nCafé crème.wav,People talk in a café\n",
             "cp1252",
             3,
-            "cp1252",
+            "Café crème.wav,People talk in a café",
         ),
-        ("file_name,caption\na.wav,개가 짖고 멀리서 자동차 소리가 들린다\n", "cp949", 2, "cp949"),
+        (
+            "file_name,caption\na.wav,개가 짖고 멀리서 자동차 소리가 들린다\n",
+            "cp949",
+            2,
+            "a.wav,개가 짖고 멀리서 자동차 소리가 들린다",
+        ),
+        # charset-normalizer's first guess is wrong on these: the right encoding must still be offered.
+        (
+            'file_name,caption\ncafe.wav,"Chatter in a café, a spoon on a saucer — très calme."\n',
+            "cp1252",
+            2,
+            "…Chatter in a café, a spoon on a saucer — très calm…",
+        ),
+        ("file_name,caption\na.wav,Niño en la calle\n", "latin-1", 2, "a.wav,Niño en la calle"),
+        (
+            "file_name,caption\na.wav,雨の音と遠くの車が通り過ぎる、静かな夜の住宅街で犬が二回吠える\n",
+            "shift_jis",
+            2,
+            None,
+        ),
     ],
-    ids=["cp1252", "korean-cp949"],
+    ids=["cp1252", "korean-cp949", "cp1252-ranked-second", "latin-1", "shift-jis"],
 )
-def test_non_utf8_csv_names_file_line_and_encoding_or_reads_with_encoding(tmp_path, text, codec, line, guess):
+def test_non_utf8_csv_names_file_line_and_encodings_with_their_readings(tmp_path, text, codec, line, reading):
     path = tmp_path / "captions.csv"
     path.write_bytes(text.encode(codec))
-    with pytest.raises(
-        MetadataEncodingError,
-        match=rf"captions\.csv, line {line}: not valid utf-8 \(byte 0x[0-9a-f]{{2}} at offset \d+\); "
-        rf"try encoding='{guess}' \(charset-normalizer's guess\), or re-save the file as UTF-8\.",
-    ):
+    with pytest.raises(MetadataEncodingError) as error:
         read_csv_records(path, ("file_name",))
-    _, records = read_csv_records(path, ("file_name",), encoding=codec)
-    assert records[-1].values == dict(zip(["file_name", "caption"], text.splitlines()[-1].split(",")))
+    message = str(error.value)
+    assert re.match(
+        rf".*captions\.csv, line {line}: not valid utf-8 \(byte 0x[0-9a-f]{{2}} at offset \d+\); pass the "
+        r"encoding= under which that line reads right: in '.*' it reads '.*', or re-save the file as UTF-8\.$",
+        message,
+    )
+    offered = dict(re.findall(r"in ('[^']+'(?: or '[^']+')*) it reads '(.*?)'(?:;|, or re-save)", message))
+    right_line = text.splitlines()[line - 1]
+    right = [names for names, text_read in offered.items() if text_read.strip("…") in right_line]
+    assert len(right) == 1 and len(offered) > 1  # the right reading is among others to tell it from
+    if reading is not None:
+        assert offered[right[0]] == reading
+    encoding = right[0].split(" or ")[0].strip("'")
+    _, records = read_csv_records(path, ("file_name",), encoding=encoding)
+    assert list(records[-1].values.values()) == next(csv.reader([right_line]))
     with pytest.raises(ValueError, match="encoding='no-such-codec' is not a text encoding"):
         read_csv_records(path, ("file_name",), encoding="no-such-codec")
 
@@ -116,3 +147,37 @@ def test_export_never_writes_an_empty_split(tmp_path, caplog):
     assert list(load_from_disk(str(Path(args.output_dir)))) == ["train"]
     with pytest.raises(ValueError, match="Every split is empty"):
         export_dataset_dict(DatasetDict({"test": _split(0)}), args)
+
+
+SCRIPTS = Path(__file__).parents[2] / "datasets_scripts"
+
+
+@pytest.mark.parametrize(
+    ("script", "arguments", "message"),
+    [
+        ("build_audio_text_folder.py", [], r"data_dir .*nowhere is not a directory\."),
+        ("build_audiocaps.py", [], r"AudioCaps data_dir .*nowhere is not a directory"),
+        ("build_clotho.py", [], r"Clotho data_dir .*nowhere is not a directory\."),
+        ("build_esc50.py", [], r"Corpus metadata file not found: .*nowhere/meta/esc50\.csv"),
+        ("build_translations.py", ["--translation", "fra=x.csv"], r"nowhere"),
+        ("build_wavcaps.py", [], r"WavCaps JSON file not found: .*nowhere"),
+    ],
+)
+def test_build_scripts_end_with_the_loaders_message_and_take_an_encoding(
+    tmp_path, capsys, script, arguments, message
+):
+    main = runpy.run_path(str(SCRIPTS / script))["main"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                str(tmp_path / "nowhere"),
+                *arguments,
+                "--encoding",
+                "cp1252",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 1 and re.fullmatch(rf"\S+: error: .*{message}.*\n", error, re.DOTALL)
+    assert "Traceback" not in error and not (tmp_path / "out").exists()

@@ -214,8 +214,10 @@ def test_build_script_removes_clotho_evaluation_clips_and_reloads(tmp_path, caps
     assert corpus_provenance(saved)["filters"][0]["reference"] == ["Clotho test"]
     blocklist = tmp_path / "blacklist.json"
     blocklist.write_text(json.dumps({"FreeSound": identifiers}))
-    with pytest.raises(ValueError, match=r"Every split is empty \(\['train'\]\); nothing to write"):
+    with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--blocklist", str(blocklist), "--output-dir", str(tmp_path / "none")])
+    assert exit_info.value.code == 1
+    assert "error: Every split is empty (['train']); nothing to write." in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0 and "--exclude-overlap-with" in capsys.readouterr().out

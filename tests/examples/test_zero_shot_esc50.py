@@ -46,3 +46,11 @@ def test_counts_per_fold_and_no_metrics_for_a_fold_too_small(tmp_path, capsys):
     assert list(main([*argv, "--min-clips", "3", "--folds", "2"])) == ["fold2"]
     with pytest.raises(SystemExit, match=r"No fold has at least 100 clips \(\{'fold2': 3\}\): no metrics"):
         main([*argv, "--min-clips", "100", "--folds", "2"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv[:3], str(tmp_path / "ESC-50-master"), *argv[4:]])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "Traceback" not in error
+    assert (
+        f"error: Corpus metadata file not found: {tmp_path / 'ESC-50-master' / 'meta' / 'esc50.csv'}" in error
+    )

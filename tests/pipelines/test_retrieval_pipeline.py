@@ -350,6 +350,27 @@ def test_duplicate_ids_are_rejected_naming_both_items(pipe, tmp_path):
         pipe.index(duplicated, show_progress=False)
 
 
+def test_files_indexed_under_ids_of_ones_own_carry_no_made_up_path(pipe, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    files = []
+    for name, waveform in zip(["dog bark.wav", "dawn chorus.wav"], random_waveforms(2)):
+        (tmp_path / name).write_bytes(encode_wav(waveform, SAMPLING_RATE))
+        files.append(str(tmp_path / name))
+    pipe.index(files[:1], ids=["dog"], show_progress=False)
+    assert pipe.audio_index.root is None and "path" not in pipe("a dog barks", top_k=1)[0]
+    with pytest.raises(
+        ValueError,
+        match=rf"Duplicate id 'dog': {files[1]} and dog, which is already in the index\. Give it another id",
+    ):
+        pipe.index(files[1:], ids=["dog"], append=True, show_progress=False)
+    pipe.index(files[:1], ids=["dog"], root=tmp_path, show_progress=False)
+    assert pipe("a dog barks", top_k=1)[0]["path"] == str(
+        tmp_path / "dog"
+    )  # root given: ids are relative paths
+    pipe.index(["dog bark.wav"], show_progress=False)
+    assert pipe("a dog barks", top_k=1)[0]["path"] == files[0]
+
+
 def test_a_query_that_looks_like_a_missing_audio_file_is_an_error(pipe):
     pipe.index(CAPTIONS, show_progress=False)
     with pytest.raises(
