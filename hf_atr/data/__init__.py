@@ -9,6 +9,7 @@ from .esc50 import class_prompts, load_esc50
 from .multilingual import load_translations, normalize_language_code
 from .relevance import load_relevance_judgements
 from .schema import LANGUAGES, atr_features, corpus_provenance
+from .shards import load_audio_text_shards, write_audio_text_shards
 from .synthcaps import (
     SOUND_EVENTS,
     event_phrase,
@@ -35,6 +36,7 @@ __all__ = [
     "event_phrase",
     "generate_clip",
     "load_audio_text_folder",
+    "load_audio_text_shards",
     "load_audiocaps",
     "load_clotho",
     "load_esc50",
@@ -44,6 +46,7 @@ __all__ = [
     "load_wavcaps",
     "normalize_language_code",
     "resample",
+    "write_audio_text_shards",
     "write_audiocaps_layout",
     "write_clotho_layout",
     "write_esc50_layout",
