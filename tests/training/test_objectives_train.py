@@ -2,8 +2,9 @@
 
 ``TrainingArguments(bf16=True, use_cpu=True)`` runs the model's forward under bfloat16 autocast
 (accelerate); the objective must still see float32 embeddings with autocast off (issue 11 §3).
-``fp16=True`` is accepted on CPU, but accelerate applies no autocast there (the forward runs in float32):
-it is checked to train, which is all it does. Training past chance is tested on real synthcaps audio in
+``fp16=True`` is accepted on CPU, but accelerate applies no autocast there (the forward runs in float32) and no
+gradient scaling: it is checked to train, which is all it does (gradient scaling with caching is tested in
+``test_grad_cache.py`` with a CPU ``GradScaler``). Gradient-cached steps run under bf16 too. Training past chance is tested on real synthcaps audio in
 ``test_objectives_synthcaps.py``.
 """
 
@@ -13,50 +14,16 @@ import math
 
 import pytest
 import torch
-from tiny_models import (
-    LANGUAGES,
-    feature_dataset,
-    make_model,
-    make_processor,
-    multilingual_features,
-    training_args,
-)
+from tiny_models import feature_dataset, make_model, make_processor, training_args
+from training_setups import objective_setup
 
 from hf_atr import AtrTrainer
-from hf_atr.objectives.registry import available_objectives, build_objective, default_scoring
-from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
-from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.multilingual import MultilingualCollator, RandomLanguageDataset
+from hf_atr.objectives.registry import available_objectives, default_scoring
 
 
-def training_setup(name: str, processor):
-    """``(objective, train_dataset, data_collator, callbacks)`` as an ATR user trains ``name``."""
-    objective = build_objective({"name": name})
-    if name == "kcl":
-        return objective, multilingual_features(24), MultilingualCollator(processor, languages=LANGUAGES), []
-    if name == "cacl":
-        clips = RandomLanguageDataset(multilingual_features(24), LANGUAGES, include_english=False)
-        return objective, clips, MultilingualCollator(processor, languages=LANGUAGES, mode="cacl"), []
-    if name == "random_language":
-        return (
-            objective,
-            RandomLanguageDataset(multilingual_features(24), LANGUAGES),
-            AtrDataCollator(processor),
-            [],
-        )
-    dataset = feature_dataset(24)
-    callbacks = []
-    if name == "ask":
-        objective = build_objective({"name": "ask", "num_prototypes": 4})
-        callbacks = [
-            KnowledgeBaseRefreshCallback(objective, processor, dataset, refresh=False, show_progress=False)
-        ]
-    return objective, dataset, None, callbacks
-
-
-def train_three_steps(tmp_path, name: str, **precision):
+def train_three_steps(tmp_path, name: str, embedding_chunk_size=None, **precision):
     processor = make_processor()
-    objective, dataset, collator, callbacks = training_setup(name, processor)
+    objective, dataset, collator, callbacks = objective_setup(name, processor)
     model = make_model(processor=processor, objective={"name": name})
     seen = []
     objective.register_forward_pre_hook(
@@ -72,14 +39,16 @@ def train_three_steps(tmp_path, name: str, **precision):
         objective=objective,
         data_collator=collator,
         callbacks=callbacks,
+        embedding_chunk_size=embedding_chunk_size,
     )
     trainer.train()
     return trainer, seen
 
 
+@pytest.mark.parametrize("embedding_chunk_size", [None, 3], ids=["whole batch", "gradient cached"])
 @pytest.mark.parametrize("name", available_objectives())
-def test_every_objective_trains_under_bf16_on_cpu_in_float32(tmp_path, name):
-    trainer, seen = train_three_steps(tmp_path, name, bf16=True)
+def test_every_objective_trains_under_bf16_on_cpu_in_float32(tmp_path, name, embedding_chunk_size):
+    trainer, seen = train_three_steps(tmp_path, name, embedding_chunk_size, bf16=True)
     assert trainer.accelerator.mixed_precision == "bf16"
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)

@@ -65,7 +65,7 @@ def test_random_crops_are_reproducible_whatever_the_workers_and_change_with_the_
     in_process = _batches(collator, pairs, num_workers=0)
     for first, second in zip(in_workers, in_process):
         torch.testing.assert_close(first["waveforms"], second["waveforms"], rtol=0, atol=0)
-    collator.set_epoch(1)
+    pairs.set_epoch(1)  # what the Trainer's data loader calls; the items carry their epoch to the workers
     next_epoch = _batches(collator, pairs, num_workers=2)
     waveforms = torch.cat([batch["waveforms"] for batch in in_workers])
     moved = torch.cat([batch["waveforms"] for batch in next_epoch])
@@ -79,6 +79,12 @@ def test_random_crops_are_reproducible_whatever_the_workers_and_change_with_the_
         o for o in range(len(decoded) - len(crop) + 1) if np.array_equal(decoded[o : o + len(crop)], crop)
     ]
     assert len(offsets) == 1 and offsets[0] > 0
+    # Rows without an epoch (bare clips) take the collator's own.
+    clips = [{key: value for key, value in pairs[item].items() if key != "epoch"} for item in range(2, 4)]
+    first = collator(clips)["waveforms"]
+    collator.set_epoch(1)
+    torch.testing.assert_close(collator(clips)["waveforms"], moved[2:4], rtol=0, atol=0)
+    assert not torch.equal(first, moved[2:4])
 
 
 def _clap_processor(truncation: str) -> AtrProcessor:
