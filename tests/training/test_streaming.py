@@ -128,6 +128,9 @@ def test_bad_streams_and_options_are_named(tmp_path):
     uncaptioned = Dataset.from_dict({"audio_id": ["x"], "captions": [[]]}).to_iterable_dataset()
     with pytest.raises(ValueError, match="Clip 'x' has no captions in the languages"):
         _items(StreamingPairs(uncaptioned), 1)
+    anonymous = Dataset.from_dict({"captions": [["a dog"]]}).to_iterable_dataset()
+    with pytest.raises(ValueError, match="A streamed clip has no 'audio_id'"):
+        _items(StreamingPairs(anonymous), 1)
     processor = make_processor()
     trainer = AtrTrainer(
         model=make_model(processor=processor),

@@ -12,6 +12,7 @@ from hf_atr import AtrProcessor
 from hf_atr.data.audio import decode_audio, encode_wav
 from hf_atr.data.schema import atr_features, finalize_audio_column
 from hf_atr.training.collator import METADATA_KEYS, CaptionPairDataset
+from hf_atr.training.multilingual import MultilingualCollator
 from hf_atr.training.waveform_collator import WaveformCollator, featurize_waveforms, item_seed
 
 FILE_RATE = 44100
@@ -142,3 +143,20 @@ def test_item_seeds_are_stable_and_distinct():
     assert item_seed(0, 1, "clip", "eng", 2) == item_seed(0, 1, "clip", "eng", 2) < 2**63
     seeds = {item_seed(0, epoch, "clip", "eng", index) for epoch in range(3) for index in range(3)}
     assert len(seeds) == 9
+
+
+def test_multilingual_batches_take_their_audio_from_the_waveform_collator():
+    processor = make_processor("ast")
+    clips = _clips([0.5, 2.0]).add_column(
+        "translations", [{"fra": [f"un son {i}", f"encore {i}"]} for i in range(2)]
+    )
+    waveforms = WaveformCollator(processor, seed=3)
+    collator = MultilingualCollator(processor, languages=["eng", "fra"], waveforms=waveforms)
+    assert collator.features is waveforms.features
+    (batch,) = _batches(
+        collator, [dict(clips[index], caption_index=0) for index in range(2)], 0, batch_size=2
+    )
+    assert batch["input_ids"].shape[0] == 4 and batch["captions_per_audio"] == 2
+    assert batch["waveform_cropped"].tolist() == [False, True]
+    inputs = featurize_waveforms(batch, collator.features)
+    assert inputs["input_values"].shape[0] == 2
