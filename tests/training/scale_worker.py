@@ -2,7 +2,7 @@
 
 For every objective: two float64 steps with DDP (``find_unused_parameters=False``, the default), recording before
 each optimizer step the trainable parameters without a gradient, then the same two steps gradient-cached; rank 0
-saves both parameter sets. Then a streamed run over four shards, recording the clips each rank collated.
+saves both parameter sets and both objective states (DART's EMA). Then a streamed run over four shards, recording the clips each rank collated.
 
 Usage: torchrun --standalone --nproc_per_node 2 scale_worker.py OUT_DIR
 """
@@ -43,7 +43,7 @@ class GradientCheck(TrainerCallback):
         )
 
 
-def train_objective(name: str, output_dir: Path, embedding_chunk_size: int | None) -> tuple[dict, list]:
+def train_objective(name: str, output_dir: Path, embedding_chunk_size: int | None) -> tuple[dict, dict, list]:
     processor = make_processor()
     objective, dataset, collator, callbacks = objective_setup(
         name, processor, num_clips=16, knowledge_base="fixed"
@@ -62,11 +62,14 @@ def train_objective(name: str, output_dir: Path, embedding_chunk_size: int | Non
     )
     assert trainer.args.ddp_find_unused_parameters is False
     trainer.train()
-    state = {key: tensor.detach().clone().contiguous() for key, tensor in model.state_dict().items()}
+    state, objective_state = (
+        {key: tensor.detach().clone().contiguous() for key, tensor in module.state_dict().items()}
+        for module in (model, objective)
+    )
     trainer.model_wrapped = trainer.model  # drop the DDP wrapper before the next trainer builds its own
     trainer.accelerator.free_memory()
     gc.collect()
-    return state, check.missing
+    return state, objective_state, check.missing
 
 
 class RecordingCollator(AtrDataCollator):
@@ -82,11 +85,12 @@ def main() -> None:
     report: dict = {"missing": {}}
     for name in available_objectives():
         for mode, chunk in (("whole", None), ("cached", 2)):
-            state, missing = train_objective(name, out_dir / f"{name}-{mode}", chunk)
+            state, objective_state, missing = train_objective(name, out_dir / f"{name}-{mode}", chunk)
             if mode == "whole":
                 report["missing"][name] = missing
             if dist.get_rank() == 0:
                 save_file(state, str(out_dir / f"{name}-{mode}.safetensors"))
+                save_file(objective_state, str(out_dir / f"{name}-{mode}.objective.safetensors"))
 
     processor = make_processor()
     collator = RecordingCollator(processor)

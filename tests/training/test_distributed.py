@@ -73,13 +73,23 @@ def test_two_processes_cache_gradients_exactly_leave_no_unused_parameter_and_spl
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["missing"] == {name: [[], []] for name in available_objectives()}
     for name in available_objectives():
-        whole = load_file(str(tmp_path / f"{name}-whole.safetensors"))
-        cached = load_file(str(tmp_path / f"{name}-cached.safetensors"))
-        for key, expected in whole.items():
-            torch.testing.assert_close(cached[key], expected, rtol=1e-5, atol=1e-5, msg=f"{name}: {key}")
+        for state in (
+            "",
+            ".objective",
+        ):  # the parameters, and the objective's state (DART's EMA, its counter)
+            whole = load_file(str(tmp_path / f"{name}-whole{state}.safetensors"))
+            cached = load_file(str(tmp_path / f"{name}-cached{state}.safetensors"))
+            assert cached.keys() == whole.keys()
+            for key, expected in whole.items():
+                torch.testing.assert_close(cached[key], expected, rtol=1e-5, atol=1e-5, msg=f"{name}: {key}")
+    assert (
+        int(load_file(str(tmp_path / "dart-cached.objective.safetensors"))["feature_transport.num_updates"])
+        == 2
+    )
     stream = StreamingPairs(feature_dataset(16).to_iterable_dataset(num_shards=4), shuffle_buffer_size=4)
     for rank, collated in enumerate(report["collated"]):
-        assert len(collated) == 8  # two batches of four
+        assert len(collated) == 8  # two batches of four: one epoch of the rank's two shards
         own_shards = {item["audio_id"] for item in itertools.islice(iter(stream.for_process(rank, 2)), 8)}
-        assert set(collated) <= own_shards
-    assert set(report["collated"][0]).isdisjoint(report["collated"][1])
+        assert set(collated) == own_shards
+    first, second = (set(collated) for collated in report["collated"])
+    assert first.isdisjoint(second) and first | second == {f"clip{index}" for index in range(16)}

@@ -9,7 +9,8 @@ from training_setups import Float64Batches, exact_model, objective_setup
 
 from hf_atr import AtrTrainer
 from hf_atr.models.panns.modeling_panns import PannsModel
-from hf_atr.objectives.registry import available_objectives
+from hf_atr.objectives.registry import available_objectives, build_objective
+from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
 from hf_atr.training.collator import AtrDataCollator
 from hf_atr.training.grad_cache import cached_embedding_backward, frozen_batch_norm_statistics, split_batch
 
@@ -134,10 +135,13 @@ def test_first_pass_leaves_batch_norm_statistics_to_the_second():
 
 
 def _train(name: str, embedding_chunk_size, tmp_path, steps: int = 2):
+    """Two float64 steps; returns the model, the objective and the number of times the objective ran."""
     processor = make_processor()
     objective, dataset, collator, callbacks = objective_setup(
         name, processor, num_clips=16, knowledge_base="fixed"
     )
+    calls = []
+    objective.register_forward_hook(lambda module, inputs, output: calls.append(inputs[0].shape[0]))
     model = exact_model(processor, name)
     trainer = AtrTrainer(
         model=model,
@@ -150,26 +154,67 @@ def _train(name: str, embedding_chunk_size, tmp_path, steps: int = 2):
         embedding_chunk_size=embedding_chunk_size,
     )
     trainer.train()
-    return model, objective
+    return model, objective, calls
 
 
 @pytest.mark.parametrize("name", available_objectives())
 def test_cached_training_equals_whole_batch_training_in_float64(tmp_path, name):
-    whole, whole_objective = _train(name, None, tmp_path / "whole")
-    cached, cached_objective = _train(name, 3, tmp_path / "cached")
+    whole, whole_objective, whole_calls = _train(name, None, tmp_path / "whole")
+    cached, cached_objective, cached_calls = _train(name, 3, tmp_path / "cached")
+    assert cached_calls == whole_calls == [8, 8]  # once per step, on the whole batch: never per chunk
     initial = exact_model(make_processor(), name).state_dict()
     moved = False
     for key, expected in whole.state_dict().items():
         torch.testing.assert_close(cached.state_dict()[key], expected, rtol=1e-5, atol=1e-5, msg=key)
         moved = moved or not torch.equal(expected, initial[key])
     assert moved
-    for (
-        key,
-        expected,
-    ) in whole_objective.state_dict().items():  # DART's EMA: one update per step, not per chunk
+    # DART's EMA reliabilities and update counter: one update per step, not per chunk.
+    for key, expected in whole_objective.state_dict().items():
         torch.testing.assert_close(
             cached_objective.state_dict()[key], expected, rtol=1e-5, atol=1e-5, msg=key
         )
+    if name == "dart":
+        transport = cached_objective.feature_transport
+        assert int(transport.num_updates) == 2 and bool((transport.reliability_ema != 0).any())
+
+
+def test_ask_knowledge_base_is_refreshed_once_per_step_as_without_caching(tmp_path):
+    """ASK's base, re-encoded after every optimizer step, sees the same model with and without caching and is
+    rebuilt once per step (never per chunk). Float32 and SGD: the base is encoded from the float32 features."""
+
+    def train(embedding_chunk_size, output_dir):
+        processor = make_processor()
+        dataset = feature_dataset(16)
+        objective = build_objective({"name": "ask", "num_prototypes": 4})
+        refresh = KnowledgeBaseRefreshCallback(
+            objective, processor, dataset, every_steps=1, show_progress=False
+        )
+        model = make_model(processor=processor, objective={"name": "ask"}, seed=0)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        trainer = AtrTrainer(
+            model=model,
+            args=training_args(output_dir, max_steps=3, optim="sgd", learning_rate=0.1),
+            train_dataset=dataset,
+            processing_class=processor,
+            objective=objective,
+            callbacks=[refresh],
+            embedding_chunk_size=embedding_chunk_size,
+        )
+        trainer.train()
+        return refresh.history, objective.knowledge_base
+
+    whole_history, whole_base = train(None, tmp_path / "whole")
+    cached_history, cached_base = train(3, tmp_path / "cached")
+    # Built at step 0, rebuilt after steps 1 and 2 (not after the last one, which ends training).
+    assert (
+        [record["step"] for record in cached_history]
+        == [record["step"] for record in whole_history]
+        == [0, 1, 2]
+    )
+    for name, expected in whole_base.tensors.items():
+        torch.testing.assert_close(cached_base.tensors[name], expected, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_gradient_scaling_applies_to_every_cached_gradient(tmp_path):
