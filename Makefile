@@ -1,9 +1,9 @@
 # Two commands set everything up on a fresh machine:
-#   make demo   install into .venv, then run the main job (train -> evaluate -> save -> search)
+#   make demo   install into .venv (with the plots extra), then run the main job (train -> evaluate -> save -> search)
 #   make test   install into .venv with the [dev] extra, then run the whole test suite
 # Both are idempotent: a second run reuses .venv and only reinstalls when pyproject.toml changed.
 # The generated card of the reference model in model_cards/ is refreshed with:
-#   make model-cards   run the demo, then copy the card it wrote (results table, citation, training run)
+#   make model-cards   run the demo, then copy the card it wrote (results table, citation, training run and its curves)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -22,7 +22,7 @@ $(VENV)/.torch: | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.torch
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e ".[plots]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
@@ -38,7 +38,7 @@ demo: install
 
 model-cards: demo
 	mkdir -p model_cards/demo-contrastive
-	cp outputs/demo/model/README.md model_cards/demo-contrastive/README.md
+	cp outputs/demo/model/README.md outputs/demo/model/training_curves.png model_cards/demo-contrastive/
 
 test: install-dev
 	$(BIN)/python -m pytest -q

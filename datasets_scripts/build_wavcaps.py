@@ -53,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_export_arguments(parser, args)
     dataset = load_wavcaps(args.json_file, audio_dir=args.audio_dir, source=args.source, missing=args.missing)
-    dataset = apply_overlap_arguments(dataset, args)
+    dataset, overlap_summaries = apply_overlap_arguments(dataset, args)
+    for split, summary in overlap_summaries.items():
+        print(f"{split}: {summary}")
     written = export_dataset_dict(dataset, args)
     print(f"{dataset}\nwritten: {', '.join(written)}")
     return 0

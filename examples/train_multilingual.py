@@ -40,7 +40,7 @@ from datasets import load_from_disk
 from transformers import get_cosine_schedule_with_warmup
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
-from hf_atr.data.schema import ENGLISH, LANGUAGES
+from hf_atr.data.schema import LANGUAGES
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
@@ -48,27 +48,11 @@ from hf_atr.evaluation.multilingual import language_consistency
 from hf_atr.evaluation.tables import results_table
 from hf_atr.objectives.registry import build_objective
 from hf_atr.tokenization import train_caption_tokenizer
-from hf_atr.training.collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
-from hf_atr.training.multilingual import (
-    MULTILINGUAL_METADATA_KEYS,
-    MultilingualCollator,
-    RandomLanguageDataset,
-    group_caption_embeds,
-)
+from hf_atr.training.collator import METADATA_KEYS, AtrDataCollator
+from hf_atr.training.multilingual import MULTILINGUAL_METADATA_KEYS, group_caption_embeds
+from hf_atr.training.objective_setup import objective_training_setup
 
 SCHEMES = ("random_language", "cacl", "kcl")
-
-
-def training_data(scheme: str, clips: Any, processor: AtrProcessor, seed: int) -> tuple[Any, Any]:
-    """The dataset view and collator of a scheme: each yields one item per (clip, English caption slot)."""
-    if scheme == "random_language":
-        return RandomLanguageDataset(clips, LANGUAGES, seed=seed), AtrDataCollator(processor)
-    if scheme == "cacl":
-        dataset = RandomLanguageDataset(clips, LANGUAGES, seed=seed, include_english=False)
-        return dataset, MultilingualCollator(processor, languages=LANGUAGES, mode="cacl")
-    return CaptionPairDataset(clips, languages=[ENGLISH]), MultilingualCollator(
-        processor, languages=LANGUAGES
-    )
 
 
 def resident_mib() -> float:
@@ -85,7 +69,10 @@ def train_and_evaluate(scheme: str, data_dir: str, options: dict[str, Any]) -> d
     model = AtrDualEncoderModel.from_pretrained(f"{data_dir}/initial_model")
     model.config.objective = {"name": scheme}
     objective = build_objective(model.config)
-    dataset, collator = training_data(scheme, features["train"], processor, options["seed"])
+    setup = objective_training_setup(
+        objective, features["train"], processor, languages=LANGUAGES, seed=options["seed"]
+    )
+    dataset, collator = setup.train_dataset, setup.data_collator or AtrDataCollator(processor)
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=options["batch_size"],

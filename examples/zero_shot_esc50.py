@@ -1,15 +1,18 @@
 """Zero-shot sound classification on ESC-50 with a saved hf-atr model, per fold.
 
-Every class becomes text through caption templates (``"This is a sound of {class}."``; several templates
-are averaged into one class embedding, then re-normalised, as CLIP's prompt ensembles are). Each clip is
-classified as the class whose text scores highest under the model's scoring head.
+:class:`hf_atr.evaluation.zero_shot.ZeroShotEvaluator` does the work (``hf-atr evaluate --zero-shot`` on a saved
+split is the same): every class becomes text through caption templates (``"This is a sound of {class}."``;
+several templates are averaged into one class embedding, then re-normalised, as CLIP's prompt ensembles are),
+and each clip is classified as the class whose text scores highest under the model's scoring head. The clips
+of all folds are encoded once; each fold's metrics are those of its rows:
 
-The metrics reuse :func:`hf_atr.evaluation.retrieval.retrieval_metrics` with the clips as queries and the
-classes as the gallery (one relevant class per clip):
-
-- ``accuracy``: audio -> class R@1 (the top class is the true one);
+- ``accuracy``: audio -> class R@1 (the true class scores above every other; a tie counts against it);
+- ``balanced_accuracy``: the mean of the classes' accuracies;
 - ``mAP@10``: audio -> class mAP@10, i.e. the mean reciprocal rank of the true class within the top 10;
 - ``class_to_audio_mAP@10``: each class text retrieving the fold's clips of that class.
+
+``--report DIR`` writes the confusion matrix and per-class accuracy over the evaluated folds, with a
+``report.html`` (needs ``pip install 'hf-atr[plots]'``).
 
 Each fold's clip count is printed; a fold with fewer clips than ``--min-clips`` (default: one per class)
 gets no metrics (clips skipped with ``--missing skip`` can leave a fold nearly empty, and its numbers
@@ -19,7 +22,7 @@ Example::
 
     python examples/zero_shot_esc50.py --model runs/atr-clotho --esc50-dir ~/data/ESC-50-master
     python examples/zero_shot_esc50.py --model runs/atr-clotho --esc50-dir ESC-50 --folds 5 \\
-        --template "This is a sound of {class}." --template "A recording of {class}."
+        --template "This is a sound of {class}." --template "A recording of {class}." --report esc50_report
 """
 
 from __future__ import annotations
@@ -33,33 +36,11 @@ from datasets import concatenate_datasets
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.data.corpus_utils import expand_path
-from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, class_prompts, load_esc50
-from hf_atr.encoding import encode_audio, encode_text
-from hf_atr.evaluation.evaluator import head_similarity
-from hf_atr.evaluation.retrieval import retrieval_metrics
+from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, load_esc50
+from hf_atr.evaluation.zero_shot import ZeroShotEvaluator
 
-METRICS = {"accuracy": "t2a_R@1", "mAP@10": "t2a_mAP@10", "class_to_audio_mAP@10": "a2t_mAP@10"}
-"""Reported name -> key of retrieval_metrics with clips as queries and classes as the gallery."""
-
-
-@torch.no_grad()
-def class_embeddings(
-    model: AtrDualEncoderModel, processor: AtrProcessor, class_names: Sequence[str], templates: Sequence[str]
-) -> torch.Tensor:
-    """``(n_classes, dim)``: the mean of each class's template embeddings, L2-normalised."""
-    prompts = [prompt for name in class_names for prompt in class_prompts(name, templates)]
-    prompt_embeds = encode_text(model, processor, prompts).view(len(class_names), len(templates), -1)
-    return torch.nn.functional.normalize(prompt_embeds.mean(dim=1), dim=-1)
-
-
-def zero_shot_metrics(
-    scores: torch.Tensor, labels: Sequence[str], class_names: Sequence[str]
-) -> dict[str, float]:
-    """Metrics of ``scores: (n_clips, n_classes)`` for clips whose true classes are ``labels``."""
-    class_index = {name: index for index, name in enumerate(class_names)}
-    true_class = torch.tensor([class_index[label] for label in labels])
-    metrics = retrieval_metrics(scores, true_class)
-    return {name: metrics[key] for name, key in METRICS.items()}
+METRICS = ("accuracy", "balanced_accuracy", "mAP@10", "class_to_audio_mAP@10")
+"""The columns printed per fold (``ZeroShotPredictions.metrics`` keys)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--output-json", type=expand_path, help="Also write the metrics to this JSON file.")
+    parser.add_argument(
+        "--report",
+        type=expand_path,
+        help="Also write the confusion matrix, per-class accuracy and report.html over the evaluated folds here.",
+    )
     return parser
 
 
@@ -100,8 +86,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
     processor = AtrProcessor.from_pretrained(args.model)
     folds = load_esc50(args.esc50_dir, folds=args.folds, templates=templates, missing=args.missing)
     class_names = sorted(set(concatenate_datasets(list(folds.values()))["label"]))
-    class_embeds = class_embeddings(model, processor, class_names, templates)
-    similarity = head_similarity(model)
 
     min_clips = args.min_clips if args.min_clips is not None else len(class_names)
     counts = {split: len(fold) for split, fold in folds.items()}
@@ -116,20 +100,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
             "or lower --min-clips."
         )
 
+    clips = concatenate_datasets([folds[split] for split in evaluated])
+    evaluator = ZeroShotEvaluator(
+        clips,
+        processor,
+        labels=class_names,
+        templates=templates,
+        batch_size=args.batch_size,
+        split="+".join(evaluated),
+    )
+    predictions = evaluator.predict(model)
     results: dict[str, dict[str, float]] = {}
-    all_scores, all_labels = [], []
+    start = 0
     for split in evaluated:
-        fold = folds[split]
-        audio_embeds = encode_audio(model, processor, fold, batch_size=args.batch_size)
-        scores = similarity(class_embeds, audio_embeds).T
-        results[split] = {**zero_shot_metrics(scores, fold["label"], class_names), "clips": len(fold)}
-        all_scores.append(scores)
-        all_labels.extend(fold["label"])
+        rows = range(start, start + counts[split])
+        fold = predictions.select(rows)  # clips that could not be decoded were left out (and named)
+        results[split] = {**fold.metrics(), "clips": len(fold.true_classes)}
+        start = rows.stop
     if len(evaluated) > 1:
-        results["all"] = {
-            **zero_shot_metrics(torch.cat(all_scores), all_labels, class_names),
-            "clips": len(all_labels),
-        }
+        results["all"] = {**predictions.metrics(), "clips": len(predictions.true_classes)}
 
     print(f"{'split':>8} {'clips':>6} " + " ".join(f"{name:>22}" for name in METRICS))
     for split, metrics in results.items():
@@ -139,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
         )
     if args.output_json is not None:
         args.output_json.write_text(json.dumps(results, indent=2))
+    if args.report is not None:
+        report = evaluator.write_report(predictions, args.report)
+        print(f"Report written to {report.path}")
     return results
 
 

@@ -1,4 +1,4 @@
-"""The ``hf-atr`` command line: ``demo``, ``index``, ``search``, ``evaluate``.
+"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``, ``serve``.
 
 Each ``add_*_parser(subparsers)`` adds one sub-command whose ``handler`` takes the parsed arguments and
 returns the exit status.
@@ -7,11 +7,18 @@ returns the exit status.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from .commands.model_loading import checked_model, load_retrieval_pipeline
+from .commands.serve import add_serve_parser
+from .commands.train import add_train_parser
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -44,23 +51,57 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif")
-"""File suffixes ``hf-atr index`` picks up (those soundfile decodes)."""
 SYNTHCAPS = "synthcaps"
+DEFAULT_SAVE_EVERY = 1000
+"""``hf-atr index`` saves the index after this many files (and at the end, and when it stops early)."""
+
+
+def _add_windowing_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--window-seconds",
+        type=float,
+        default=None,
+        help=f"{what}: window length in seconds (default: the feature extractor's window)",
+    )
+    parser.add_argument(
+        "--hop-seconds",
+        type=float,
+        default=None,
+        help=f"{what}: distance between window starts (default: half the window, 50%% overlap)",
+    )
 
 
 def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``hf-atr index --model DIR --audio-dir D --out INDEX``."""
     parser = subparsers.add_parser(
         "index",
-        help="encode a folder of audio files into a searchable index",
-        description="Encode every audio file under --audio-dir (recursively; "
-        f"{', '.join(AUDIO_EXTENSIONS)}) once with the model's audio encoder and save the embeddings as a "
-        "retrieval index (safetensors + ids JSON) in --out. Ids are the files' paths relative to --audio-dir. "
-        "Search it with `hf-atr search --index OUT`.",
+        help="encode a folder of audio files (and/or captions) into a searchable index",
+        description="Encode every audio file under --audio-dir (recursively; any extension in "
+        "hf_atr.data.audio.AUDIO_EXTENSIONS) once with the model's audio encoder and save the embeddings as "
+        "a retrieval index (safetensors + ids JSON) in --out. Ids are the files' paths relative to "
+        "--audio-dir, which the index records so that hits resolve from anywhere. A file longer than the "
+        "feature extractor's window is stored window by window with each window's time span (--pool: one "
+        "pooled entry per file), so search returns files with their best-matching span. Files that cannot "
+        "be decoded (empty, not audio, corrupt, macOS ._* AppleDouble files) are skipped and listed in "
+        "OUT/skipped.tsv unless --strict. The index is saved every --save-every files and when the job stops "
+        "early; --append adds the files not yet indexed. --captions FILE adds a caption index for "
+        "audio-to-text search; --dataset DIR indexes a saved shared-schema dataset (audio and captions). "
+        "Under `accelerate launch` or `torchrun` each process encodes a share of the files and one index "
+        "is written, the same as one process writes.",
     )
     parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
-    parser.add_argument("--audio-dir", required=True, help="folder of audio files to index")
+    parser.add_argument("--audio-dir", default=None, help="folder of audio files to index")
+    parser.add_argument(
+        "--captions",
+        default=None,
+        help="captions to index for audio-to-text search: a .txt file (one per line), a .csv with a 'caption' "
+        "column or caption_1..caption_N (Clotho; ids from 'id' or 'file_name'), or a .jsonl of "
+        '{"caption", "id"} objects',
+    )
+    parser.add_argument(
+        "--dataset", default=None, help="a dataset saved with `save_to_disk` in the hf-atr schema"
+    )
+    parser.add_argument("--split", default="test", help="split of a --dataset DatasetDict (default: test)")
     parser.add_argument("--out", required=True, help="directory to write the index to")
     parser.add_argument(
         "--kind",
@@ -69,7 +110,26 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="flat: exact search (default); ivf / hnsw: approximate, for hundreds of thousands of clips",
     )
     parser.add_argument(
-        "--batch-size", type=int, default=32, help="clips encoded per forward pass (default: 32)"
+        "--batch-size", type=int, default=32, help="windows encoded per forward pass (default: 32)"
+    )
+    parser.add_argument(
+        "--pool", action="store_true", help="one pooled entry per file instead of one per window"
+    )
+    parser.add_argument(
+        "--pooling", choices=("mean", "max"), default="mean", help="how --pool pools windows (default: mean)"
+    )
+    _add_windowing_arguments(parser, "long files")
+    parser.add_argument("--strict", action="store_true", help="stop at the first file that cannot be decoded")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument(
+        "--append", action="store_true", help="add to the index in --out (files not yet in it)"
+    )
+    existing.add_argument("--overwrite", action="store_true", help="replace an index already in --out")
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=DEFAULT_SAVE_EVERY,
+        help=f"save the index after every N files (default: {DEFAULT_SAVE_EVERY})",
     )
     parser.set_defaults(handler=run_index)
     return parser
@@ -79,80 +139,152 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``hf-atr search --model DIR --index INDEX "query"``."""
     parser = subparsers.add_parser(
         "search",
-        help="search an index with a text query (or an audio file)",
+        help="search an index with a text query, an audio file, or a file of queries",
         description="Rank the entries of an index built by `hf-atr index` (or `pipe.save_index`) for a query. "
-        "A text query returns the best-matching audio clips; a path to an existing audio file returns the "
-        "best-matching captions of a caption index. Scores are the model's similarity (cosine, or the "
-        "negative Euclidean/Mahalanobis distance).",
+        "A text query returns the best-matching audio files, each with its best-matching time span (start "
+        "and end in seconds); a path to an existing audio file returns the best-matching captions of a "
+        "caption index (a query ending in an audio extension that names no file is an error). --audio FILE "
+        "returns the audio files that sound most like FILE (query by example). --queries FILE runs one query "
+        'per line with one model load and prints JSON lines {"query", "hits"}. Scores are the model\'s '
+        "similarity (cosine, or the negative Euclidean/Mahalanobis distance).",
     )
     parser.add_argument(
         "--model", required=True, help="directory (or Hub id) of the model that built the index"
     )
     parser.add_argument("--index", required=True, help="index directory")
-    parser.add_argument("query", help='a caption such as "a dog barks", or the path of an audio file')
+    parser.add_argument(
+        "query", nargs="?", help='a caption such as "a dog barks", or the path of an audio file'
+    )
+    parser.add_argument(
+        "--audio", default=None, help="an audio file: find the indexed files that sound alike"
+    )
+    parser.add_argument(
+        "--queries", default=None, help="a text file of queries, one per line (JSON lines out)"
+    )
     parser.add_argument("--top-k", type=int, default=5, help="number of results (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a list")
     parser.set_defaults(handler=run_search)
     return parser
 
 
+RETRIEVAL_OPTIONS = {
+    "--languages": "languages",
+    "--map-cutoffs": "map_cutoffs",
+    "--relevance": "relevance",
+    "--relevance-threshold": "relevance_threshold",
+    "--relevance-missing": "relevance_missing",
+}
+"""``hf-atr evaluate`` options of retrieval (option -> attribute), refused with ``--zero-shot``."""
+ZERO_SHOT_OPTIONS = {"--labels": "labels", "--label-column": "label_column", "--template": "templates"}
+"""``hf-atr evaluate`` options of ``--zero-shot`` (option -> attribute), refused without it."""
+
+
 def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``hf-atr evaluate --model DIR --dataset {DIR,synthcaps}``."""
     parser = subparsers.add_parser(
         "evaluate",
-        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@c, MRV)",
+        help="retrieval metrics of a model on a dataset (R@k both ways, mAP@c, MRV), or zero-shot "
+        "classification metrics",
         description="Encode every clip and caption of one split once and report text-to-audio and "
         "audio-to-text R@1/5/10 and mAP@10 (--map-cutoffs for others, e.g. 10 16) and, with several "
         "--languages, per-language values and MRV. Ties count against the relevant item, so a collapsed "
         "model scores at chance or below. --relevance FILE evaluates with several relevant clips per caption "
         "(DCASE 2025 judgements: a caption,file_name,relevance CSV with --relevance-threshold, or the "
-        "query,audio_filenames lists); only the judged captions are queries. "
+        "query,audio_filenames lists); only the judged captions are queries. --zero-shot classifies the clips "
+        "of a labelled split (a `label` column, as ESC-50 and synthcaps have) by prompts of every class "
+        "instead: accuracy, balanced accuracy, mAP@10. "
         "--dataset is a DatasetDict (or Dataset) saved with `save_to_disk` in the hf-atr schema "
-        "(audio, audio_id, captions, optional translations), or `synthcaps` to generate the embedded "
-        "synthetic corpus.",
+        "(audio, audio_id, captions, optional translations and label), or `synthcaps` to generate the "
+        "embedded synthetic corpus. Each clip is encoded as the model's own protocol reads it (a clip longer "
+        "than the feature extractor's window is cut to it, and the cut clips are named in a warning; CLAP "
+        "fusion reads the whole clip); --window-pooling embeds long clips window by window and pools them. "
+        "Clips that cannot be decoded are left out with their captions (or labels) and reported, unless "
+        "--strict. All of it is recorded in the protocol (--output). --report DIR also writes figures and a "
+        "report.html (R@k curves, rank histograms, the transport plan of an OT-trained model; for "
+        "--zero-shot the confusion matrix and per-class accuracy).",
     )
     parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
     parser.add_argument("--dataset", required=True, help="a `save_to_disk` directory, or `synthcaps`")
     parser.add_argument("--split", default="test", help="split of a DatasetDict (default: test)")
     parser.add_argument(
+        "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="clips per forward pass (default: 32)")
+    parser.add_argument(
+        "--window-pooling",
+        choices=("mean", "max"),
+        default=None,
+        help="embed clips longer than the feature extractor's window window by window and pool them "
+        "(default: the model's own protocol, one forward pass per clip)",
+    )
+    _add_windowing_arguments(parser, "--window-pooling")
+    parser.add_argument("--strict", action="store_true", help="stop at the first clip that cannot be decoded")
+    parser.add_argument(
+        "--output",
+        default=None,
+        help='also write {"metrics": {...}, "protocol": {...}} to this JSON file: the metrics and how they '
+        "were obtained (tie rule, split, corpus and official clip count, clips, captions or classes, "
+        "languages, relevance file, cutoffs, scoring, window pooling, clips cut to the window, skipped clips)",
+    )
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="also write PNG figures and report.html (figures, metrics table, protocol; opens offline) to DIR; "
+        "needs matplotlib: pip install 'hf-atr[plots]'",
+    )
+    retrieval = parser.add_argument_group("retrieval (the default)")
+    retrieval.add_argument(
         "--languages",
         nargs="+",
         default=None,
         help="caption languages (ISO 639-3, e.g. eng fra deu); default English only",
     )
-    parser.add_argument(
-        "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
-    )
-    parser.add_argument("--batch-size", type=int, default=32, help="clips per forward pass (default: 32)")
-    parser.add_argument(
+    retrieval.add_argument(
         "--map-cutoffs",
         type=int,
         nargs="+",
         default=None,
         help="cutoffs c of mAP@c, e.g. 10 16 (DCASE 2025 ranks by mAP@16; default: the library's, mAP@10)",
     )
-    parser.add_argument(
+    retrieval.add_argument(
         "--relevance",
         default=None,
         help="relevance judgements of the split (CSV, see docs/corpora.md): several relevant clips per caption",
     )
-    parser.add_argument(
+    retrieval.add_argument(
         "--relevance-threshold",
         type=float,
         default=None,
         help="graded judgements: a pair is relevant when its relevance is >= this value",
     )
-    parser.add_argument(
+    retrieval.add_argument(
         "--relevance-missing",
         choices=("error", "skip"),
-        default="error",
-        help="a judged caption or file the split lacks: stop (default) or skip it and report",
-    )
-    parser.add_argument(
-        "--output",
         default=None,
-        help='also write {"metrics": {...}, "protocol": {...}} to this JSON file: the metrics and how they '
-        "were obtained (tie rule, split, clips, captions, languages, relevance file, cutoffs, scoring)",
+        help="a judged caption or file the split lacks: stop (the default, error) or skip it and report",
+    )
+    zero_shot = parser.add_argument_group("zero-shot classification (--zero-shot)")
+    zero_shot.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help="classify each clip into the classes of --label-column by caption prompts, instead of retrieval",
+    )
+    zero_shot.add_argument(
+        "--labels",
+        nargs="+",
+        default=None,
+        help="the classes to choose from (default: the split's distinct labels); every clip's label must be one",
+    )
+    zero_shot.add_argument(
+        "--label-column", default=None, help="the column holding each clip's class (default: label)"
+    )
+    zero_shot.add_argument(
+        "--template",
+        dest="templates",
+        action="append",
+        default=None,
+        help="prompt template with {} or {class}; repeat to average several (default: 'This is a sound of {class}.')",
     )
     parser.set_defaults(handler=run_evaluate)
     return parser
@@ -160,94 +292,401 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_index(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr index``."""
-    audio_dir = Path(args.audio_dir)
-    if not audio_dir.is_dir():
+    if args.audio_dir is None and args.captions is None and args.dataset is None:
+        raise SystemExit("hf-atr index: give --audio-dir, --captions or --dataset (what to index).")
+    if args.dataset is not None and args.audio_dir is not None:
+        raise SystemExit("hf-atr index: give either --dataset or --audio-dir, not both.")
+    if args.save_every < 1:
+        raise SystemExit(f"--save-every must be at least 1, got {args.save_every}.")
+    audio_dir = None if args.audio_dir is None else Path(args.audio_dir).expanduser()
+    if audio_dir is not None and not audio_dir.is_dir():
         raise SystemExit(f"--audio-dir {audio_dir} is not a directory.")
-    files = sorted(
+    files = _audio_files(audio_dir) if audio_dir is not None else []
+    if audio_dir is not None and not files:
+        raise SystemExit(f"No audio files under {audio_dir}.")
+    captions = _read_caption_list(args.captions) if args.captions else None
+    dataset = _saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
+    out = Path(args.out).expanduser()
+    from hf_atr.data.audio import AudioDecodeError
+    from hf_atr.pipelines.retrieval_pipeline import INDEX_NAMES
+
+    holds_index = any((out / f"{name}.json").is_file() for name in INDEX_NAMES)
+    if holds_index and not (args.append or args.overwrite):
+        raise SystemExit(
+            f"{out} already holds an index; pass --append to add the files not yet in it, or --overwrite to "
+            "replace it."
+        )
+    with _process_group() as device:
+        placement = {} if device is None else {"device": device}
+        pipe = load_retrieval_pipeline(
+            args.model, index_kind=args.kind, windowing=_windowing(args, args.pooling), **placement
+        )
+        if args.append and holds_index:
+            _load_index(pipe, out)
+        report = _IndexReport(out, pipe)
+        try:
+            if files:
+                _index_files(pipe, files, audio_dir, args, report)
+            if dataset is not None:
+                _index_dataset(pipe, dataset, args, report)
+            if captions is not None:
+                _index_caption_list(pipe, captions.ids, captions.captions, args, report)
+        except (AudioDecodeError, KeyboardInterrupt) as error:
+            if pipe.audio_index is not None or pipe.text_index is not None:
+                pipe.save_index(out)
+            stopped = f"{error} (--strict)" if isinstance(error, AudioDecodeError) else "interrupted"
+            raise SystemExit(
+                f"hf-atr index: stopped: {stopped}. The {report.indexed_files(pipe)} file(s) indexed so far are "
+                f"saved in {out}; run again with --append to add the rest."
+            ) from None
+        pipe.save_index(out)
+        if report.rank == 0:
+            print(report.summary(pipe, audio_dir))
+    return 0
+
+
+class _IndexReport:
+    """What ``hf-atr index`` did, for its summary line."""
+
+    def __init__(self, out: Path, pipe: Any) -> None:
+        from hf_atr.training.distributed import rank_and_world_size
+
+        self.out = out
+        self.rank, self.processes = rank_and_world_size()
+        self.files_before = self.indexed_files(pipe)
+        self.captions_before = 0 if pipe.text_index is None else len(pipe.text_index)
+        self.attempted: set[str] = set()
+        self.audio_given = False
+        self.already = 0
+        self.started = time.perf_counter()
+
+    @staticmethod
+    def indexed_files(pipe: Any) -> int:
+        return 0 if pipe.audio_index is None else len(set(pipe.audio_index.ids))
+
+    def summary(self, pipe: Any, audio_dir: Path | None) -> str:
+        from hf_atr.pipelines.retrieval_pipeline import SKIPPED_FILENAME
+
+        parts = []
+        if pipe.audio_index is not None and self.audio_given:
+            source = f" from {audio_dir}" if audio_dir is not None else ""
+            parts.append(
+                f"Indexed {self.indexed_files(pipe) - self.files_before} audio file(s){source} into {self.out}: "
+                f"the index holds {self.indexed_files(pipe)} file(s) in {len(pipe.audio_index)} entries"
+            )
+        if pipe.text_index is not None and len(pipe.text_index) > self.captions_before:
+            parts.append(
+                f"{'indexed' if parts else 'Indexed'} {len(pipe.text_index) - self.captions_before} caption(s) "
+                f"into {self.out} ({len(pipe.text_index)} in the caption index)"
+            )
+        skipped_now = sum(item.name in self.attempted for item in pipe.skipped)
+        if skipped_now:
+            parts.append(
+                f"skipped {skipped_now} file(s) that cannot be decoded ({len(pipe.skipped)} listed in "
+                f"{self.out / SKIPPED_FILENAME})"
+            )
+        if self.already:
+            parts.append(f"{self.already} already in the index")
+        processes = f" on {self.processes} processes" if self.processes > 1 else ""
+        return "; ".join(parts) + f"; {time.perf_counter() - self.started:.1f} s{processes}."
+
+
+def _index_files(
+    pipe: Any, files: list[Path], audio_dir: Path, args: argparse.Namespace, report: Any
+) -> None:
+    from tqdm.auto import tqdm
+
+    from hf_atr.pipelines.retrieval_pipeline import CLIPS_PER_STEP, relative_id
+
+    index = pipe.audio_index
+    root = Path(index.root) if index is not None and index.root else audio_dir.resolve()
+    ids = [relative_id(path, root) for path in files]
+    indexed = set(index.ids) if index is not None else set()
+    todo = [(str(path.resolve()), item_id) for path, item_id in zip(files, ids) if item_id not in indexed]
+    report.audio_given = True
+    report.already = len(files) - len(todo)
+    chunk = max(1, min(args.save_every, args.batch_size * CLIPS_PER_STEP * report.processes))
+    since_save = 0
+    with tqdm(total=len(todo), desc="Indexing files", disable=report.rank != 0) as progress:
+        for start in range(0, len(todo), chunk):
+            part = todo[start : start + chunk]
+            report.attempted.update(path for path, _ in part)
+            pipe.index(
+                [path for path, _ in part],
+                ids=[item_id for _, item_id in part],
+                batch_size=args.batch_size,
+                show_progress=False,
+                pool=args.pool,
+                strict=args.strict,
+                append=pipe.audio_index is not None,
+                root=root,
+            )
+            since_save += len(part)
+            progress.update(len(part))
+            if since_save >= args.save_every:
+                pipe.save_index(report.out)
+                since_save = 0
+
+
+def _index_dataset(pipe: Any, dataset: Any, args: argparse.Namespace, report: Any) -> None:
+    report.audio_given = True
+    if pipe.audio_index is not None and "audio_id" in dataset.column_names:
+        indexed = set(pipe.audio_index.ids)
+        keep = [row for row, audio_id in enumerate(dataset["audio_id"]) if str(audio_id) not in indexed]
+        report.already = len(dataset) - len(keep)
+        dataset = dataset.select(keep)
+    if len(dataset) == 0:
+        return
+    pipe.index(
+        dataset,
+        batch_size=args.batch_size,
+        pool=args.pool,
+        strict=args.strict,
+        append=pipe.audio_index is not None,
+        show_progress=report.rank == 0,
+    )
+    report.attempted.update(item.name for item in pipe.skipped)
+
+
+def _index_caption_list(
+    pipe: Any, ids: list[str], captions: list[str], args: argparse.Namespace, report: Any
+) -> None:
+    indexed = set(pipe.text_index.ids) if pipe.text_index is not None else set()
+    new = [(item_id, caption) for item_id, caption in zip(ids, captions) if item_id not in indexed]
+    if not new:
+        return
+    pipe.index(
+        [caption for _, caption in new],
+        ids=[item_id for item_id, _ in new],
+        batch_size=args.batch_size,
+        show_progress=report.rank == 0,
+        append=pipe.text_index is not None,
+    )
+
+
+def _audio_files(audio_dir: Path) -> list[Path]:
+    """Every file under ``audio_dir`` with an audio extension (AppleDouble ``._*`` files too: the index
+    lists them as skipped), sorted."""
+    from hf_atr.data.audio import AUDIO_EXTENSIONS
+
+    return sorted(
         path for path in audio_dir.rglob("*") if path.is_file() and path.suffix.lower() in AUDIO_EXTENSIONS
     )
-    if not files:
-        raise SystemExit(f"No audio files ({', '.join(AUDIO_EXTENSIONS)}) under {audio_dir}.")
-    pipe = _pipeline(args.model, index_kind=args.kind)
-    pipe.index(
-        [str(path) for path in files],
-        ids=[path.relative_to(audio_dir).as_posix() for path in files],
-        batch_size=args.batch_size,
-    )
-    written = pipe.save_index(args.out)
-    print(
-        f"Indexed {len(files)} clips from {audio_dir} into {Path(args.out)} ({', '.join(p.name for p in written)})."
-    )
-    return 0
+
+
+def _read_caption_list(path: str) -> Any:
+    from hf_atr.data.caption_list import read_caption_list
+    from hf_atr.data.corpus_utils import CorpusFormatError
+
+    try:
+        return read_caption_list(path)
+    except (FileNotFoundError, CorpusFormatError) as error:
+        raise SystemExit(f"hf-atr index --captions: {error}") from error
 
 
 def run_search(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr search``."""
-    pipe = _pipeline(args.model, index_dir=args.index)
-    hits = pipe(args.query, top_k=args.top_k)
+    given = [name for name in ("query", "audio", "queries") if getattr(args, name) is not None]
+    if len(given) != 1:
+        raise SystemExit(
+            "hf-atr search: give exactly one of a query, --audio FILE or --queries FILE"
+            + (f" (got {', '.join(given)})." if given else ".")
+        )
+    queries = _read_queries(Path(args.queries).expanduser()) if args.queries else None
+    if args.audio is not None and not Path(args.audio).expanduser().is_file():
+        raise SystemExit(f"--audio {args.audio}: no such file.")
+    pipe = load_retrieval_pipeline(args.model, index_dir=Path(args.index).expanduser())
+    if queries is not None:
+        return _run_query_file(pipe, queries, args.top_k)
+    try:
+        if args.audio is not None:
+            hits = pipe(audio=str(Path(args.audio).expanduser()), top_k=args.top_k)
+        else:
+            hits = pipe(args.query, top_k=args.top_k)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"hf-atr search: {error}") from error
     if args.json:
         print(json.dumps(hits, ensure_ascii=False, indent=2))
         return 0
-    print(f"Query: {args.query!r}")
+    print(f"Sounds like: {args.audio}" if args.audio is not None else f"Query: {args.query!r}")
     for rank, hit in enumerate(hits, start=1):
+        span = f"  {hit['start']:.2f}-{hit['end']:.2f} s" if "start" in hit else ""
         caption = f"  ({hit['caption']})" if "caption" in hit else ""
-        print(f"  {rank}. {hit['id']}  score={hit['score']:.4f}{caption}")
+        print(f"  {rank}. {hit['id']}{span}  score={hit['score']:.4f}{caption}")
     return 0
+
+
+def _run_query_file(pipe: Any, queries: list[str], top_k: int) -> int:
+    """One JSON line per query, ``{"query", "hits"}``, or ``{"query", "error"}`` for a query that fails (the
+    others still run); exit status 1 when any failed."""
+    failed = 0
+    for query in queries:
+        try:
+            line = {"query": query, "hits": pipe(query, top_k=top_k)}
+        except (FileNotFoundError, ValueError) as error:
+            failed += 1
+            line = {"query": query, "error": str(error)}
+        print(json.dumps(line, ensure_ascii=False))
+    if failed:
+        print(
+            f'hf-atr search: {failed} of {len(queries)} queries failed (see their "error").', file=sys.stderr
+        )
+    return 1 if failed else 0
+
+
+def _read_queries(path: Path) -> list[str]:
+    if not path.is_file():
+        raise SystemExit(f"--queries {path}: no such file.")
+    queries = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not queries:
+        raise SystemExit(f"--queries {path} holds no query.")
+    return queries
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr evaluate``."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.evaluation.evaluator import RetrievalEvaluator
-    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+    from hf_atr.evaluation.tables import format_metric
 
+    _refuse_options_of_the_other_mode(args)
+    windowing = None if args.window_pooling is None else _windowing(args, args.window_pooling)
     dataset, split = _evaluation_split(args)
-    model = AutoModel.from_pretrained(args.model)
-    processor = AutoProcessor.from_pretrained(args.model)
+    model_path = checked_model(args.model)
+    model = AutoModel.from_pretrained(model_path)
+    processor = AutoProcessor.from_pretrained(model_path)
+    build_evaluator = _zero_shot_evaluator if args.zero_shot else _retrieval_evaluator
     try:
-        evaluator = RetrievalEvaluator(
-            dataset,
-            processor,
-            languages=args.languages,
-            batch_size=args.batch_size,
-            show_progress=True,
-            split=split,
-            relevance=args.relevance,
-            relevance_threshold=args.relevance_threshold,
-            relevance_missing=args.relevance_missing,
-            map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
-        )
+        evaluator = build_evaluator(args, dataset, split, processor, windowing)
+        if args.report:
+            try:
+                report = evaluator.report(model, args.report)
+            except ImportError as error:
+                raise SystemExit(f"hf-atr evaluate --report: {error}") from error
+            metrics = report.metrics
+        else:
+            metrics = evaluator(model)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"hf-atr evaluate: {error}") from error
-    metrics = evaluator(model)
     protocol = evaluator.protocol
-    relevance = (
-        f"relevance judgements {protocol['relevance_file']}"
-        if protocol["relevance"] == "judgements"
-        else "each caption's own clip relevant"
-    )
-    print(
-        f"Retrieval on {args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips, "
-        f"{protocol['captions']} captions, {relevance}; ties count against the relevant item); recall and "
-        "mAP in %, ranks 1-based:"
-    )
+    skipped = f", {len(protocol['skipped_clips'])} clip(s) skipped" if protocol["skipped_clips"] else ""
+    where = f"{args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips{skipped}"
+    if args.zero_shot:
+        print(
+            f"Zero-shot classification on {where}, {protocol['classes']} classes, templates "
+            f"{protocol['templates']}; a tie with the true class counts against it); in %:"
+        )
+    else:
+        relevance = (
+            f"relevance judgements {protocol['relevance_file']}"
+            if protocol["relevance"] == "judgements"
+            else "each caption's own clip relevant"
+        )
+        print(
+            f"Retrieval on {where}, {protocol['captions']} captions, {relevance}; ties count against the relevant "
+            "item); recall and mAP in %, ranks 1-based:"
+        )
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
-        is_fraction = "R@" in name or "mAP@" in name or "recall_fraction@" in name
-        shown = f"{100 * value:.2f}" if is_fraction else f"{value:.3f}"
-        print(f"  {name:<{width}}  {shown}")
+        print(f"  {name:<{width}}  {format_metric(name, value)}")
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps({"metrics": metrics, "protocol": protocol}, indent=2))
         print(f"Metrics and protocol written to {args.output}")
+    if args.report:
+        print(f"Report written to {report.path} (figures beside it)")
     return 0
 
 
-def _pipeline(model: str, **pipeline_kwargs: Any) -> Any:
-    from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
+def _refuse_options_of_the_other_mode(args: argparse.Namespace) -> None:
+    """Retrieval options with ``--zero-shot``, zero-shot options without it, and a window length or hop
+    without ``--window-pooling`` end the command naming them."""
+    if args.window_pooling is None and (args.window_seconds is not None or args.hop_seconds is not None):
+        raise SystemExit("--window-seconds / --hop-seconds apply with --window-pooling mean|max.")
+    options = RETRIEVAL_OPTIONS if args.zero_shot else ZERO_SHOT_OPTIONS
+    misplaced = [option for option, name in options.items() if getattr(args, name) is not None]
+    if misplaced:
+        names = ", ".join(misplaced[:-1]) + (" and " if len(misplaced) > 1 else "") + misplaced[-1]
+        target = "retrieval, not to --zero-shot" if args.zero_shot else "--zero-shot"
+        raise SystemExit(f"hf-atr evaluate: {names} appl{'y' if len(misplaced) > 1 else 'ies'} to {target}.")
 
-    return pipeline("audio-text-retrieval", model=model, **pipeline_kwargs)
+
+def _retrieval_evaluator(
+    args: argparse.Namespace, dataset: Any, split: str | None, processor: Any, windowing: Any
+) -> Any:
+    from hf_atr.evaluation.evaluator import RetrievalEvaluator
+    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+
+    missing = {} if args.relevance_missing is None else {"relevance_missing": args.relevance_missing}
+    return RetrievalEvaluator(
+        dataset,
+        processor,
+        languages=args.languages,
+        batch_size=args.batch_size,
+        show_progress=True,
+        split=split,
+        relevance=args.relevance,
+        relevance_threshold=args.relevance_threshold,
+        map_cutoffs=args.map_cutoffs or DEFAULT_MAP_CUTOFFS,
+        windowing=windowing,
+        strict=args.strict,
+        **missing,
+    )
+
+
+def _zero_shot_evaluator(
+    args: argparse.Namespace, dataset: Any, split: str | None, processor: Any, windowing: Any
+) -> Any:
+    from hf_atr.evaluation.zero_shot import LABEL_COLUMN, ZeroShotEvaluator
+
+    return ZeroShotEvaluator(
+        dataset,
+        processor,
+        labels=args.labels,
+        label_column=args.label_column or LABEL_COLUMN,
+        templates=args.templates,
+        batch_size=args.batch_size,
+        show_progress=True,
+        split=split,
+        windowing=windowing,
+        strict=args.strict,
+    )
+
+
+def _windowing(args: argparse.Namespace, pooling: str) -> Any:
+    from hf_atr.windowing import Windowing
+
+    try:
+        return Windowing(window_seconds=args.window_seconds, hop_seconds=args.hop_seconds, pooling=pooling)
+    except ValueError as error:
+        raise SystemExit(f"hf-atr {args.command}: {error}") from error
+
+
+def _load_index(pipe: Any, directory: Path) -> None:
+    from hf_atr.pipelines.index import IndexFormatError
+
+    try:
+        pipe.load_index(directory)
+    except IndexFormatError as error:
+        raise SystemExit(f"hf-atr index --append: {error}") from error
+
+
+@contextlib.contextmanager
+def _process_group() -> Iterator[Any]:
+    """Under ``accelerate launch`` / ``torchrun`` (``WORLD_SIZE`` > 1): join the process group (gloo on
+    CPU-only machines, where accelerate's default would start independent processes) and yield this
+    process's device; alone, yield ``None`` (the pipeline's default device)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        yield None
+        return
+    import torch
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    try:
+        yield state.device
+    finally:
+        state.destroy_process_group()
 
 
 def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
@@ -262,18 +701,22 @@ def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
             raise SystemExit(f"synthcaps has no captions in {unknown}; choose from {list(LANGUAGES)}.")
         synthcaps = load_synthcaps(num_train=0, num_validation=0, num_test=args.num_test, languages=languages)
         return synthcaps["test"], "test"
+    return _saved_split(Path(args.dataset).expanduser(), args.split)
+
+
+def _saved_split(path: Path, split: str) -> tuple[Any, str | None]:
+    """Split ``split`` of a DatasetDict saved in ``path`` (or the saved Dataset itself, split ``None``)."""
     from datasets import DatasetDict, load_from_disk
 
-    path = Path(args.dataset)
     if not path.is_dir():
         raise SystemExit(
             f"--dataset {path} is neither `synthcaps` nor a directory saved with `save_to_disk`."
         )
     loaded = load_from_disk(str(path))
     if isinstance(loaded, DatasetDict):
-        if args.split not in loaded:
-            raise SystemExit(f"{path} has no split {args.split!r}; splits: {sorted(loaded)}.")
-        return loaded[args.split], args.split
+        if split not in loaded:
+            raise SystemExit(f"{path} has no split {split!r}; splits: {sorted(loaded)}.")
+        return loaded[split], split
     return loaded, None
 
 
@@ -319,9 +762,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=32, help="clips per step (default: 32)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)
+    add_train_parser(commands)
     add_index_parser(commands)
     add_search_parser(commands)
     add_evaluate_parser(commands)
+    add_serve_parser(commands)
     return parser
 
 

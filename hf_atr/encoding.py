@@ -1,25 +1,45 @@
 """The one way a model encodes audio, captions and (audio, caption) pairs: batched, with a progress bar.
 
-The evaluator, the ASK knowledge base and its refresh callback, the retrieval pipeline (and so
-``hf-atr index``) and the demo all encode through these functions, as sentence-transformers' evaluators
+The evaluators, the ASK knowledge base and its refresh callback, the retrieval pipeline (and so
+``hf-atr index``, and zero-shot classification through :func:`encode_labels`) and the demo all encode through
+these functions, as sentence-transformers' evaluators
 and search go through ``SentenceTransformer.encode``. Each function runs the model in eval mode without
 gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU.
+
+Long clips: :func:`encode_audio_windows` embeds every window of a clip (:mod:`hf_atr.windowing`) with its
+time span, and :func:`encode_audio` with a :class:`~hf_atr.windowing.Windowing` pools them into one clip
+embedding; without one, each clip is one forward pass of what the processor prepares (the model's own
+protocol), and the clips the extractor cuts are named in one warning per call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .data.audio import AudioDecodeError, decode_audio
+from .data.esc50 import ESC50_DEFAULT_TEMPLATES
 from .data.schema import ENGLISH, captions_in_language, check_caption
-from .processing_atr import AtrProcessor, audio_batch
+from .processing_atr import AUDIO_INPUT_NAMES, AtrProcessor, audio_batch
+from .windowing import (
+    ExtractorWindow,
+    Windowing,
+    collect_cut_clips,
+    extractor_window,
+    pool_window_embeddings,
+    window_bounds,
+)
 
 CAPTION_MODES = ("all", "first")
 """Which captions :func:`encode_pairs` pairs with their clip: every one, or the first of each clip."""
+DEFAULT_TEMPLATES = ESC50_DEFAULT_TEMPLATES
+"""Zero-shot caption templates (``"This is a sound of {class}."``); ``{}`` works as the placeholder too."""
 
 
 @dataclass
@@ -65,6 +85,19 @@ def caption_table(dataset: Any, languages: Sequence[str] | None = None) -> Capti
     )
 
 
+@contextlib.contextmanager
+def _inference(model: Any) -> Iterator[torch.device]:
+    """Eval mode without gradients inside the block, the model's own train/eval mode restored after it;
+    yields the model's device."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield next(model.parameters()).device
+    finally:
+        model.train(was_training)
+
+
 def _encode_in_batches(
     embed: Callable[..., torch.Tensor],
     model: Any,
@@ -76,45 +109,226 @@ def _encode_in_batches(
 ) -> torch.Tensor:
     """``(count, dim)`` float32 CPU embeddings: ``embed(**batch_inputs(start, stop))`` batch by batch, in eval
     mode without gradients, leaving ``model`` in the train/eval mode it was in."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
     chunks = []
-    try:
-        with torch.no_grad():
-            for start in tqdm(range(0, count, batch_size), desc=description, disable=not show_progress):
-                inputs = batch_inputs(start, min(start + batch_size, count))
-                chunks.append(
-                    embed(**{name: value.to(device) for name, value in inputs.items()}).float().cpu()
-                )
-    finally:
-        model.train(was_training)
+    with _inference(model) as device:
+        for start in tqdm(range(0, count, batch_size), desc=description, disable=not show_progress):
+            inputs = batch_inputs(start, min(start + batch_size, count))
+            chunks.append(embed(**{name: value.to(device) for name, value in inputs.items()}).float().cpu())
     return torch.cat(chunks)
 
 
+@dataclass
+class SkippedAudio:
+    """A clip left out of an encoding because it cannot be decoded."""
+
+    index: int
+    """Its row in the dataset (or position in the list)."""
+    name: str
+    """Its ``audio_id``, else its file path, else its position."""
+    reason: str
+    """Why, as :class:`~hf_atr.data.audio.AudioDecodeError` words it (``"the audio file is empty (0 bytes)."``)."""
+
+
+@dataclass
+class AudioEmbeddings:
+    """Audio embeddings, one row per window (or per clip), with where each row comes from.
+
+    ``embeddings: (entries, dim)`` float32; ``clip_indices: (entries,)`` the dataset row of each entry, in
+    increasing order; ``starts`` / ``ends: (entries,)`` float64, the span of the clip each entry read, in
+    seconds (``None`` for rows given as precomputed features, whose duration is unknown); ``skipped``: the
+    clips that could not be decoded; ``durations``: each encoded clip's length in seconds, by row;
+    ``cut_clips``: how many clips the extractor cut to its window (encoded without windows).
+    """
+
+    embeddings: torch.Tensor
+    clip_indices: torch.Tensor
+    starts: torch.Tensor | None
+    ends: torch.Tensor | None
+    skipped: list[SkippedAudio] = field(default_factory=list)
+    durations: dict[int, float] = field(default_factory=dict)
+    cut_clips: int = 0
+
+    @property
+    def kept_clips(self) -> list[int]:
+        """Rows of the encoded clips, in order (every row but the skipped ones)."""
+        return torch.unique_consecutive(self.clip_indices).tolist()
+
+    def pooled(self, pooling: str) -> torch.Tensor:
+        """``(len(kept_clips), dim)``: each clip's entries pooled (:func:`~hf_atr.windowing.pool_window_embeddings`)."""
+        if len(self.clip_indices) == 0:
+            return self.embeddings
+        _, counts = torch.unique_consecutive(self.clip_indices, return_counts=True)
+        groups = torch.split(self.embeddings, counts.tolist())
+        return torch.stack([pool_window_embeddings(group, pooling) for group in groups])
+
+
+@dataclass
+class _PendingWindow:
+    clip_index: int
+    name: str
+    audio: np.ndarray | dict[str, Any]
+    start: float
+    end: float
+
+
+def encode_audio_windows(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    windowing: Windowing | None = None,
+    batch_size: int = 64,
+    show_progress: bool = False,
+    strict: bool = True,
+    description: str = "Encoding audio",
+) -> AudioEmbeddings:
+    """Embed every clip of ``dataset``, window by window when ``windowing`` is given.
+
+    Args:
+        dataset: a ``datasets.Dataset`` or a list of row dicts with ``audio`` (anything
+            :func:`~hf_atr.data.audio.decode_audio` takes) or precomputed features, and optionally
+            ``audio_id`` (names the clip in warnings and reports).
+        windowing: ``None``: one entry per clip, one forward pass of what the processor prepares (the
+            extractor cuts a longer clip to its window, named in one warning for the call). Otherwise a clip
+            longer than the window becomes one entry per window (:func:`~hf_atr.windowing.window_bounds`),
+            each embedded on its own; a shorter clip is one entry.
+        batch_size: windows (or clips) per forward pass.
+        strict: ``True``: a clip that cannot be decoded raises
+            :class:`~hf_atr.data.audio.AudioDecodeError` naming it; ``False``: it is left out and listed in
+            :attr:`AudioEmbeddings.skipped` with the reason.
+        description: names the job in the progress bar and in the warning about cut clips.
+
+    Raises:
+        ValueError: ``windowing`` for rows that hold only precomputed features (windows need the waveform:
+            keep it with ``extract_audio_features(..., keep_audio=True)``).
+    """
+    feature_extractor = processor.feature_extractor
+    window = extractor_window(feature_extractor)
+    window_and_hop = windowing.samples(feature_extractor) if windowing is not None else None
+    rate = processor.sampling_rate
+    embeddings, clip_indices, starts, ends = [], [], [], []
+    skipped: list[SkippedAudio] = []
+    durations: dict[int, float] = {}
+    pending: list[_PendingWindow] = []
+    spans_known = True
+
+    def flush(device: torch.device) -> None:
+        if not pending:
+            return
+        names = [item.name for item in pending]
+        if isinstance(pending[0].audio, dict):
+            inputs = audio_batch(processor, [item.audio for item in pending], names)
+        else:
+            inputs = processor(audio=[item.audio for item in pending], audio_names=names, return_tensors="pt")
+        embeds = model.get_audio_features(**{key: value.to(device) for key, value in inputs.items()})
+        embeddings.append(embeds.float().cpu())
+        clip_indices.extend(item.clip_index for item in pending)
+        starts.extend(item.start for item in pending)
+        ends.extend(item.end for item in pending)
+        pending.clear()
+
+    with _inference(model) as device, collect_cut_clips(description, window) as cut:
+        for index in tqdm(range(len(dataset)), desc=description, disable=not show_progress):
+            row = dataset[index]
+            name = _row_name(row, index)
+            if any(feature in row for feature in AUDIO_INPUT_NAMES) and (
+                windowing is None or "audio" not in row
+            ):
+                if windowing is not None:
+                    raise ValueError(
+                        f"{name}: windowed encoding needs the waveform, but the rows hold only precomputed "
+                        "features; keep the audio with `extract_audio_features(..., keep_audio=True)` or pass "
+                        "the raw dataset."
+                    )
+                spans_known = False
+                pending.append(_PendingWindow(index, name, row, float("nan"), float("nan")))
+            else:
+                if "audio" not in row:
+                    raise ValueError(
+                        f"{name}: the row has neither precomputed audio features {AUDIO_INPUT_NAMES} nor an "
+                        f"'audio' column (columns: {sorted(row)})."
+                    )
+                try:
+                    waveform = decode_audio(row["audio"], rate, source=name)
+                except AudioDecodeError as error:
+                    if strict:
+                        raise
+                    skipped.append(SkippedAudio(index, name, error.reason))
+                    continue
+                durations[index] = len(waveform) / rate
+                if windowing is None:
+                    read = _read_seconds(len(waveform), window)
+                    pending.append(_PendingWindow(index, name, waveform, 0.0, read))
+                else:
+                    for start, stop in window_bounds(len(waveform), *(window_and_hop or (None, None))):
+                        pending.append(
+                            _PendingWindow(index, name, waveform[start:stop], start / rate, stop / rate)
+                        )
+                        if len(pending) >= batch_size:
+                            flush(device)
+            if len(pending) >= batch_size:
+                flush(device)
+        flush(device)
+    dim = model.config.projection_dim
+    return AudioEmbeddings(
+        embeddings=torch.cat(embeddings) if embeddings else torch.zeros(0, dim),
+        clip_indices=torch.tensor(clip_indices, dtype=torch.long),
+        starts=torch.tensor(starts, dtype=torch.float64) if spans_known else None,
+        ends=torch.tensor(ends, dtype=torch.float64) if spans_known else None,
+        skipped=skipped,
+        durations=durations,
+        cut_clips=len(cut.names),
+    )
+
+
+def _read_seconds(num_samples: int, window: ExtractorWindow) -> float:
+    """Seconds of a clip one forward pass reads: up to the window when the extractor keeps the start of a
+    longer clip, else all of it (a random crop's place is not known here)."""
+    if window.cuts_long_clips and not window.random_crop and window.samples is not None:
+        num_samples = min(num_samples, window.samples)
+    return num_samples / window.sampling_rate
+
+
+def _row_name(row: Mapping[str, Any], index: int) -> str:
+    """A row's name in warnings and reports: its ``audio_id``, else its audio's path, else its position."""
+    if row.get("audio_id") is not None:
+        return str(row["audio_id"])
+    audio = row.get("audio")
+    if isinstance(audio, str):
+        return audio
+    if isinstance(audio, Mapping) and audio.get("path"):
+        return str(audio["path"])
+    return str(index)
+
+
 def encode_audio(
-    model: Any, processor: AtrProcessor, dataset: Any, *, batch_size: int = 64, show_progress: bool = False
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    batch_size: int = 64,
+    show_progress: bool = False,
+    windowing: Windowing | None = None,
 ) -> torch.Tensor:
     """``(n_clips, dim)`` audio embeddings of a dataset with precomputed features (or raw ``audio``).
 
     ``dataset`` is a ``datasets.Dataset`` or a list of row dicts (``audio`` or precomputed features, and
     optionally ``audio_id``, which names a clip that cannot be decoded or stacked).
+
+    Without ``windowing`` each clip is one forward pass of what the processor prepares (the model's own
+    protocol; clips the extractor cuts to its window are named in one warning). With it, a clip longer
+    than the window is embedded window by window and pooled (``windowing.pooling``), unless the extractor
+    handles long audio itself (CLAP fusion, :meth:`~hf_atr.windowing.Windowing.splits_clips`).
+    Every clip must decode (:func:`encode_audio_windows` with ``strict=False`` skips and reports instead).
     """
-
-    def batch_inputs(start: int, stop: int) -> Mapping[str, torch.Tensor]:
-        rows = [dataset[index] for index in range(start, stop)]
-        audio_ids = [str(row.get("audio_id", start + offset)) for offset, row in enumerate(rows)]
-        return audio_batch(processor, rows, audio_ids)
-
-    return _encode_in_batches(
-        model.get_audio_features,
-        model,
-        len(dataset),
-        batch_size,
-        batch_inputs,
-        "Encoding audio",
-        show_progress,
-    )
+    if windowing is not None and windowing.splits_clips(processor.feature_extractor):
+        encoded = encode_audio_windows(
+            model, processor, dataset, windowing=windowing, batch_size=batch_size, show_progress=show_progress
+        )
+        return encoded.pooled(windowing.pooling)
+    return encode_audio_windows(
+        model, processor, dataset, batch_size=batch_size, show_progress=show_progress
+    ).embeddings
 
 
 def encode_text(
@@ -138,6 +352,52 @@ def encode_text(
         batch_inputs,
         "Encoding captions",
         show_progress,
+    )
+
+
+def label_prompts(label: str, templates: Sequence[str]) -> list[str]:
+    """Captions for one class label: each template with ``{}`` or ``{class}`` replaced by the label in words."""
+    words = label.replace("_", " ").strip()
+    if not words:
+        raise ValueError(f"Label {label!r} is empty.")
+    return [template.format(words, **{"class": words}) for template in templates]
+
+
+def check_templates(templates: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The zero-shot caption templates to use (default :data:`DEFAULT_TEMPLATES`), checked for a placeholder."""
+    if templates is None:
+        return tuple(DEFAULT_TEMPLATES)
+    templates = (templates,) if isinstance(templates, str) else tuple(templates)
+    if not templates:
+        raise ValueError("templates is empty; give at least one, e.g. 'This is a sound of {}.'")
+    for template in templates:
+        if not isinstance(template, str) or ("{}" not in template and "{class}" not in template):
+            raise ValueError(f"Template {template!r} must be a string containing '{{}}' or '{{class}}'.")
+    return templates
+
+
+def encode_labels(
+    model: Any,
+    processor: AtrProcessor,
+    labels: Sequence[str],
+    templates: str | Sequence[str] | None = None,
+    *,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """``(n_labels, dim)`` class embeddings for zero-shot classification, L2-normalised.
+
+    Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``, see
+    :func:`label_prompts`); the embeddings of a label's captions are averaged and re-normalised (CLIP's prompt
+    ensembles). The retrieval pipeline's ``classify`` and the zero-shot evaluator both use this.
+    """
+    labels = list(labels)
+    if not labels or not all(isinstance(label, str) for label in labels):
+        raise ValueError(f"labels must be a non-empty list of strings, got {labels!r}.")
+    templates = check_templates(templates)
+    prompts = [prompt for label in labels for prompt in label_prompts(label, templates)]
+    prompt_embeds = encode_text(model, processor, prompts, batch_size=batch_size)
+    return torch.nn.functional.normalize(
+        prompt_embeds.view(len(labels), len(templates), -1).mean(dim=1), dim=-1
     )
 
 
@@ -214,11 +474,18 @@ def encode_pairs(
 
 
 __all__ = [
+    "AudioEmbeddings",
     "CAPTION_MODES",
     "CaptionTable",
+    "DEFAULT_TEMPLATES",
+    "SkippedAudio",
     "caption_table",
+    "check_templates",
     "encode_audio",
+    "encode_audio_windows",
+    "encode_labels",
     "encode_pairs",
     "encode_text",
+    "label_prompts",
     "pair_audio_ids",
 ]

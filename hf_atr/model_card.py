@@ -2,9 +2,14 @@
 
 :func:`write_model_card` renders ``model_cards/atr_model_card.md`` with huggingface_hub's
 ``ModelCard.from_template``: backbones, projection, scoring head, the objective with its hyperparameters
-and paper, training data and steps, the evaluation table (R@k both ways, mAP@10, per language and MRV
-when multilingual), a usage snippet and the licence. :class:`ModelCardCallback` collects the training
-side (as sentence-transformers' card callback does) into ``model.model_card_data``, which the card reads.
+and paper, training data (with its provenance: corpus, release, clips found against the official count, the
+overlap filter and what it removed) and steps, the training curves (a PNG beside the card), the evaluation
+table (R@k both ways, mAP@10, per language and MRV when multilingual) with the protocol behind it (split,
+corpus release, clips evaluated against the official count, flagged when smaller, tie rule, relevance,
+languages, how long clips were encoded, clips skipped as undecodable), a usage snippet and the licence.
+:class:`ModelCardCallback` collects the training side (as sentence-transformers' card callback does) into
+``model.model_card_data``, which the card reads; :func:`record_evaluation` stores an evaluation and its
+protocol there.
 """
 
 from __future__ import annotations
@@ -12,20 +17,31 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from transformers import TrainerCallback
+from transformers.utils import logging
 
+from .data.corpora import HELD_OUT_FILTER
+from .data.overlap import OVERLAP_FILTER
 from .evaluation.tables import RETRIEVAL_COLUMNS, results_table
 from .objectives.registry import get_objective_class, objective_parameters
+from .plots.canvas import INSTALL_HINT, save_figure
+from .plots.training import training_curves, training_curves_figure
+
+logger = logging.get_logger(__name__)
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "model_cards" / "atr_model_card.md"
 CARD_DATA_ATTRIBUTE = "model_card_data"
 """Attribute of the model where :class:`ModelCardCallback` keeps what it collected."""
 DEFAULT_LICENSE = "apache-2.0"
+MAX_SKIPPED_LISTED = 5
+"""How many of the clips an evaluation skipped as undecodable the card names (the rest are counted)."""
+TRAINING_CURVES_FILE = "training_curves.png"
+"""The training-curves figure, written beside ``README.md`` and shown by the card (so it renders on the Hub)."""
 
 SCORING_DESCRIPTIONS = {
     "cosine": "cosine similarity × learned inverse temperature",
@@ -74,14 +90,22 @@ def build_model_card(
     eval_dataset: str | None = None,
     license: str | None = None,
     training_info: Mapping[str, Any] | None = None,
+    eval_protocol: Mapping[str, Any] | None = None,
+    training_curves: str = "",
 ) -> ModelCard:
-    """The card of ``model`` (not written anywhere); see :func:`write_model_card` for the arguments."""
+    """The card of ``model`` (not written anywhere); see :func:`write_model_card` for the arguments.
+
+    ``training_curves`` is Markdown placed after the training facts (:func:`write_model_card` draws the
+    figure it shows).
+    """
     collected = dict(getattr(model, CARD_DATA_ATTRIBUTE, None) or {})
     collected.update(training_info or {})
     training_data = training_data or collected.get("training_data")
     metrics = normalize_metric_names(
         eval_results if eval_results is not None else collected.get("eval_metrics") or {}
     )
+    if eval_protocol is None and eval_results is None:
+        eval_protocol = collected.get("eval_protocol")
     eval_dataset = eval_dataset or collected.get("eval_dataset") or training_data
     license = license or DEFAULT_LICENSE
     config = model.config
@@ -119,7 +143,8 @@ def build_model_card(
         objective_description=description,
         objective_hyperparameters=_hyperparameter_list(objective_name, objective),
         training_description=_training_description(training_data, collected),
-        evaluation_table=_evaluation_section(metrics, eval_dataset),
+        training_curves=training_curves,
+        evaluation_table=_evaluation_section(metrics, eval_dataset, eval_protocol),
         license_text=f"`{license}`",
         citation="\n".join(f"- {citation}" for citation in citations)
         or "No paper is registered for this objective.",
@@ -136,20 +161,33 @@ def write_model_card(
     eval_dataset: str | None = None,
     license: str | None = None,
     training_info: Mapping[str, Any] | None = None,
+    eval_protocol: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``README.md`` (the model card) for ``model`` into ``save_directory``; returns its path.
 
+    When the model carries a training history (``log_history``, recorded by :class:`ModelCardCallback`), its
+    curves are drawn into ``training_curves.png`` beside the card, which shows them (:func:`draw_training_curves`).
+
     Args:
-        model: an :class:`~hf_atr.AtrDualEncoderModel`; what :class:`ModelCardCallback` stored on it
-            (training data, last evaluation metrics, steps, hyperparameters) is used unless overridden.
+        model: an :class:`~hf_atr.AtrDualEncoderModel`; what :class:`ModelCardCallback` and
+            :func:`record_evaluation` stored on it (training data and its provenance, the last evaluation
+            with its protocol, steps, hyperparameters, log history) is used unless overridden.
         model_id: the Hub repository id, used in the usage snippet and as the card's model name.
         eval_results: retrieval metrics (``retrieval_metrics`` keys, optionally ``eval_``-prefixed).
         training_data: name or Hub id of the training corpus.
         eval_dataset: name of the evaluation corpus (default: ``training_data``).
         license: licence identifier for the card's metadata (default ``apache-2.0``).
-        training_info: extra training facts (``global_step``, ``epoch``, ``hyperparameters``) that take
-            precedence over the collected ones.
+        training_info: extra training facts (``global_step``, ``epoch``, ``hyperparameters``,
+            ``training_provenance``) that take precedence over the collected ones.
+        eval_protocol: how ``eval_results`` were obtained (:attr:`RetrievalEvaluator.protocol
+            <hf_atr.evaluation.evaluator.RetrievalEvaluator>`); with ``eval_results`` given and no protocol,
+            the collected protocol (which belongs to the collected metrics) is not shown.
     """
+    path = Path(save_directory) / "README.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    history = {**(getattr(model, CARD_DATA_ATTRIBUTE, None) or {}), **(training_info or {})}.get(
+        "log_history"
+    )
     card = build_model_card(
         model,
         model_id=model_id,
@@ -158,42 +196,117 @@ def write_model_card(
         eval_dataset=eval_dataset,
         license=license,
         training_info=training_info,
+        eval_protocol=eval_protocol,
+        training_curves=draw_training_curves(model, history or [], path.parent) if history else "",
     )
-    path = Path(save_directory) / "README.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
     card.save(path)
     return path
+
+
+def card_data(model: Any) -> dict[str, Any]:
+    """``model.model_card_data``, the facts its card is written from (created empty when absent)."""
+    data = getattr(model, CARD_DATA_ATTRIBUTE, None)
+    if data is None:
+        data = {}
+        setattr(model, CARD_DATA_ATTRIBUTE, data)
+    return data
+
+
+def record_evaluation(
+    model: Any,
+    metrics: Mapping[str, float],
+    protocol: Mapping[str, Any] | None = None,
+    eval_dataset: str | None = None,
+) -> None:
+    """Store an evaluation (metrics, its protocol, the evaluated data's name) for the model's card.
+
+    Every card written afterwards (``save_pretrained``, ``push_to_hub``, :func:`write_model_card`) shows it.
+    """
+    data = card_data(model)
+    data["eval_metrics"] = normalize_metric_names(metrics)
+    data["eval_protocol"] = dict(protocol) if protocol is not None else None
+    if eval_dataset is not None:
+        data["eval_dataset"] = eval_dataset
+
+
+def draw_training_curves(
+    model: Any, log_history: Sequence[Mapping[str, Any]], directory: str | os.PathLike
+) -> str:
+    """Draw ``training_curves.png`` into ``directory`` from a Trainer's ``log_history``; returns the card's section.
+
+    The figure (:mod:`hf_atr.plots.training`) shows the loss, the objective's logged terms
+    (``<objective>/<key>``), what callbacks recorded (ASK's knowledge-base drift) and the evaluation metrics over
+    optimizer steps. Returns ``""`` (no section, no file) when the history holds no training loss, and a note
+    naming ``pip install 'hf-atr[plots]'`` when matplotlib is missing.
+    """
+    objective_name = model.config.objective["name"]
+    curves = training_curves(log_history, objective_name)
+    if curves.is_empty:
+        return ""
+    heading = "\n\n### Training curves\n\n"
+    try:
+        figure = training_curves_figure(curves, title=f"Training with the `{objective_name}` objective")
+    except ImportError:
+        logger.warning(
+            f"The model card's training curves were not drawn: matplotlib is missing ({INSTALL_HINT})."
+        )
+        return (
+            f"{heading}Not drawn where this card was written (matplotlib is not installed: `{INSTALL_HINT}`)."
+        )
+    save_figure(figure, Path(directory) / TRAINING_CURVES_FILE)
+    lines = [
+        f"![Training curves: loss, objective terms and evaluation over optimizer steps]({TRAINING_CURVES_FILE})",
+        "",
+        f"The training loss and the terms the `{objective_name}` objective logs (averaged between logging steps), "
+        "over optimizer steps"
+        + (
+            ", and R@k and mAP@10 (%, mean over languages) at each evaluation during training (the trainer's "
+            "evaluation set)."
+            if curves.evaluation
+            else "."
+        ),
+    ]
+    if curves.constants:
+        constants = ", ".join(f"`{name}` = {value:g}" for name, value in curves.constants.items())
+        lines.append(f"Constant over the run (not drawn): {constants}.")
+    return heading + "\n".join(lines)
 
 
 class ModelCardCallback(TrainerCallback):
     """Collects what the model card needs during training into ``model.model_card_data``.
 
-    Records the training data name, the Trainer's hyperparameters (learning rate, batch size, epochs,
-    seed), the last evaluation metrics and the number of steps and epochs done; a model saved at the
-    end of training (``trainer.save_model()`` → ``save_pretrained``) then gets a card with them.
+    Records the training data name and provenance, the Trainer's hyperparameters (learning rate, batch size,
+    epochs, seed), the last evaluation metrics, the number of steps and epochs done and the Trainer's
+    ``log_history`` (for the training curves); a model saved at the end of training (``trainer.save_model()``
+    → ``save_pretrained``) then gets a card with them.
 
     Args:
         training_data: name or Hub id of the training corpus.
         eval_dataset: name of the evaluation corpus, if different.
+        training_provenance: the training data's provenance (:func:`~hf_atr.data.schema.corpus_provenance`:
+            corpus, release, clips found, filters such as the overlap filter); :class:`~hf_atr.AtrTrainer`
+            fills it from its training dataset when not given.
     """
 
-    def __init__(self, training_data: str | None = None, eval_dataset: str | None = None) -> None:
+    def __init__(
+        self,
+        training_data: str | None = None,
+        eval_dataset: str | None = None,
+        training_provenance: Mapping[str, Any] | None = None,
+    ) -> None:
         self.training_data = training_data
         self.eval_dataset = eval_dataset
-
-    def _card_data(self, model: Any) -> dict[str, Any]:
-        data = getattr(model, CARD_DATA_ATTRIBUTE, None)
-        if data is None:
-            data = {}
-            setattr(model, CARD_DATA_ATTRIBUTE, data)
-        return data
+        self.training_provenance = training_provenance
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if model is None:
             return
-        data = self._card_data(model)
+        data = card_data(model)
+        # The state's own list, which the Trainer and callbacks append to: the card draws it as it stands.
+        data["log_history"] = state.log_history
         data["training_data"] = self.training_data
         data["eval_dataset"] = self.eval_dataset
+        data["training_provenance"] = self.training_provenance
         data["hyperparameters"] = {
             "learning_rate": args.learning_rate,
             "per_device_train_batch_size": args.per_device_train_batch_size,
@@ -209,11 +322,13 @@ class ModelCardCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
         if model is not None and metrics:
-            self._card_data(model)["eval_metrics"] = normalize_metric_names(metrics)
+            data = card_data(model)
+            data["eval_metrics"] = normalize_metric_names(metrics)
+            data["log_history"] = state.log_history
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if model is not None:
-            data = self._card_data(model)
+            data = card_data(model)
             data["global_step"] = state.global_step
             data["epoch"] = state.epoch
 
@@ -268,6 +383,7 @@ def _hyperparameter_list(objective_name: str, values: Mapping[str, Any]) -> str:
 
 def _training_description(training_data: str | None, collected: Mapping[str, Any]) -> str:
     lines = [f"- training data: {training_data or 'not recorded'}"]
+    lines += provenance_lines(collected.get("training_provenance"))
     if collected.get("global_step") is not None:
         epoch = collected.get("epoch")
         lines.append(
@@ -278,9 +394,178 @@ def _training_description(training_data: str | None, collected: Mapping[str, Any
     return "\n".join(lines)
 
 
-def _evaluation_section(metrics: Mapping[str, float], eval_dataset: str | None) -> str:
+def provenance_lines(provenance: Mapping[str, Any] | None) -> list[str]:
+    """Card lines (Markdown list items) for a training dataset's provenance: each corpus split with its release
+    and the clips found against the official count, the filters applied (the overlap filter and what it
+    removed; a held-out test split), and ``overlap filter: not applied`` when none ran. Empty without a
+    provenance."""
+    if not provenance:
+        return []
+    parts = provenance.get("concatenated") or [provenance]
+    filters = [record for part in parts for record in part.get("filters") or []]
+    if "concatenated" in provenance:
+        filters += provenance.get("filters") or []
+    lines = [f"- source: {_split_description(part)}" for part in parts]
+    for record in filters:
+        lines.append(f"- {_filter_description(record)}")
+    if not any(record.get("name") == OVERLAP_FILTER for record in filters):
+        lines.append(
+            "- overlap filter: not applied (the training clips were not checked against evaluation clips)"
+        )
+    return lines
+
+
+def _split_description(part: Mapping[str, Any], counts: bool = True) -> str:
+    """``Clotho `train` (Clotho v2.1 as distributed, official CSV): 3,839 clips found of 3,839 in the official
+    split`` (without ``counts``: up to the colon)."""
+    corpus = part.get("corpus") or "unnamed corpus"
+    split = part.get("split")
+    corpus_split = part.get("corpus_split")
+    named = f"{corpus} `{split}`" if split else corpus
+    if corpus_split and corpus_split != split:
+        named += f" (the corpus's `{corpus_split}`)"
+    details = ", ".join(str(part[key]) for key in ("official_release", "layout") if part.get(key))
+    if details:
+        named += f" ({details})"
+    found = part.get("clips_found")
+    numbers = []
+    if found is not None:
+        official = part.get("official_clips")
+        numbers.append(
+            f"{found:,} clips found of {official:,} in the official split"
+            if official
+            else f"{found:,} clips found"
+        )
+    if part.get("skipped"):
+        numbers.append(f"{part['skipped']:,} clips or rows skipped when loading")
+    return named + (": " + ", ".join(numbers) if numbers and counts else "")
+
+
+def _filter_description(record: Mapping[str, Any]) -> str:
+    if record.get("name") == OVERLAP_FILTER:
+        by_source_id, by_content = record.get("removed_by_source_id", 0), record.get("removed_by_content", 0)
+        reference = ", ".join(record.get("reference") or []) or "the reference data"
+        text = (
+            f"overlap filter (by {' and '.join(record.get('by') or [])}): removed {by_source_id + by_content:,} of "
+            f"{record.get('clips_checked', 0):,} clips ({by_source_id:,} by source id, {by_content:,} by audio "
+            f"content) that are clips of {reference} ({record.get('reference_clips', 0):,} reference clips)"
+        )
+        notes = []
+        if record.get("without_source_id"):
+            notes.append(f"{record['without_source_id']:,} clips had no source id")
+        if record.get("unreadable"):
+            notes.append(f"{record['unreadable']:,} could not be hashed and were kept")
+        return text + ("; " + ", ".join(notes) if notes else "")
+    if record.get("name") == HELD_OUT_FILTER:
+        return (
+            f"held out at random (seed {record.get('seed')}) as the test split: {record.get('held_out'):,} of "
+            f"{record.get('clips_before'):,} clips; {record.get('clips_after'):,} remain here"
+        )
+    details = ", ".join(f"{key}: {value}" for key, value in record.items() if key != "name")
+    return f"filter `{record.get('name', 'unnamed')}`" + (f" ({details})" if details else "")
+
+
+def _evaluation_section(
+    metrics: Mapping[str, float], eval_dataset: str | None, protocol: Mapping[str, Any] | None = None
+) -> str:
     heading = f"On {eval_dataset}:\n\n" if eval_dataset and metrics else ""
-    return heading + evaluation_table(metrics)
+    section = heading + evaluation_table(metrics)
+    if metrics and protocol:
+        section = "\n\n".join(
+            filter(None, [incomplete_test_set_warning(protocol), section, protocol_lines(protocol)])
+        )
+    return section
+
+
+def incomplete_test_set_warning(protocol: Mapping[str, Any]) -> str | None:
+    """A Markdown warning when fewer clips were evaluated than the official split holds, else ``None``."""
+    official, clips = protocol.get("official_clips"), protocol.get("clips")
+    if not official or clips is None or clips >= official:
+        return None
+    corpus = protocol.get("corpus") or {}
+    release = corpus.get("official_release") or corpus.get("corpus") or "the official release"
+    split = corpus.get("corpus_split") or corpus.get("split") or protocol.get("split") or "evaluation"
+    return (
+        f"> **Incomplete test set**: {clips:,} of the {official:,} clips of the {split} split of {release} were "
+        f"evaluated ({official - clips:,} missing, skipped or filtered out); these figures are not comparable "
+        "with results on the full split."
+    )
+
+
+def protocol_lines(protocol: Mapping[str, Any]) -> str:
+    """The protocol behind an evaluation table (:attr:`RetrievalEvaluator.protocol`) as a Markdown list."""
+    corpus = protocol.get("corpus")
+    split = protocol.get("split")
+    if corpus:
+        parts = corpus.get("concatenated") or [corpus]
+        data = " + ".join(_split_description(part, counts=False) for part in parts)
+    else:
+        data = f"split `{split}`" if split else "the evaluation set"
+    clips = f"{protocol['clips']:,} clips evaluated" if protocol.get("clips") is not None else None
+    if clips and protocol.get("official_clips"):
+        clips += f" of {protocol['official_clips']:,} in the official split"
+    if clips and corpus and corpus.get("skipped"):
+        clips += f" ({corpus['skipped']:,} clips or rows skipped when loading)"
+    languages = ", ".join(protocol.get("languages") or []) or "eng"
+    if protocol.get("relevance") == "judgements":
+        threshold = protocol.get("relevance_threshold")
+        relevance = (
+            f"relevance judgements `{protocol.get('relevance_file') or 'given in code'}`"
+            + (f" (relevant when >= {threshold})" if threshold is not None else "")
+            + f", {protocol.get('relevant_clips_per_caption', 0):.2f} relevant clips per caption; "
+            f"{protocol.get('captions_without_judgement', 0):,} captions without judgement left out"
+        )
+    else:
+        relevance = "each caption's own clip is its only relevant clip"
+    scores = (
+        f"entropic OT plan (m-LTM Eq. 5, reg {protocol.get('ot_reg')})"
+        if protocol.get("scoring") == "ot_plan"
+        else f"the model's scoring head ({protocol.get('similarity') or 'its similarity'})"
+    )
+    lines = [
+        "Protocol:",
+        "",
+        f"- data: {data}" + (f"; {clips}" if clips else ""),
+        f"- queries: {protocol.get('captions', 0):,} captions; languages: {languages}",
+        f"- relevance: {relevance}",
+        f"- ties: {protocol.get('tie_rule')}",
+        f"- scores: {scores}; R@k at k = {', '.join(map(str, protocol.get('ks') or []))}, mAP at "
+        f"{', '.join(map(str, protocol.get('map_cutoffs') or []))}",
+        f"- long clips: {_window_description(protocol)}",
+    ]
+    skipped = protocol.get("skipped_clips") or []
+    if skipped:
+        listed = "; ".join(
+            f"`{item['audio_id']}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED]
+        )
+        more = f" and {len(skipped) - MAX_SKIPPED_LISTED:,} more" if len(skipped) > MAX_SKIPPED_LISTED else ""
+        lines.append(
+            f"- skipped: {len(skipped):,} clips could not be decoded and were left out with their captions: "
+            f"{listed}{more}"
+        )
+    return "\n".join(lines)
+
+
+def _window_description(protocol: Mapping[str, Any]) -> str:
+    """How the evaluated clips were encoded: whole by the model's own protocol (and how many it cut to its
+    extractor's window), or window by window and pooled."""
+    window = protocol.get("window_pooling")
+    if window is None:
+        cut = protocol.get("clips_cut_to_window")
+        return (
+            "each clip encoded in one forward pass of the inputs its processor prepares (the model's own "
+            + (
+                f"protocol; {cut:,} clips longer than the extractor's window were cut to it)"
+                if cut
+                else "protocol)"
+            )
+        )
+    if window.get("window_seconds") is None:
+        return f"{window.get('pooling')} pooling asked for; every clip fits one window (read whole)"
+    return (
+        f"{window.get('pooling')} of the normalised embeddings of {window['window_seconds']:g}-s windows every "
+        f"{window['hop_seconds']:g} s (`{json.dumps(window, default=str)}`)"
+    )
 
 
 def _caption_languages(metrics: Mapping[str, float]) -> list[str]:
@@ -307,9 +592,13 @@ def _eval_results(metrics: Mapping[str, float], eval_dataset: str | None) -> lis
 
 
 __all__ = [
+    "TRAINING_CURVES_FILE",
     "ModelCardCallback",
     "build_model_card",
+    "card_data",
+    "draw_training_curves",
     "evaluation_table",
     "normalize_metric_names",
+    "record_evaluation",
     "write_model_card",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from transformers.utils import logging
 
 from . import hub
 from .configuration_atr import ATR_CONFIG_FIELDS, AtrConfig, register_auto_config
+from .file_permissions import apply_umask
 from .model_card import write_model_card
 from .models.clap.convert_clap_checkpoint import (
     CLAP_FIXED_CONFIG_FIELDS,
@@ -484,9 +486,12 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         self.scoring_head.project_to_psd_()
 
     def save_pretrained(self, save_directory: str | Any, *args: Any, **kwargs: Any) -> None:
-        """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``)."""
+        """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``); the weight files
+        get the permissions of any new file (safetensors writes them ``0o600``, :mod:`hf_atr.file_permissions`)."""
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
+            for weights in Path(save_directory).glob("model*.safetensors"):  # model.safetensors or its shards
+                apply_umask(weights)
             write_model_card(self, save_directory)
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:

@@ -17,16 +17,22 @@ from transformers import (
     ClapProcessor,
 )
 from transformers.processing_utils import ProcessorMixin
+from transformers.utils import logging
 
 from .configuration_atr import AtrConfig
-from .data.audio import decode_audio
+from .data.audio import AudioDecodeError, decode_audio
 from .data.schema import check_caption
 from .features.registry import batched_features_for
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
+from .windowing import collect_cut_clips, extractor_window, minimum_samples, pad_short_clip, report_cut_clips
 
+DECODE_ERROR_COLUMN = "_audio_decode_error"
+"""Temporary column of :meth:`AtrProcessor.extract_audio_features`: why a clip could not be decoded."""
 AUDIO_INPUT_NAMES = ("input_values", "input_features")
 """Names feature extractors give their main output (AST/wav2vec2 vs Whisper/CLAP)."""
 FEATURE_BACKENDS = ("transformers", "torch")
+
+logger = logging.get_logger(__name__)
 
 
 class AtrProcessor(ProcessorMixin):
@@ -131,9 +137,15 @@ class AtrProcessor(ProcessorMixin):
         return_tensors: str | None = "pt",
         feature_backend: str = "transformers",
         device: str | torch.device | None = None,
+        audio_names: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> BatchFeature:
         """Featurise ``audio`` (one clip or a list) and/or tokenise ``text`` (one caption or a list).
+
+        A clip shorter than one analysis frame (:func:`~hf_atr.windowing.minimum_samples`, 25 ms) is padded
+        with silence and named in a warning; a clip longer than the extractor's window
+        (:func:`~hf_atr.windowing.extractor_window`) is cut to it, as the extractor does, and named in a
+        warning (:mod:`hf_atr.windowing` embeds long clips whole).
 
         Args:
             sampling_rate: rate of raw numpy ``audio``; when it differs from the extractor's the audio is
@@ -144,13 +156,16 @@ class AtrProcessor(ProcessorMixin):
                 extractor; random crops from torch's global generator). Extra ``kwargs`` for the extractor
                 are not accepted with ``"torch"``: set them on the extractor.
             device: where ``feature_backend="torch"`` computes and returns the audio features (default CPU).
+            audio_names: one name per clip for those warnings (default: the file path, else the position).
         """
         if audio is None and text is None:
             raise ValueError("AtrProcessor needs `audio`, `text`, or both.")
         encoding: dict[str, Any] = {}
         if audio is not None:
             encoding.update(
-                self._featurize(audio, sampling_rate, return_tensors, feature_backend, device, **kwargs)
+                self._featurize(
+                    audio, sampling_rate, return_tensors, feature_backend, device, audio_names, **kwargs
+                )
             )
         if text is not None:
             captions = [text] if isinstance(text, str) else list(text)
@@ -173,19 +188,36 @@ class AtrProcessor(ProcessorMixin):
         return_tensors: str | None,
         feature_backend: str = "transformers",
         device: str | torch.device | None = None,
+        audio_names: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> dict:
         if feature_backend not in FEATURE_BACKENDS:
             raise ValueError(f"feature_backend must be one of {FEATURE_BACKENDS}, got {feature_backend!r}.")
-        single_clip = isinstance(audio, (str, dict)) or (isinstance(audio, np.ndarray) and audio.ndim == 1)
+        single_clip = isinstance(audio, (str, os.PathLike, dict)) or (
+            isinstance(audio, np.ndarray) and audio.ndim == 1
+        )
         clips = [audio] if single_clip else list(audio)
+        if audio_names is not None and len(audio_names) != len(clips):
+            raise ValueError(f"Got {len(clips)} clips but {len(audio_names)} audio_names.")
+        names = (
+            list(audio_names)
+            if audio_names is not None
+            else [_clip_name(clip, i) for i, clip in enumerate(clips)]
+        )
         arrays = [
             decode_audio(
-                {"array": clip, "sampling_rate": sampling_rate or self.sampling_rate}, self.sampling_rate
+                {"array": clip, "sampling_rate": sampling_rate or self.sampling_rate},
+                self.sampling_rate,
+                source=name,
             )
             if isinstance(clip, np.ndarray)
-            else decode_audio(clip, self.sampling_rate)
-            for clip in clips
+            else decode_audio(clip, self.sampling_rate, source=name)
+            for clip, name in zip(clips, names)
+        ]
+        report_cut_clips(names, [len(array) for array in arrays], extractor_window(self.feature_extractor))
+        minimum = minimum_samples(self.feature_extractor)
+        arrays = [
+            pad_short_clip(array, minimum, self.sampling_rate, name) for array, name in zip(arrays, names)
         ]
         batched = batched_features_for(self.feature_extractor) if feature_backend == "torch" else None
         if batched is None:
@@ -212,28 +244,126 @@ class AtrProcessor(ProcessorMixin):
         num_proc: int | None = None,
         keep_audio: bool = False,
         feature_backend: str = "transformers",
+        strict: bool = False,
+        cache_file_name: str | None = None,
     ) -> Any:
         """Run the feature extractor once over a ``datasets.Dataset``/``DatasetDict`` with ``Dataset.map``.
 
         Adds the extractor's output columns (e.g. ``input_values``); datasets caches the result next to
-        the dataset's files, so a second call is free. Decode errors name the clip's ``audio_id``.
-        ``feature_backend="torch"`` computes each map batch with the batched torch twin on the CPU.
-        """
+        the dataset's files, so a second call is free. ``feature_backend="torch"`` computes each map batch
+        with the batched torch twin on the CPU.
 
-        def featurize_batch(batch: dict[str, list]) -> dict[str, Any]:
-            sources = batch.get("audio_id")
-            arrays = self.decode(batch[audio_column], sources)
-            return self._featurize(arrays, None, "np", feature_backend)
+        A clip that cannot be decoded (empty file, not audio, corrupt; named by its ``audio_id``) is left
+        out of the result and listed, with the reason, in one warning per split; ``strict=True`` raises
+        :class:`~hf_atr.data.audio.AudioDecodeError` at the first one instead. Clips cut to the extractor's
+        window are counted and named in one warning per split (the features hold the window the extractor
+        reads; embed long clips whole from raw audio with :mod:`hf_atr.windowing`), clips padded to one
+        frame in a warning each.
+
+        ``cache_file_name`` (a ``Dataset`` only) writes the result to that Arrow file, memory-mapped rather than
+        held in memory, and reuses the file when it exists (as ``Dataset.map`` does): name it after what
+        determines the features (see ``hf-atr train``), since an existing file is read without a check.
+        """
+        if isinstance(dataset, dict):  # a DatasetDict: each split on its own, named in its report
+            if cache_file_name is not None:
+                raise ValueError(
+                    "cache_file_name applies to a datasets.Dataset; map each split of a DatasetDict."
+                )
+            return type(dataset)(
+                {
+                    split: self._extract_split(
+                        data,
+                        split,
+                        audio_column,
+                        batch_size,
+                        num_proc,
+                        keep_audio,
+                        feature_backend,
+                        strict,
+                        None,
+                    )
+                    for split, data in dataset.items()
+                }
+            )
+        return self._extract_split(
+            dataset,
+            None,
+            audio_column,
+            batch_size,
+            num_proc,
+            keep_audio,
+            feature_backend,
+            strict,
+            cache_file_name,
+        )
+
+    def _extract_split(
+        self,
+        dataset: Any,
+        split: str | None,
+        audio_column: str,
+        batch_size: int,
+        num_proc: int | None,
+        keep_audio: bool,
+        feature_backend: str,
+        strict: bool,
+        cache_file_name: str | None,
+    ) -> Any:
+        placeholder = np.zeros(minimum_samples(self.feature_extractor), dtype=np.float32)
+
+        def featurize_batch(batch: dict[str, list], indices: list[int]) -> dict[str, Any]:
+            names = [str(name) for name in batch.get("audio_id", indices)]
+            arrays, errors = [], []
+            for value, name in zip(batch[audio_column], names):
+                try:
+                    arrays.append(decode_audio(value, self.sampling_rate, source=name))
+                    errors.append("")
+                except AudioDecodeError as error:
+                    if strict:
+                        raise
+                    arrays.append(placeholder)  # keeps the batch's shape; the row is filtered out below
+                    errors.append(error.reason)
+            features = self._featurize(arrays, None, "np", feature_backend, audio_names=names)
+            return {**features, DECODE_ERROR_COLUMN: errors}
 
         remove_columns = None if keep_audio else [audio_column]
-        return dataset.map(
-            featurize_batch,
-            batched=True,
-            batch_size=batch_size,
-            num_proc=num_proc,
-            remove_columns=remove_columns,
-            desc="Extracting audio features",
-        )
+        cache = {} if cache_file_name is None else {"cache_file_name": cache_file_name}
+        where = f"split {split!r}" if split is not None else "the dataset"
+        with collect_cut_clips(
+            f"extract_audio_features on {where}", extractor_window(self.feature_extractor)
+        ):
+            featurized = dataset.map(
+                featurize_batch,
+                batched=True,
+                batch_size=batch_size,
+                num_proc=num_proc,
+                with_indices=True,
+                remove_columns=remove_columns,
+                desc="Extracting audio features",
+                **cache,
+            )
+        errors = featurized[DECODE_ERROR_COLUMN]
+        failed = [row for row, error in enumerate(errors) if error]
+        if failed:
+            names = featurized.select(failed)["audio_id"] if "audio_id" in featurized.column_names else failed
+            listed = "; ".join(f"{name} ({errors[row]})" for name, row in zip(names[:10], failed))
+            more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
+            logger.warning(
+                f"extract_audio_features: {len(failed)} of {len(errors)} clip(s) of {where} cannot be decoded "
+                f"and are left out: {listed}{more}. Pass strict=True to stop at the first instead."
+            )
+            failed_rows = set(failed)
+            featurized = featurized.select([row for row in range(len(errors)) if row not in failed_rows])
+        return featurized.remove_columns(DECODE_ERROR_COLUMN)
+
+
+def _clip_name(clip: Any, position: int) -> str:
+    """How warnings name a clip given without a name: its path, else its position in the call."""
+    if isinstance(clip, (str, os.PathLike)):
+        return str(clip)
+    if isinstance(clip, dict) and clip.get("path"):
+        return str(clip["path"])
+    return f"clip {position}"
 
 
 def model_audio_inputs(features: Any) -> dict[str, Any]:
@@ -257,7 +387,7 @@ def audio_batch(
                 f"(columns: {sorted(rows[0])})."
             )
         arrays = processor.decode([row["audio"] for row in rows], audio_ids)
-        return dict(processor(audio=arrays, return_tensors="pt"))
+        return dict(processor(audio=arrays, return_tensors="pt", audio_names=audio_ids))
     inputs = {feature_name: stack_feature([row[feature_name] for row in rows], feature_name, audio_ids)}
     for name in ("audio_attention_mask", "is_longer"):
         if name in rows[0]:

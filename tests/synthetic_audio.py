@@ -24,3 +24,20 @@ def synthetic_clip(samples: int, sampling_rate: int, seed: int = 0) -> np.ndarra
 
 def synthetic_clips(lengths: list[int], sampling_rate: int) -> list[np.ndarray]:
     return [synthetic_clip(length, sampling_rate, seed) for seed, length in enumerate(lengths)]
+
+
+def recording_with_event(
+    seconds: float, event_at: float | None, sampling_rate: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A long field recording (quiet noise) with one loud 1-kHz tone of 0.5 s at ``event_at`` seconds (none
+    for ``None``), and a 1-s query: the same tone in the same kind of noise. Returns ``(recording, query)``,
+    float32."""
+    rng = np.random.default_rng(seed)
+    tone = 0.5 * np.sin(2 * np.pi * 1000 * np.arange(sampling_rate // 2) / sampling_rate)
+    recording = 0.01 * rng.standard_normal(int(seconds * sampling_rate))
+    if event_at is not None:
+        start = int(event_at * sampling_rate)
+        recording[start : start + len(tone)] += tone
+    query = 0.01 * rng.standard_normal(sampling_rate)
+    query[sampling_rate // 4 : sampling_rate // 4 + len(tone)] += tone
+    return recording.astype(np.float32), query.astype(np.float32)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 
 import pytest
 from datasets import Dataset, DatasetDict
+from synthetic_audio import recording_with_event
 from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
 
 from hf_atr.cli import add_evaluate_parser, add_index_parser, add_search_parser
@@ -59,7 +62,7 @@ def test_index_then_search(model_dir, audio_dir, tmp_path, capsys):
         run_cli(["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(index_dir)])
         == 0
     )
-    assert "Indexed 3 clips" in capsys.readouterr().out
+    assert "Indexed 3 audio file(s)" in capsys.readouterr().out
     assert sorted(path.name for path in index_dir.iterdir()) == [
         "audio_index.json",
         "audio_index.safetensors",
@@ -100,8 +103,8 @@ def test_evaluate_on_synthcaps_writes_metrics_and_protocol(model_dir, tmp_path, 
     assert float(median_line.split()[-1]) == pytest.approx(metrics["t2a_median_rank"])  # ranks are not scaled
 
 
-@pytest.fixture
-def saved_split(tmp_path):
+@pytest.fixture(scope="module")
+def saved_split(tmp_path_factory):
     """Four clips that all carry the same two captions, saved as the validation split of a DatasetDict."""
     waveforms = random_waveforms(4, seed=2)
     split = Dataset.from_dict(
@@ -113,8 +116,9 @@ def saved_split(tmp_path):
             "captions": [["a dog barks", "birds sing"]] * 4,
         }
     )
-    DatasetDict({"validation": split}).save_to_disk(str(tmp_path / "data"))
-    return tmp_path / "data"
+    directory = tmp_path_factory.mktemp("saved")
+    DatasetDict({"validation": split}).save_to_disk(str(directory / "data"))
+    return directory / "data"
 
 
 def test_evaluate_on_a_saved_dataset_dict(model_dir, saved_split, tmp_path):
@@ -156,3 +160,222 @@ def test_evaluate_with_relevance_judgements(model_dir, saved_split, tmp_path, ca
         SystemExit, match=r"hf-atr evaluate: .*judgements\.csv, line 2: field 'file_name' names 'clip9'"
     ):
         run_cli(argv[:-2])
+
+
+def bad_and_good_files(directory):
+    directory.mkdir(exist_ok=True)
+    for name, waveform in zip(["a.wav", "b.wav"], random_waveforms(2, seed=5)):
+        (directory / name).write_bytes(encode_wav(waveform, SAMPLING_RATE))
+    (directory / "._a.wav").write_bytes((directory / "a.wav").read_bytes()[:200])
+    (directory / "empty.wav").write_bytes(b"")
+    (directory / "readme.wav").write_text("renamed text")
+
+
+def test_index_skips_unreadable_files_and_appends_only_new_ones(model_dir, tmp_path, capsys):
+    audio, out = tmp_path / "my audio", tmp_path / "index"
+    bad_and_good_files(audio)
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio), "--out", str(out)]
+    assert run_cli(argv) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith(
+        f"Indexed 2 audio file(s) from {audio} into {out}: the index holds 2 file(s) in 2 entries; skipped 3 "
+        f"file(s) that cannot be decoded (3 listed in {out / 'skipped.tsv'});"
+    )
+    assert (out / "skipped.tsv").read_text().splitlines() == [
+        "path\treason",
+        f"{audio / '._a.wav'}\tAppleDouble",
+        f"{audio / 'empty.wav'}\tthe audio file is empty (0 bytes).",
+        f"{audio / 'readme.wav'}\tthe audio is unreadable or corrupt (Format not recognised).",
+    ]
+    with pytest.raises(
+        SystemExit, match="already holds an index; pass --append to add the files not yet in it"
+    ):
+        run_cli(argv)
+    (audio / "empty.wav").write_bytes(encode_wav(random_waveforms(1, seed=9)[0], SAMPLING_RATE))  # fixed
+    assert run_cli([*argv, "--append"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "Indexed 1 audio file(s)" in summary and "the index holds 3 file(s)" in summary
+    assert "skipped 2 file(s)" in summary and "2 already in the index" in summary
+    assert "empty.wav" not in (out / "skipped.tsv").read_text()
+    assert run_cli([*argv, "--overwrite", "--pool"]) == 0
+
+
+def test_index_strict_stops_at_the_first_unreadable_file_and_keeps_the_rest(model_dir, tmp_path):
+    audio, out = tmp_path / "audio", tmp_path / "index"
+    bad_and_good_files(audio)
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio), "--out", str(out), "--strict",
+            "--save-every", "1"]  # fmt: skip
+    message = (
+        rf"hf-atr index: stopped: {audio / 'empty.wav'}: the audio file is empty \(0 bytes\)\. \(--strict\)\. "
+        rf"The 2 file\(s\) indexed so far are saved in {out}; run again with --append to add the rest\."
+    )
+    with pytest.raises(SystemExit, match=message):
+        run_cli(argv)
+    assert sorted(set(json.loads((out / "audio_index.json").read_text())["ids"])) == ["a.wav", "b.wav"]
+
+
+@pytest.fixture(scope="module")
+def recordings_index(model_dir, tmp_path_factory):
+    """A folder with a 30-s recording holding one tone at 20.2 s, and its index."""
+    directory = tmp_path_factory.mktemp("recordings")
+    recording, query = recording_with_event(30, 20.2, SAMPLING_RATE)
+    (directory / "audio").mkdir()
+    (directory / "audio" / "long take.wav").write_bytes(encode_wav(recording, SAMPLING_RATE, subtype="FLOAT"))
+    noise, _ = recording_with_event(10, None, SAMPLING_RATE, seed=2)
+    (directory / "audio" / "noise.wav").write_bytes(encode_wav(noise, SAMPLING_RATE, subtype="FLOAT"))
+    (directory / "query.wav").write_bytes(encode_wav(query, SAMPLING_RATE, subtype="FLOAT"))
+    index = directory / "index"
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(directory / "audio"), "--out", str(index)]
+    assert run_cli(argv) == 0
+    return directory, index
+
+
+def test_search_returns_files_with_their_span_as_json_and_by_example(model_dir, recordings_index, capsys):
+    directory, index = recordings_index
+    capsys.readouterr()
+    assert run_cli(["search", "--model", str(model_dir), "--index", str(index), "--json", "a dog barks"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert {hit["id"] for hit in hits} == {"long take.wav", "noise.wav"}
+    assert all(
+        {"id", "score", "start", "end", "path"} == set(hit) and hit["end"] > hit["start"] for hit in hits
+    )
+    assert run_cli(["search", "--model", str(model_dir), "--index", str(index), "--audio",
+                    str(directory / "query.wav"), "--top-k", "1"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Sounds like: {directory / 'query.wav'}"
+    name, span, _ = lines[1].split("  ")[1:4]
+    start, end = (float(value) for value in span.removesuffix(" s").split("-"))
+    assert name == "1. long take.wav" and start <= 20.2 and end >= 20.7
+
+
+def test_batch_queries_print_json_lines_and_report_the_bad_ones(
+    model_dir, recordings_index, tmp_path, capsys
+):
+    _, index = recordings_index
+    queries = tmp_path / "queries.txt"
+    queries.write_text("a dog barks\n\nrain on a roof\nmissing take.wav\n")
+    capsys.readouterr()
+    assert (
+        run_cli(["search", "--model", str(model_dir), "--index", str(index), "--queries", str(queries)]) == 1
+    )
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    assert [line["query"] for line in lines] == ["a dog barks", "rain on a roof", "missing take.wav"]
+    assert len(lines[0]["hits"]) == 2 and "start" in lines[0]["hits"][0]
+    assert lines[2]["error"].startswith(
+        "The query 'missing take.wav' looks like an audio file path, but there is no"
+    )
+    assert 'hf-atr search: 1 of 3 queries failed (see their "error").' in captured.err
+    with pytest.raises(SystemExit, match="give exactly one of a query, --audio FILE or --queries FILE"):
+        run_cli(["search", "--model", str(model_dir), "--index", str(index)])
+
+
+def test_a_missing_model_or_index_is_named(model_dir, tmp_path):
+    with pytest.raises(SystemExit, match=f"--model {tmp_path / 'nothing'}: no such directory."):
+        run_cli(["search", "--model", str(tmp_path / "nothing"), "--index", str(tmp_path), "a dog"])
+    with pytest.raises(SystemExit, match="holds no saved model \\(no config.json\\)"):
+        run_cli(["search", "--model", str(tmp_path), "--index", str(tmp_path), "a dog"])
+    with pytest.raises(SystemExit, match="No audio_index.json or text_index.json in"):
+        run_cli(["search", "--model", str(model_dir), "--index", str(tmp_path), "a dog"])
+
+
+def test_caption_index_from_a_file_answers_audio_queries(model_dir, audio_dir, tmp_path, capsys):
+    captions = tmp_path / "captions.csv"
+    captions.write_text(
+        "file_name,caption_1,caption_2\ndog.wav,a dog barks,a dog growls\nsiren.wav,a siren wails,\n"
+    )
+    out = tmp_path / "index"
+    assert run_cli(["index", "--model", str(model_dir), "--captions", str(captions), "--out", str(out)]) == 0
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .splitlines()[-1]
+        .startswith(f"Indexed 3 caption(s) into {out} (3 in the caption index)")
+    )
+    assert (
+        run_cli(
+            ["search", "--model", str(model_dir), "--index", str(out), "--json", str(audio_dir / "dog.wav")]
+        )
+        == 0
+    )
+    hits = json.loads(capsys.readouterr().out)
+    assert {hit["id"] for hit in hits} == {"dog.wav#0", "dog.wav#1", "siren.wav#0"} and "caption" in hits[0]
+
+
+def test_index_a_saved_dataset(model_dir, saved_split, tmp_path, capsys):
+    out = tmp_path / "index"
+    argv = [
+        "index",
+        "--model",
+        str(model_dir),
+        "--dataset",
+        str(saved_split),
+        "--split",
+        "validation",
+        "--out",
+        str(out),
+    ]
+    assert run_cli(argv) == 0
+    entries = json.loads((out / "text_index.json").read_text())
+    assert len(entries["ids"]) == 8 and entries["ids"][:2] == ["clip0#0", "clip0#1"]
+    assert "the index holds 4 file(s)" in capsys.readouterr().out
+
+
+def test_index_files_get_the_permissions_of_any_new_file(model_dir, audio_dir, tmp_path):
+    previous = os.umask(0o027)
+    try:
+        assert (
+            run_cli(
+                [
+                    "index",
+                    "--model",
+                    str(model_dir),
+                    "--audio-dir",
+                    str(audio_dir),
+                    "--out",
+                    str(tmp_path / "i"),
+                ]
+            )
+            == 0
+        )
+    finally:
+        os.umask(previous)
+    assert {oct(stat.S_IMODE(path.stat().st_mode)) for path in (tmp_path / "i").iterdir()} == {oct(0o640)}
+
+
+def test_evaluate_with_window_pooling_records_it_and_skips_undecodable_clips(model_dir, tmp_path):
+    waveforms = [recording_with_event(3, 1.0, SAMPLING_RATE, seed=seed)[0] for seed in range(3)]
+    audio = [{"bytes": encode_wav(w, SAMPLING_RATE, subtype="FLOAT"), "path": None} for w in waveforms]
+    audio.append({"bytes": b"not audio at all", "path": "broken.wav"})
+    split = Dataset.from_dict(
+        {
+            "audio_id": ["c0", "c1", "c2", "broken"],
+            "audio": audio,
+            "captions": [["a tone"], ["a beep"], ["noise"], ["x"]],
+        }
+    )
+    DatasetDict({"test": split}).save_to_disk(str(tmp_path / "data"))
+    output = tmp_path / "metrics.json"
+    argv = [
+        "evaluate",
+        "--model",
+        str(model_dir),
+        "--dataset",
+        str(tmp_path / "data"),
+        "--output",
+        str(output),
+    ]
+    assert run_cli([*argv, "--window-pooling", "max", "--hop-seconds", "0.25"]) == 0
+    protocol = json.loads(output.read_text())["protocol"]
+    assert protocol["window_pooling"] == {"pooling": "max", "window_seconds": 1.015, "hop_seconds": 0.25}
+    assert protocol["clips"] == 3 and protocol["captions"] == 3
+    assert protocol["skipped_clips"] == [
+        {"audio_id": "broken", "reason": "the audio is unreadable or corrupt (Format not recognised)."}
+    ]
+    assert run_cli(argv) == 0
+    protocol = json.loads(output.read_text())["protocol"]
+    assert protocol["window_pooling"] is None and protocol["clips_cut_to_window"] == 3
+    with pytest.raises(SystemExit, match="--window-seconds / --hop-seconds apply with --window-pooling"):
+        run_cli([*argv, "--hop-seconds", "0.5"])
+    with pytest.raises(SystemExit, match="broken: the audio is unreadable or corrupt"):
+        run_cli([*argv, "--strict"])

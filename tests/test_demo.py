@@ -9,13 +9,17 @@ from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.cli import main
 from hf_atr.data.schema import LANGUAGES
 from hf_atr.demo import EXAMPLE_QUERIES, format_results_table, run_demo
+from hf_atr.evaluation.retrieval import TIE_RULE
 
 
 @pytest.mark.slow
 def test_demo_end_to_end_small(tmp_path):
     result = run_demo(tmp_path, max_steps=6, num_train=24, num_test=12, batch_size=8, show_progress=False)
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    metrics, protocol = written["metrics"], written["protocol"]
     assert metrics == pytest.approx(result.metrics)
+    assert protocol["tie_rule"] == TIE_RULE and protocol["split"] == "test" and protocol["clips"] == 12
+    assert protocol["languages"] == list(LANGUAGES) and protocol["window_pooling"] is None
     for key in ("t2a_R@1", "a2t_R@10", "a2t_recall_fraction@5", "t2a_mAP@10", "MRV", "t2a_R@1/jpn"):
         assert key in metrics
     assert result.chance_r1 == pytest.approx(1 / 12)
@@ -28,6 +32,7 @@ def test_demo_end_to_end_small(tmp_path):
     assert "Chance level: T2A R@1 = 8.3% (12 test clips)" in table
     card = (result.model_dir / "README.md").read_text()  # what `make model-cards` publishes
     assert "| avg |" in card and "(CLIP). ICML 2021." in card and "- training data: synthcaps" in card
+    assert "- ties: ties count against the relevant item" in card and "- queries: 480 captions" in card
 
 
 def test_cli_demo_help_lists_the_options(capsys):

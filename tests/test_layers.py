@@ -24,8 +24,12 @@ FLOORS = {
     "hf_atr.lazy": 0,
     "hf_atr.auto_registration": 0,
     "hf_atr.tokenization": 0,
+    "hf_atr.file_permissions": 0,
     "hf_atr.evaluation.retrieval": 0,
     "hf_atr.evaluation.tables": 0,
+    # 0 ground, figures: arrays in, matplotlib figures out; the report page from ranks, metrics and protocol
+    "hf_atr.plots": 0,
+    "hf_atr.evaluation.report": 0,
     # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
     # (PANNs, CLAP's checkpoint conversion, sentence-transformers layouts, the tower mapping, the batched
     # torch twins of transformers' feature extractors)
@@ -42,6 +46,7 @@ FLOORS = {
     # 4 model and processor
     "hf_atr.modeling_atr": 4,
     "hf_atr.processing_atr": 4,
+    "hf_atr.windowing": 4,
     # 5 objectives, encoding, evaluation
     "hf_atr.objectives": 5,
     "hf_atr.encoding": 5,
@@ -49,10 +54,12 @@ FLOORS = {
     # 6 knowledge, 7 training
     "hf_atr.knowledge": 6,
     "hf_atr.training": 7,
-    # 8 pipelines, 9 the demo and the command line
+    # 8 pipelines, 9 the demo, the command line and the search page it serves
     "hf_atr.pipelines": 8,
     "hf_atr.demo": 9,
     "hf_atr.cli": 9,
+    "hf_atr.commands": 9,
+    "hf_atr.app": 9,
 }
 
 

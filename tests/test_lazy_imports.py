@@ -26,7 +26,16 @@ def run_fresh(code: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-HEAVY = ("torch", "transformers", "faiss", "scipy", "hf_atr.modeling_atr", "hf_atr.configuration_atr")
+HEAVY = (
+    "torch",
+    "transformers",
+    "faiss",
+    "scipy",
+    "matplotlib",
+    "gradio",
+    "hf_atr.modeling_atr",
+    "hf_atr.configuration_atr",
+)
 
 
 def test_package_data_loaders_and_cli_help_load_nothing_heavy():
@@ -50,6 +59,42 @@ def test_package_data_loaders_and_cli_help_load_nothing_heavy():
     assert loaded == {"package": [], "data": [], "help": []}, (
         "hf_atr.data must stay light: import scipy where it is used and log through hf_atr.lazy.get_logger"
     )
+
+
+def test_train_help_builds_its_parser_without_model_code():
+    """``hf-atr train --help`` needs transformers' ``TrainingArguments`` (its parser lists every field) but none of
+    the model, processor, trainer or evaluator modules, which load once the flags have parsed."""
+    loaded = run_fresh(
+        """
+        import contextlib, io, json, sys
+        from hf_atr.cli import main
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
+            main(["train", "--help"])
+        watched = ("hf_atr.modeling_atr", "hf_atr.processing_atr", "hf_atr.training", "hf_atr.evaluation.evaluator",
+                   "hf_atr.commands.fine_tune", "faiss")
+        print(json.dumps({"usage": output.getvalue().startswith("usage: hf-atr train"),
+                          "loaded": [name for name in watched if name in sys.modules]}))
+        """
+    )
+    assert loaded == {"usage": True, "loaded": []}
+
+
+def test_serve_help_imports_neither_gradio_nor_the_model():
+    """``hf-atr serve --help`` is argparse alone; gradio, torch and the page load once the command runs."""
+    loaded = run_fresh(
+        f"""
+        import contextlib, io, json, sys
+        from hf_atr.cli import main
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
+            main(["serve", "--help"])
+        watched = {HEAVY!r} + ("hf_atr.app.search_page", "hf_atr.app.results")
+        print(json.dumps({{"usage": output.getvalue().startswith("usage: hf-atr serve"),
+                          "loaded": [name for name in watched if name in sys.modules]}}))
+        """
+    )
+    assert loaded == {"usage": True, "loaded": []}
 
 
 REGISTRATION_CHECK = f"""
@@ -176,3 +221,14 @@ def test_the_default_scoring_of_dart_imports_only_dart_and_its_base():
     assert loaded["contrastive_base"] == [*shared, "hf_atr.objectives.registry"]
     assert loaded["iot_base"] == [*shared, "hf_atr.objectives.mltm", "hf_atr.objectives.registry"]
     assert not loaded["faiss"]
+
+
+def test_model_card_evaluator_and_report_modules_do_not_import_matplotlib():
+    loaded = run_fresh(
+        """
+        import json, sys
+        import hf_atr.model_card, hf_atr.evaluation.evaluator, hf_atr.evaluation.zero_shot, hf_atr.evaluation.report
+        print(json.dumps([name for name in sys.modules if name.split(".")[0] == "matplotlib"]))
+        """
+    )
+    assert loaded == []  # matplotlib is imported inside the drawing functions only

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
 
 import pytest
+from datasets import Dataset
 from huggingface_hub import ModelCard
+from PIL import Image
 from tiny_models import feature_dataset, make_model, make_processor, training_args
 
 from hf_atr import AtrTrainer
+from hf_atr.data.overlap import remove_overlap
+from hf_atr.data.schema import corpus_provenance, set_corpus_provenance
+from hf_atr.evaluation.evaluator import RetrievalEvaluator
+from hf_atr.evaluation.retrieval import TIE_RULE
+from hf_atr.hub import stage_upload
 from hf_atr.model_card import (
+    TRAINING_CURVES_FILE,
     ModelCardCallback,
     build_model_card,
     evaluation_table,
     normalize_metric_names,
+    record_evaluation,
     write_model_card,
 )
 from hf_atr.objectives.registry import BUILTIN_OBJECTIVES, available_objectives, get_objective_class
@@ -132,6 +143,8 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
     trainer.train()
     trainer.evaluate()
     collected = model.model_card_data
+    assert collected["training_provenance"] is None  # the training data recorded none
+    assert collected["eval_protocol"]["clips"] == 8 and collected["eval_protocol"]["tie_rule"] == TIE_RULE
     assert collected["training_data"] == "synthcaps"
     assert collected["global_step"] == 4
     assert collected["hyperparameters"]["learning_rate"] == 1e-3
@@ -139,8 +152,186 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
     assert 0.0 <= collected["eval_metrics"]["t2a_R@1"] <= 1.0
     text = write_model_card(model, tmp_path / "card").read_text()
     assert "- steps: 4" in text and "- learning_rate: 0.001" in text and "On synthcaps:" in text
+    # The history the callback kept is the trainer's own, drawn beside the card.
+    assert collected["log_history"] is trainer.state.log_history
+    assert (
+        "![Training curves: loss, objective terms and evaluation over optimizer steps](training_curves.png)"
+        in text
+    )
+    assert "and R@k and mAP@10 (%, mean over languages) at each evaluation during training" in text
+    assert Image.open(tmp_path / "card" / TRAINING_CURVES_FILE).format == "PNG"
 
 
 def test_save_pretrained_writes_the_card(tmp_path):
     make_model(objective={"name": "iot"}).save_pretrained(tmp_path)
     assert "(m-LTM). ICLR 2024." in (tmp_path / "README.md").read_text()
+
+
+AUDIOCAPS_TEST = {
+    "corpus": "AudioCaps", "layout": "official CSV", "split": "test", "corpus_split": "test",
+    "metadata": ["test.csv"], "official_release": "AudioCaps v1", "official_clips": 975, "skipped": 969,
+    "clips_found": 6, "filters": [],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("official_clips", [975, 6])
+def test_card_shows_the_protocol_and_flags_an_incomplete_test_set(tmp_path, official_clips):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = set_corpus_provenance(feature_dataset(6), {**AUDIOCAPS_TEST, "official_clips": official_clips})
+    evaluator = RetrievalEvaluator(clips, processor, split="test", map_cutoffs=(10, 16))
+    record_evaluation(model, evaluator(model), evaluator.protocol, eval_dataset="AudioCaps test")
+    model.save_pretrained(tmp_path)  # every card written from now on carries the evaluation
+    text = (tmp_path / "README.md").read_text()
+    warning = (
+        "> **Incomplete test set**: 6 of the 975 clips of the test split of AudioCaps v1 were evaluated (969 "
+        "missing, skipped or filtered out); these figures are not comparable with results on the full split."
+    )
+    assert (warning in text) == (official_clips == 975)
+    assert text.index("On AudioCaps test:") < text.index("| all |") < text.index("Protocol:")
+    for line in (
+        f"- data: AudioCaps `test` (AudioCaps v1, official CSV); 6 clips evaluated of {official_clips:,} in the "
+        "official split (969 clips or rows skipped when loading)",
+        "- queries: 12 captions; languages: eng",
+        "- relevance: each caption's own clip is its only relevant clip",
+        f"- ties: {TIE_RULE}",
+        "- scores: the model's scoring head (cosine); R@k at k = 1, 5, 10, mAP at 10, 16",
+        "- long clips: each clip encoded in one forward pass of the inputs its processor prepares (the model's "
+        "own protocol)",
+    ):
+        assert line in text, line
+
+
+def test_card_names_relevance_judgements_and_window_pooling():
+    protocol = {
+        "tie_rule": TIE_RULE, "split": "evaluation", "clips": 10, "official_clips": None, "corpus": None,
+        "captions": 4, "languages": ["eng", "fra"], "relevance": "judgements", "relevance_file": "/data/judged.csv",
+        "relevance_threshold": 2.0, "captions_without_judgement": 6, "relevant_clips_per_caption": 1.75,
+        "ks": [1], "map_cutoffs": [16], "scoring": "ot_plan", "ot_reg": 0.05, "similarity": "euclidean",
+        "window_pooling": {"pooling": "mean", "window_seconds": 10.0, "hop_seconds": 5.0},
+        "clips_cut_to_window": 0,
+        "skipped_clips": [{"audio_id": f"bad{i}", "reason": "the audio file is empty (0 bytes)."} for i in range(7)],
+    }  # fmt: skip
+    text = build_model_card(make_model(), eval_results={"t2a_R@1": 0.5}, eval_protocol=protocol).text
+    for line in (
+        "- data: split `evaluation`; 10 clips evaluated",
+        "- queries: 4 captions; languages: eng, fra",
+        "- relevance: relevance judgements `/data/judged.csv` (relevant when >= 2.0), 1.75 relevant clips per "
+        "caption; 6 captions without judgement left out",
+        "- scores: entropic OT plan (m-LTM Eq. 5, reg 0.05); R@k at k = 1, mAP at 16",
+        "- long clips: mean of the normalised embeddings of 10-s windows every 5 s "
+        '(`{"pooling": "mean", "window_seconds": 10.0, "hop_seconds": 5.0}`)',
+        "- skipped: 7 clips could not be decoded and were left out with their captions: `bad0` (the audio file "
+        "is empty (0 bytes).); `bad1` (the audio file is empty (0 bytes).); `bad2` (the audio file is empty (0 "
+        "bytes).); `bad3` (the audio file is empty (0 bytes).); `bad4` (the audio file is empty (0 bytes).) and 2 "
+        "more",
+    ):
+        assert line in text, line
+    assert "Incomplete test set" not in text  # no official size known
+
+
+def test_card_counts_the_clips_its_model_cut_to_the_extractor_window():
+    protocol = {"tie_rule": TIE_RULE, "clips": 3, "captions": 3, "ks": [1], "map_cutoffs": [10],
+                "window_pooling": None, "clips_cut_to_window": 2, "skipped_clips": []}  # fmt: skip
+    text = build_model_card(make_model(), eval_results={"t2a_R@1": 0.5}, eval_protocol=protocol).text
+    assert (
+        "- long clips: each clip encoded in one forward pass of the inputs its processor prepares (the model's "
+        "own protocol; 2 clips longer than the extractor's window were cut to it)"
+    ) in text
+    assert "- skipped:" not in text
+
+
+def test_card_reports_the_training_data_provenance_and_the_overlap_filter():
+    def clips(count, first, **provenance):
+        dataset = Dataset.from_dict({
+            "audio_id": [f"c{first + i}" for i in range(count)], "captions": [["x"]] * count,
+            "source_id": [f"freesound:{first + i}" for i in range(count)],
+        })  # fmt: skip
+        return set_corpus_provenance(dataset, provenance)
+
+    train = clips(5, 0, corpus="WavCaps", layout="WavCaps JSON", split="train", official_release="WavCaps",
+                  official_clips=262300, clips_found=5, skipped=0, filters=[])  # fmt: skip
+    test = clips(3, 3, corpus="Clotho", split="test", official_clips=1045, filters=[])
+    filtered, _ = remove_overlap(train, [test], by=["source_id"])
+    text = build_model_card(make_model(), training_data="wavcaps",
+                            training_info={"training_provenance": corpus_provenance(filtered)}).text  # fmt: skip
+    assert (
+        "- source: WavCaps `train` (WavCaps, WavCaps JSON): 5 clips found of 262,300 in the official split"
+        in text
+    )
+    assert (
+        "- overlap filter (by source_id): removed 2 of 5 clips (2 by source id, 0 by audio content) that are clips "
+        "of Clotho test (3 reference clips)"
+    ) in text
+    assert "overlap filter: not applied" not in text
+    unfiltered = build_model_card(
+        make_model(), training_info={"training_provenance": corpus_provenance(train)}
+    )
+    assert (
+        "- overlap filter: not applied (the training clips were not checked against evaluation clips)"
+        in unfiltered.text
+    )
+    assert "- source:" not in build_model_card(make_model()).text  # no provenance recorded, nothing claimed
+
+
+def test_trainer_records_the_provenance_of_its_training_clips(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    provenance = {"corpus": "Clotho", "split": "train", "clips_found": 16, "filters": [{"name": "overlap"}]}
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=1),
+        train_dataset=set_corpus_provenance(feature_dataset(16), provenance),
+        processing_class=processor,
+    )
+    trainer.train()
+    assert model.model_card_data["training_provenance"] == provenance
+
+
+IOT_HISTORY = [
+    {"loss": 2.0, "iot/loss_iot": 2.0, "iot/iot_diagonal_mass": 0.2, "iot/iot_transported_mass": 1.0, "step": 5},
+    {"loss": 1.2, "iot/loss_iot": 1.2, "iot/iot_diagonal_mass": 0.5, "iot/iot_transported_mass": 1.0, "step": 10},
+    {"train_runtime": 3.0, "train_loss": 1.6, "step": 10},
+]  # fmt: skip
+
+
+def test_card_shows_the_training_curves_beside_it(tmp_path):
+    model = make_model(objective={"name": "iot"}, scoring="euclidean")
+    text = write_model_card(model, tmp_path, training_info={"log_history": IOT_HISTORY}).read_text()
+    section = text.split("### Training curves\n\n", 1)[1].split("\n\n## Evaluation", 1)[0]
+    assert section.splitlines() == [
+        "![Training curves: loss, objective terms and evaluation over optimizer steps](training_curves.png)",
+        "",
+        "The training loss and the terms the `iot` objective logs (averaged between logging steps), over optimizer steps.",
+        "Constant over the run (not drawn): `iot_transported_mass` = 1.",
+    ]
+    image = Image.open(tmp_path / TRAINING_CURVES_FILE)
+    assert image.format == "PNG" and image.size == (1040, 360)  # two panels: loss, diagonal mass
+    # What push_to_hub uploads includes the figure the card shows.
+    model.model_card_data = {"log_history": IOT_HISTORY}
+    uploaded = {path.name for path in stage_upload(model, tmp_path / "staged")}
+    assert {"README.md", TRAINING_CURVES_FILE} <= uploaded
+
+
+def test_card_without_training_history_is_unchanged(tmp_path):
+    model = make_model()
+    text = write_model_card(model, tmp_path).read_text()
+    assert "## Training\n\n- training data: not recorded\n\n## Evaluation" in text
+    assert "Training curves" not in text and not (tmp_path / TRAINING_CURVES_FILE).exists()
+    # A history without a training loss (an evaluation only) draws nothing either.
+    write_model_card(
+        model, tmp_path / "eval_only", training_info={"log_history": [{"eval_t2a_R@1": 0.5, "step": 0}]}
+    )
+    assert not (tmp_path / "eval_only" / TRAINING_CURVES_FILE).exists()
+
+
+def test_card_without_matplotlib_says_how_to_draw_the_curves(tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    model = make_model(objective={"name": "iot"}, scoring="euclidean")
+    with caplog.at_level(logging.WARNING):
+        text = write_model_card(model, tmp_path, training_info={"log_history": IOT_HISTORY}).read_text()
+    assert (
+        "### Training curves\n\nNot drawn where this card was written (matplotlib is not installed: " in text
+    )
+    assert "pip install 'hf-atr[plots]'" in text and "pip install 'hf-atr[plots]'" in caplog.text
+    assert not (tmp_path / TRAINING_CURVES_FILE).exists()

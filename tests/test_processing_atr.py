@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 from tiny_models import SAMPLING_RATE, make_processor, random_waveforms, save_tiny_clap_checkpoint
 from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExtractor
 
@@ -88,6 +88,25 @@ def test_extract_audio_features_runs_once_with_dataset_map():
     assert np.asarray(features[0]["input_values"]).shape == (100, 32)
     direct = processor(audio=random_waveforms(3))["input_values"][2].numpy()
     np.testing.assert_allclose(np.asarray(features[2]["input_values"]), direct, atol=1e-5)
+
+
+def test_extract_audio_features_into_a_cache_file_reuses_it(tmp_path):
+    processor = make_processor()
+    dataset = Dataset.from_dict(
+        {
+            "audio_id": ["a", "b"],
+            "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(2)],
+        }
+    )
+    cache = tmp_path / "features.arrow"
+    features = processor.extract_audio_features(dataset, cache_file_name=str(cache))
+    assert cache.is_file() and features.cache_files[0]["filename"] == str(cache)  # memory-mapped, not in RAM
+    other = Dataset.from_dict({"audio_id": ["x"], "audio": [{"array": random_waveforms(1, seed=5)[0],
+                                                               "sampling_rate": SAMPLING_RATE}]})  # fmt: skip
+    reused = processor.extract_audio_features(other, cache_file_name=str(cache))
+    assert reused["audio_id"] == ["a", "b"]  # the file is read as it is: its name must say what it holds
+    with pytest.raises(ValueError, match="map each split of a DatasetDict"):
+        processor.extract_audio_features(DatasetDict({"train": dataset}), cache_file_name=str(cache))
 
 
 def test_save_and_load_through_autoprocessor(tmp_path):
@@ -178,3 +197,57 @@ def test_clap_processor_round_trip_keeps_is_longer(tmp_path):
     features = loaded(audio=random_waveforms(2), text=["a dog"], return_tensors="pt")
     assert isinstance(loaded, AtrProcessor) and isinstance(loaded.feature_extractor, ClapFeatureExtractor)
     assert features["input_features"].shape[:2] == (2, 4) and features["is_longer"].shape == (2, 1)
+
+
+def _dataset_with_bad_clips() -> Dataset:
+    good = [{"bytes": encode_wav(w, SAMPLING_RATE), "path": None} for w in random_waveforms(3)]
+    return Dataset.from_dict(
+        {
+            "audio_id": ["good0", "empty", "good1", "text", "good2"],
+            "audio": [
+                good[0],
+                {"bytes": b"", "path": "empty.wav"},
+                good[1],
+                {"bytes": b"hello", "path": "text.wav"},
+                good[2],
+            ],  # fmt: skip
+        }
+    )
+
+
+def test_extract_audio_features_leaves_out_undecodable_clips_and_names_them(caplog):
+    processor = make_processor()
+    dataset = DatasetDict({"test": _dataset_with_bad_clips()})
+    with caplog.at_level(logging.WARNING):
+        features = processor.extract_audio_features(dataset, batch_size=2)
+    assert features["test"]["audio_id"] == ["good0", "good1", "good2"]
+    assert "_audio_decode_error" not in features["test"].column_names
+    assert (
+        "extract_audio_features: 2 of 5 clip(s) of split 'test' cannot be decoded and are left out: empty (the "
+        "audio file is empty (0 bytes).); text (the audio is unreadable or corrupt (Format not recognised).). Pass "
+        "strict=True to stop at the first instead." in caplog.text
+    )
+    direct = processor(audio=random_waveforms(3))["input_values"][1].numpy()
+    np.testing.assert_allclose(np.asarray(features["test"][1]["input_values"]), direct, atol=1e-4)
+    with pytest.raises(AudioDecodeError, match=r"empty: the audio file is empty \(0 bytes\)"):
+        processor.extract_audio_features(_dataset_with_bad_clips(), strict=True)
+
+
+def test_extract_audio_features_names_the_clips_it_cuts_once_per_split(caplog):
+    processor = make_processor()
+    long_clips = random_waveforms(3, seconds=2.5)
+    dataset = Dataset.from_dict(
+        {
+            "audio_id": ["take1", "take2", "take3", "short"],
+            "audio": [
+                {"array": w, "sampling_rate": SAMPLING_RATE} for w in [*long_clips, random_waveforms(1)[0]]
+            ],
+        }
+    )
+    with caplog.at_level(logging.WARNING):
+        processor.extract_audio_features(DatasetDict({"train": dataset}), batch_size=1)
+    assert caplog.text.count("clip(s) longer than") == 1
+    assert (
+        "extract_audio_features on split 'train': 3 clip(s) longer than the feature extractor's 1.01-s window are "
+        "cut to the first 1.01 s: take1 (2.5 s), take2 (2.5 s), take3 (2.5 s)." in caplog.text
+    )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import numpy as np
 import torch
 from datasets import Dataset
+from synthetic_audio import synthetic_clip
 from tokenizers.pre_tokenizers import ByteLevel
 from transformers import (
     ASTConfig,
@@ -22,6 +26,7 @@ from transformers import (
 )
 
 from hf_atr import AtrConfig, AtrDualEncoderModel, AtrProcessor
+from hf_atr.data.audio import encode_wav
 from hf_atr.models.panns.configuration_panns import PannsConfig
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.tokenization import train_caption_tokenizer
@@ -267,6 +272,32 @@ def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
     return Dataset.from_dict(rows)
 
 
+def raw_audio_dataset(
+    lengths_seconds: list[float], broken: set[int] | tuple = (), labels: bool = False
+) -> Dataset:
+    """Clips of raw WAV audio (lengths in seconds) with two captions each (and a ``label`` from
+    :data:`WORD_CLASSES` with ``labels``); the rows in ``broken`` hold bytes that are not audio."""
+    audio = [
+        {"bytes": b"not audio", "path": f"clip{row}.wav"}
+        if row in broken
+        else {
+            "bytes": encode_wav(
+                synthetic_clip(int(seconds * SAMPLING_RATE), SAMPLING_RATE, seed=row), SAMPLING_RATE
+            ),
+            "path": None,
+        }
+        for row, seconds in enumerate(lengths_seconds)
+    ]
+    rows = {
+        "audio_id": [f"clip{row}" for row in range(len(audio))],
+        "audio": audio,
+        "captions": [[f"a dog barks {row}", f"a siren wails {row}"] for row in range(len(audio))],
+    }
+    if labels:
+        rows["label"] = [WORD_CLASSES[row % len(WORD_CLASSES)] for row in range(len(audio))]
+    return Dataset.from_dict(rows)
+
+
 def translated_feature_dataset(n: int = 6, seed: int = 0) -> Dataset:
     """Clips with random precomputed features, two English captions and French/German translations (none in
     German for clip 2)."""
@@ -342,3 +373,53 @@ def multilingual_features(num_clips: int, *, missing: dict[int, str] | None = No
 
 LANGUAGES = list(TEMPLATES)
 """The caption languages of :func:`multilingual_features`."""
+
+
+SOUNDS = {
+    "dog": ("a dog barks loudly", "dog barks"),
+    "siren": ("a siren wails", "siren then silence"),
+    "beep": ("a high beep tone", "beep beep"),
+    "birds": ("birds chirp together", "birds sing"),
+}
+"""Class -> its two captions (words of the tiny tokenizer's vocabulary)."""
+
+
+def clip_waveform(index: int, seed: int = 0) -> np.ndarray:
+    """One second of the tone of class ``index % 4`` with a little noise."""
+    time = np.arange(SAMPLING_RATE) / SAMPLING_RATE
+    noise = 0.01 * np.random.default_rng([seed, index]).standard_normal(SAMPLING_RATE)
+    return (0.3 * np.sin(2 * np.pi * (300 + 500 * (index % len(SOUNDS))) * time) + noise).astype(np.float32)
+
+
+def write_sound_folder(folder: Path, clips: int = 16, seed: int = 0) -> list[str]:
+    """``clips`` WAV files named ``clip <i>.wav`` (with a space, as users name files) and a ``metadata.csv`` with
+    one caption per row, two rows per file; returns the file names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, names = [], []
+    for index in range(clips):
+        name = f"clip {index}.wav"
+        (folder / name).write_bytes(encode_wav(clip_waveform(index, seed), SAMPLING_RATE))
+        names.append(name)
+        rows += [
+            {"file_name": name, "caption": caption} for caption in list(SOUNDS.values())[index % len(SOUNDS)]
+        ]
+    with (folder / "metadata.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["file_name", "caption"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return names
+
+
+def save_towers(directory: Path, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny AST audio tower with its feature extractor and a tiny BERT text tower with its tokenizer, without
+    dropout (so that runs with the same global batch give the same weights), as pretrained towers are saved."""
+    processor = make_processor()
+    source = make_model(processor=processor, seed=seed)
+    audio_dir, text_dir = directory / "audio-tower", directory / "text-tower"
+    source.text_model.config.hidden_dropout_prob = 0.0
+    source.text_model.config.attention_probs_dropout_prob = 0.0
+    source.audio_model.save_pretrained(audio_dir)
+    processor.feature_extractor.save_pretrained(audio_dir)
+    source.text_model.save_pretrained(text_dir)
+    processor.tokenizer.save_pretrained(text_dir)
+    return audio_dir, text_dir

@@ -3,7 +3,9 @@
 from .audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav, resample
 from .audio_text_folder import load_audio_text_folder
 from .audiocaps import load_audiocaps
+from .caption_list import CaptionList, read_caption_list
 from .clotho import load_clotho
+from .corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
 from .corpus_utils import CorpusFormatError, MetadataEncodingError
 from .esc50 import class_prompts, load_esc50
 from .multilingual import load_translations, normalize_language_code
@@ -22,29 +24,35 @@ from .synthcaps import (
 from .wavcaps import load_wavcaps
 
 __all__ = [
+    "CORPUS_LOADERS",
     "LANGUAGES",
     "SOUND_EVENTS",
     "AudioDecodeError",
+    "CaptionList",
     "CorpusFormatError",
     "MetadataEncodingError",
     "atr_features",
     "check_audio_file",
     "class_prompts",
+    "combine_splits",
     "corpus_provenance",
     "decode_audio",
     "encode_wav",
     "event_phrase",
     "generate_clip",
+    "hold_out_test_split",
     "load_audio_text_folder",
     "load_audio_text_shards",
     "load_audiocaps",
     "load_clotho",
+    "load_corpus",
     "load_esc50",
     "load_relevance_judgements",
     "load_synthcaps",
     "load_translations",
     "load_wavcaps",
     "normalize_language_code",
+    "read_caption_list",
     "resample",
     "write_audio_text_shards",
     "write_audiocaps_layout",

@@ -11,15 +11,49 @@ from __future__ import annotations
 import io
 import math
 import os
+import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import soundfile
 
+from hf_atr.lazy import get_logger
+
+logger = get_logger(__name__)  # transformers logging, imported on the first message
+
+AUDIO_EXTENSIONS: frozenset[str] = frozenset(
+    {".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".aifc", ".au", ".caf", ".w64", ".m4a"}
+)
+"""File extensions counted as audio when a folder is searched for audio files."""
+APPLEDOUBLE_PREFIX = "._"
+"""macOS writes a ``._<name>`` AppleDouble file (resource fork, no audio) beside files copied to non-Apple
+file systems; it carries the audio file's extension."""
+
 
 class AudioDecodeError(ValueError):
-    """An audio file or value cannot be turned into a waveform; the message names the file and the reason."""
+    """An audio file or value cannot be turned into a waveform; the message names the file and the reason.
+
+    ``reason`` is the message without the name (e.g. ``"the audio file is empty (0 bytes)."``), for reports
+    that list names and reasons in separate columns.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+def is_appledouble(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a macOS AppleDouble file (``._<name>``), which holds no audio."""
+    return Path(path).name.startswith(APPLEDOUBLE_PREFIX)
+
+
+def looks_like_audio_path(text: str | os.PathLike) -> bool:
+    """Whether ``text`` is meant as an audio file: it names an existing file, or ends in an audio extension
+    (:data:`AUDIO_EXTENSIONS`, any case), such as ``"rain.wav"`` or ``"Lighting matches.WAV"``."""
+    text = str(text).strip()
+    return bool(text) and (Path(text).suffix.lower() in AUDIO_EXTENSIONS or os.path.isfile(text))
 
 
 def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | None = None) -> np.ndarray:
@@ -60,7 +94,8 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
         name = source or value.get("path") or "<array>"
         if not isinstance(value.get("sampling_rate"), int) or value["sampling_rate"] <= 0:
             raise AudioDecodeError(
-                f"{name}: a decoded audio dict needs a positive int 'sampling_rate', got {value.get('sampling_rate')!r}."
+                name,
+                f"a decoded audio dict needs a positive int 'sampling_rate', got {value.get('sampling_rate')!r}.",
             )
         waveform = _to_mono(np.asarray(value["array"]), name)
         source_rate = value["sampling_rate"]
@@ -72,16 +107,16 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
         elif path:
             waveform, source_rate = _read_file(path, name)
         else:
-            raise AudioDecodeError(f"{name}: the audio value has neither 'bytes' nor 'path'.")
+            raise AudioDecodeError(name, "the audio value has neither 'bytes' nor 'path'.")
     else:
         raise TypeError(
             f"Cannot decode audio {source or ''} of type {type(value).__name__}: expected a dict "
             "{'bytes', 'path'} or {'array', 'sampling_rate'}, a file path, or a numpy array."
         )
     if waveform.size == 0:
-        raise AudioDecodeError(f"{name}: the audio has zero length.")
+        raise AudioDecodeError(name, "the audio has zero length.")
     if not np.isfinite(waveform).all():
-        raise AudioDecodeError(f"{name}: the audio contains non-finite samples (NaN or inf).")
+        raise AudioDecodeError(name, "the audio contains non-finite samples (NaN or inf).")
     if sampling_rate is not None and source_rate != sampling_rate:
         waveform = resample(waveform, source_rate, sampling_rate)
     return waveform
@@ -99,6 +134,46 @@ def resample(waveform: np.ndarray, source_rate: int, target_rate: int) -> np.nda
     return resampled.astype(np.float32)
 
 
+def read_audio_span(
+    path: str | os.PathLike, start_seconds: float, end_seconds: float | None = None
+) -> tuple[np.ndarray, int]:
+    """The samples of ``path`` from ``start_seconds`` to ``end_seconds`` (``None``: the end of the file), as
+    stored: the file's own rate and channels, nothing before the span decoded (soundfile seeks to it).
+
+    Returns:
+        ``(frames, channels)`` float32 samples (fewer frames when the span runs past the end of the file) and
+        the file's sampling rate.
+
+    Raises:
+        ValueError: a negative start, or an end not after the start.
+        AudioDecodeError: missing, empty or unreadable file, or a span that starts at or after its end.
+    """
+    if start_seconds < 0 or (end_seconds is not None and end_seconds <= start_seconds):
+        end = "the end" if end_seconds is None else f"{end_seconds:g} s"
+        raise ValueError(f"A span needs 0 <= start < end, got {start_seconds:g} s to {end} (file {path}).")
+    name = str(path)
+    if not Path(path).is_file():
+        raise AudioDecodeError(name, "the audio file does not exist.")
+    if os.path.getsize(path) == 0:
+        raise AudioDecodeError(name, "the audio file is empty (0 bytes).")
+    try:
+        with soundfile.SoundFile(path) as audio_file:
+            rate, total = audio_file.samplerate, audio_file.frames
+            first = round(start_seconds * rate)
+            if first >= total:
+                raise AudioDecodeError(
+                    name,
+                    f"the span from {start_seconds:.2f} s starts after the end of the file ({total / rate:.2f} s).",
+                )
+            last = total if end_seconds is None else min(total, round(end_seconds * rate))
+            audio_file.seek(first)
+            frames = audio_file.read(last - first, dtype="float32", always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
+        reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
+        raise AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).") from error
+    return frames, rate
+
+
 def check_audio_file(path: str | os.PathLike) -> Any:
     """Validate an audio file from its header only (no decoding) and return its ``soundfile.info``.
 
@@ -109,15 +184,15 @@ def check_audio_file(path: str | os.PathLike) -> Any:
     """
     name = str(path)
     if not Path(path).is_file():
-        raise AudioDecodeError(f"{name}: the audio file does not exist.")
+        raise AudioDecodeError(name, "the audio file does not exist.")
     try:
         info = soundfile.info(path)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        raise AudioDecodeError(f"{name}: the audio file is unreadable or corrupt ({error}).") from error
+        raise AudioDecodeError(name, f"the audio file is unreadable or corrupt ({error}).") from error
     if info.channels < 1:
-        raise AudioDecodeError(f"{name}: the audio file has no channel.")
+        raise AudioDecodeError(name, "the audio file has no channel.")
     if info.frames <= 0:
-        raise AudioDecodeError(f"{name}: the audio file has zero length.")
+        raise AudioDecodeError(name, "the audio file has zero length.")
     return info
 
 
@@ -147,14 +222,69 @@ def encode_wav(array: np.ndarray, sampling_rate: int, *, subtype: str = "PCM_16"
 
 
 def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndarray, int]:
-    if not isinstance(file, io.BytesIO) and not Path(file).is_file():
-        raise AudioDecodeError(f"{name}: the audio file does not exist.")
+    if not isinstance(file, io.BytesIO):
+        if not Path(file).is_file():
+            raise AudioDecodeError(name, "the audio file does not exist.")
+        if is_appledouble(file):
+            raise AudioDecodeError(name, "a macOS AppleDouble file (resource fork, no audio).")
+    if _byte_size(file) == 0:
+        raise AudioDecodeError(name, "the audio file is empty (0 bytes).")
     try:
         frames, rate = soundfile.read(file, dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        raise AudioDecodeError(f"{name}: the audio is unreadable or corrupt ({error}).") from error
+        reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
+        raise AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).") from error
+    declared = declared_wav_frames(file)
+    if declared is not None and len(frames) < declared:
+        logger.warning(
+            f"{name}: the file is truncated: it holds {len(frames)} of the {declared} frames its header "
+            f"declares ({len(frames) / rate:.2f} of {declared / rate:.2f} s); decoding the {len(frames) / rate:.2f} s "
+            "it holds."
+        )
     # soundfile returns (frames, channels); averaging the channels is the down-mix documented above.
     return frames.mean(axis=1, dtype=np.float32), rate
+
+
+def _byte_size(file: str | os.PathLike | io.BytesIO) -> int:
+    return file.getbuffer().nbytes if isinstance(file, io.BytesIO) else os.path.getsize(file)
+
+
+def declared_wav_frames(file: str | os.PathLike | BinaryIO) -> int | None:
+    """The frame count a WAV (RIFF/WAVE) header declares in its ``data`` chunk, or ``None`` for other
+    formats and for streaming headers whose size is a placeholder (0 or 0xFFFFFFFF).
+
+    libsndfile trusts the file's length over its header and reads a truncated WAV without complaint; this
+    reads the header itself so that a cut-off download can be reported.
+    """
+    handle = open(file, "rb") if isinstance(file, (str, os.PathLike)) else file  # noqa: SIM115
+    position = None if isinstance(file, (str, os.PathLike)) else handle.tell()
+    try:
+        handle.seek(0)
+        if handle.read(4) != b"RIFF" or len(handle.read(4)) != 4 or handle.read(4) != b"WAVE":
+            return None
+        block_align = None
+        while True:
+            header = handle.read(8)
+            if len(header) < 8:
+                return None
+            chunk_id, size = header[:4], struct.unpack("<I", header[4:])[0]
+            if chunk_id == b"fmt ":
+                fmt = handle.read(size)
+                if len(fmt) < 14:
+                    return None
+                block_align = struct.unpack("<H", fmt[12:14])[0]
+                handle.seek(size % 2, io.SEEK_CUR)
+            elif chunk_id == b"data":
+                if not block_align or size in (0, 0xFFFFFFFF):
+                    return None
+                return size // block_align
+            else:
+                handle.seek(size + size % 2, io.SEEK_CUR)
+    finally:
+        if position is None:
+            handle.close()
+        else:
+            handle.seek(position)
 
 
 def _to_mono(array: np.ndarray, name: str) -> np.ndarray:
@@ -166,10 +296,11 @@ def _to_mono(array: np.ndarray, name: str) -> np.ndarray:
     elif array.ndim == 2:
         if array.shape[0] > array.shape[1]:
             raise AudioDecodeError(
-                f"{name}: a 2-D audio array must be (channels, samples), got shape {array.shape}; "
-                "transpose a (samples, channels) array first."
+                name,
+                f"a 2-D audio array must be (channels, samples), got shape {array.shape}; "
+                "transpose a (samples, channels) array first.",
             )
         waveform = array.mean(axis=0)
     else:
-        raise AudioDecodeError(f"{name}: audio arrays must be 1-D or 2-D, got shape {array.shape}.")
+        raise AudioDecodeError(name, f"audio arrays must be 1-D or 2-D, got shape {array.shape}.")
     return np.asarray(waveform, dtype=np.float32)

@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from datasets import DatasetDict
 from datasets.data_files import SPLIT_KEYWORDS
 
+from hf_atr.data.audio import AUDIO_EXTENSIONS
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
     CorpusProblems,
@@ -58,11 +59,6 @@ logger = get_logger(__name__)  # transformers logging, imported on the first mes
 
 METADATA_FILE_NAMES: tuple[str, ...] = ("metadata.csv", "metadata.jsonl")
 """The metadata file names of the AudioFolder convention, tried in this order."""
-
-AUDIO_EXTENSIONS: frozenset[str] = frozenset(
-    {".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".aifc", ".au", ".caf", ".w64", ".m4a"}
-)
-"""File extensions counted as audio when looking for files no metadata row names."""
 
 _SPLIT_OF_FOLDER = {keyword: str(split) for split, keywords in SPLIT_KEYWORDS.items() for keyword in keywords}
 _SPLIT_ALIASES = {**_SPLIT_OF_FOLDER, **{str(split): str(split) for split in SPLIT_KEYWORDS}}

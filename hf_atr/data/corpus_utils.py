@@ -284,7 +284,7 @@ def check_clip_audio(audio_path: Path, row_location: str, problems: CorpusProble
     try:
         check_audio_file(audio_path)
     except AudioDecodeError as error:
-        problems.flag(AudioDecodeError(f"{row_location}: {error}"))
+        problems.flag(AudioDecodeError(row_location, str(error)))
         return False
     return True
 
@@ -463,16 +463,20 @@ def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def apply_overlap_arguments(dataset: DatasetDict, args: argparse.Namespace) -> DatasetDict:
-    """Run the overlap filter the options of :func:`add_overlap_arguments` ask for (none: ``dataset``)."""
+def apply_overlap_arguments(
+    dataset: DatasetDict, args: argparse.Namespace
+) -> tuple[DatasetDict, dict[str, str]]:
+    """Run the overlap filter the options of :func:`add_overlap_arguments` ask for.
+
+    Returns the filtered dataset and, per split, the filter's one-line summary for the script to show
+    (``(dataset, {})`` when no option asks for the filter).
+    """
     if not args.exclude_overlap_with and args.blocklist is None:
-        return dataset
+        return dataset, {}
     references = [load_from_disk(str(path)) for path in args.exclude_overlap_with]
     blocked = read_wavcaps_blocklist(args.blocklist) if args.blocklist is not None else set()
     filtered, reports = remove_overlap(dataset, references, by=args.overlap_by, exclude_source_ids=blocked)
-    for split, report in reports.items():
-        print(f"{split}: {report.summary()}")
-    return filtered
+    return filtered, {split: report.summary() for split, report in reports.items()}
 
 
 def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:

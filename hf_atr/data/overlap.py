@@ -43,6 +43,9 @@ logger = get_logger(__name__)  # transformers logging, imported on the first mes
 OVERLAP_CRITERIA: tuple[str, ...] = ("source_id", "content")
 """What :func:`remove_overlap` can match by."""
 
+OVERLAP_FILTER = "overlap"
+"""``name`` of the provenance record :func:`remove_overlap` writes (:func:`hf_atr.data.schema.record_filter`)."""
+
 CONTENT_HASH = "blake2b-128 of 16-bit PCM, sample rate and channels"
 """What :func:`audio_content_hash` hashes (recorded in the provenance)."""
 
@@ -90,7 +93,7 @@ class OverlapReport:
         """The provenance record (counts, not the id lists)."""
         record = {key: value for key, value in asdict(self).items() if not isinstance(value, list)}
         return {
-            "name": "overlap",
+            "name": OVERLAP_FILTER,
             "by": self.by,
             "reference": self.reference,
             **record,

@@ -148,3 +148,23 @@ def record_filter(dataset: Dataset, record: Mapping[str, Any]) -> Dataset:
     provenance = corpus_provenance(dataset) or {}
     provenance.setdefault("filters", []).append(dict(record))
     return set_corpus_provenance(dataset, provenance)
+
+
+def describe_dataset(dataset: Dataset, fallback: str) -> str:
+    """A short name for a card or a log line: ``"Clotho test"`` from the provenance, else ``fallback``."""
+    provenance = corpus_provenance(dataset) or {}
+    parts = provenance.get("concatenated") or [provenance]
+    named = [f"{part['corpus']} {part.get('split') or ''}".strip() for part in parts if part.get("corpus")]
+    return " + ".join(dict.fromkeys(named)) or fallback
+
+
+def official_clip_count(provenance: Mapping[str, Any] | None) -> int | None:
+    """The official size of the split(s) a provenance describes (summed over a concatenation); ``None``
+    when unknown for any part."""
+    if not provenance:
+        return None
+    parts = provenance.get("concatenated") or [provenance]
+    counts = [part.get("official_clips") for part in parts]
+    if any(not isinstance(count, int) for count in counts):
+        return None
+    return sum(counts)

@@ -12,21 +12,34 @@ import torch
 from transformers.utils import logging
 
 from ..data.relevance import load_relevance_judgements
-from ..data.schema import ENGLISH
-from ..encoding import CaptionTable, caption_table, encode_audio, encode_text
+from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
+from ..encoding import CaptionTable, SkippedAudio, caption_table, encode_audio_windows, encode_text
+from ..objectives.mltm import ground_cost
+from ..objectives.registry import build_objective
 from ..ot import sinkhorn_log_plan
+from ..plots.canvas import require_matplotlib
 from ..processing_atr import AtrProcessor
+from ..windowing import Windowing
+from .report import BatchTransport, write_retrieval_report
 from .retrieval import (
     DEFAULT_KS,
     DEFAULT_MAP_CUTOFFS,
     TIE_RULE,
-    retrieval_metrics,
-    retrieval_metrics_from_embeddings,
+    RetrievalRanks,
+    retrieval_ranks,
+    retrieval_ranks_from_embeddings,
 )
 
 logger = logging.get_logger(__name__)
 
 SCORING_MODES = ("head", "ot_plan")
+TRANSPORT_BATCH_SIZE = 32
+"""Clips in the evaluation batch whose transport plan the report draws."""
+SIMILARITY_LABELS = {
+    "cosine": "cosine similarity",
+    "euclidean": "− Euclidean distance",
+    "mahalanobis": "− Mahalanobis distance",
+}
 COLLAPSE_RELATIVE_VARIANCE = 1e-6
 """Embeddings whose variance across clips (or captions) is below this fraction of their mean squared norm
 count as collapsed: every item then scores (nearly) the same against every query."""
@@ -126,6 +139,218 @@ def _judged_queries(table: CaptionTable, relevance: Mapping[str, Sequence[int]])
     )
 
 
+def _queries_on_clips(queries: _Queries, kept_clips: Sequence[int]) -> _Queries:
+    """``queries`` restricted to the clips ``kept_clips`` (sorted dataset rows) and re-indexed to them: a
+    query keeps its relevant clips that were kept and is dropped when none was."""
+    new_index = {clip: position for position, clip in enumerate(kept_clips)}
+    rows, relevant = [], []
+    for row, clips in enumerate(queries.text_to_audio):
+        clips = [int(clip) for clip in clips] if isinstance(clips, (list, tuple)) else [int(clips)]
+        kept = [new_index[clip] for clip in clips if clip in new_index]
+        if kept:
+            rows.append(row)
+            relevant.append(kept)
+    one_each = isinstance(queries.text_to_audio, torch.Tensor)
+    return _Queries(
+        captions=[queries.captions[row] for row in rows],
+        text_to_audio=torch.tensor([clips[0] for clips in relevant], dtype=torch.long)
+        if one_each
+        else relevant,
+        languages=[queries.languages[row] for row in rows],
+        caption_groups=queries.caption_groups[rows],
+        without_judgement=queries.without_judgement,
+    )
+
+
+@dataclass
+class EvaluationReport:
+    """What :meth:`RetrievalEvaluator.report` (and :meth:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator.report`)
+    return: the metrics and the path of ``report.html``."""
+
+    metrics: dict[str, float]
+    path: Path
+
+
+@torch.no_grad()
+def batch_transport(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    audio_embeds: torch.Tensor,
+    *,
+    size: int = TRANSPORT_BATCH_SIZE,
+    ot_reg: float | None = None,
+) -> BatchTransport | None:
+    """The scores and the transport plan of one evaluation batch: the first `size` clips and their first captions.
+
+    The plan is the one the model's objective computes on a training batch (``objective.transport_log_plan`` on
+    the ground cost of :func:`~hf_atr.objectives.mltm.ground_cost`: ``iot`` and ``iot_partial``, and ``dart``
+    whose instance-level base is one of them), with the objective's own ε, mass and solver (:mod:`hf_atr.ot`);
+    with ``ot_reg`` (an evaluator scoring by OT plan), the balanced entropic plan of m-LTM Eq. 5 at that ε
+    instead, as :func:`ot_plan_scores` computes it.
+
+    Args:
+        audio_embeds: `(n_clips, dim)` the dataset's audio embeddings (rows in dataset order).
+        size: clips in the batch (fewer if the dataset has fewer).
+        ot_reg: ε of the evaluator's OT-plan scoring, or None.
+
+    Returns:
+        None when the model's objective has no batch transport plan (and ``ot_reg`` is None), or when its
+        objective is a plugin that is not installed here.
+    """
+    transport_log_plan, method = _objective_transport(model) if ot_reg is None else (None, None)
+    if ot_reg is not None:
+        method = f"balanced entropic OT with uniform marginals, ε = {ot_reg:g} (m-LTM Eq. 5, the evaluator's scoring)"
+    elif transport_log_plan is None:
+        return None
+    first_captions = dataset.select(range(min(size, len(dataset))))["captions"]
+    rows = [row for row, captions in enumerate(first_captions) if captions]
+    if len(rows) < 2:
+        return None
+    text_embeds = encode_text(model, processor, [first_captions[row][0] for row in rows])
+    audio_embeds = audio_embeds[rows]
+    device = model.scoring_head.logit_scale.device
+    audio_embeds, text_embeds = audio_embeds.to(device), text_embeds.to(device)
+    if ot_reg is not None:
+        log_plan = sinkhorn_log_plan(
+            model.scoring_head.distance(text_embeds, audio_embeds).float(), ot_reg, grad_mode="none"
+        )
+    else:
+        log_plan = transport_log_plan(ground_cost(audio_embeds.float(), text_embeds.float(), model)).T
+    scores = model.scoring_head.similarity(text_embeds, audio_embeds)
+    return BatchTransport(
+        scores=scores.cpu().numpy(),
+        plan=log_plan.exp().cpu().numpy(),
+        score_label=SIMILARITY_LABELS[model.config.scoring],
+        method=method,
+    )
+
+
+def _objective_transport(model: Any) -> tuple[Callable[[torch.Tensor], torch.Tensor] | None, str | None]:
+    """The batch transport of the model's objective (its own, or its instance-level base's) and its description."""
+    try:
+        objective = build_objective(model.config)
+    except (KeyError, ValueError) as error:
+        logger.info(f"No transport plan in the report: the model's objective cannot be built here ({error}).")
+        return None, None
+    for owner in (objective, getattr(objective, "base", None)):
+        plan = getattr(owner, "transport_log_plan", None)
+        if plan is not None:
+            settings = ", ".join(
+                f"{name} = {getattr(owner, name):g}" for name in ("reg", "mass") if hasattr(owner, name)
+            )
+            whose = (
+                f"the `{owner.name}` objective's plan"
+                if owner is objective
+                else f"the plan of `{objective.name}`'s instance-level base `{owner.name}`"
+            )
+            return plan, f"{whose}, {settings}"
+    return None, None
+
+
+def describe_split(split: str | None, capital: bool = True) -> str:
+    """``"Split 'test'"`` or ``"The evaluation set"`` (a Dataset without a split name), for messages."""
+    if split:
+        return f"{'Split' if capital else 'split'} {split!r}"
+    return "The evaluation set" if capital else "the evaluation set"
+
+
+MAX_SKIPPED_NAMED = 5
+"""How many undecodable clips an evaluation's warning names (the rest are counted)."""
+
+
+@dataclass
+class EvaluatedClips:
+    """The clips of an evaluation set as an evaluator encoded them.
+
+    ``embeddings: (len(kept), dim)`` float32, one row per kept clip (its windows pooled when the evaluator
+    pools); ``kept``: their dataset rows, increasing (every row unless some could not be decoded);
+    ``skipped``: the clips left out as undecodable; ``cut_clips``: clips the model's own protocol cut to the
+    extractor's window.
+    """
+
+    embeddings: torch.Tensor
+    kept: list[int]
+    skipped: list[SkippedAudio]
+    cut_clips: int
+
+    def protocol_entries(self) -> dict[str, Any]:
+        """``clips`` (kept), ``clips_cut_to_window`` and ``skipped_clips`` (``[{"audio_id", "reason"}]``) of the
+        evaluators' ``protocol``."""
+        return {
+            "clips": len(self.kept),
+            "clips_cut_to_window": self.cut_clips,
+            "skipped_clips": [{"audio_id": item.name, "reason": item.reason} for item in self.skipped],
+        }
+
+    def dataset_rows(self, dataset: Any) -> Any:
+        """``dataset`` restricted to the kept clips (``dataset`` itself when none was skipped), aligned with
+        :attr:`embeddings`."""
+        return dataset.select(self.kept) if self.skipped else dataset
+
+
+def encode_evaluation_clips(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    windowing: Windowing | None = None,
+    strict: bool = False,
+    batch_size: int = 64,
+    show_progress: bool = False,
+    split: str | None = None,
+) -> EvaluatedClips:
+    """Encode every clip of an evaluation set once, as :class:`RetrievalEvaluator` and
+    :class:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator` do.
+
+    Without ``windowing`` each clip is one forward pass of what the processor prepares (the model's own
+    protocol; the clips its extractor cuts are counted and named in one warning); with it, clips longer than
+    the window are embedded window by window and pooled (:meth:`~hf_atr.windowing.Windowing.splits_clips`:
+    CLAP fusion keeps its own embedding of the whole clip unless a window length is given). A clip that
+    cannot be decoded is left out and named in a warning, or raises
+    :class:`~hf_atr.data.audio.AudioDecodeError` with ``strict=True``.
+    """
+    where = describe_split(split, capital=False)
+    windowed = windowing is not None and windowing.splits_clips(processor.feature_extractor)
+    encoded = encode_audio_windows(
+        model,
+        processor,
+        dataset,
+        windowing=windowing if windowed else None,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        strict=strict,
+        description=f"Evaluating on {where}",
+    )
+    if encoded.skipped:
+        named = "; ".join(f"{item.name} ({item.reason})" for item in encoded.skipped[:MAX_SKIPPED_NAMED])
+        more = (
+            f" and {len(encoded.skipped) - MAX_SKIPPED_NAMED} more"
+            if len(encoded.skipped) > MAX_SKIPPED_NAMED
+            else ""
+        )
+        logger.warning(
+            f"Evaluating on {where}: {len(encoded.skipped)} clip(s) cannot be decoded and are left out with "
+            f"their captions or labels: {named}{more}. The metrics cover the other clips."
+        )
+    return EvaluatedClips(
+        embeddings=encoded.pooled(windowing.pooling) if windowed else encoded.embeddings,
+        kept=encoded.kept_clips,
+        skipped=encoded.skipped,
+        cut_clips=encoded.cut_clips,
+    )
+
+
+@dataclass
+class _EncodedSplit:
+    """What :meth:`RetrievalEvaluator._encode` returns: the clips, the queries on them and their embeddings
+    (``text_embeds: (len(queries.captions), dim)``)."""
+
+    clips: EvaluatedClips
+    text_embeds: torch.Tensor
+    queries: _Queries
+
+
 class RetrievalEvaluator:
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -141,6 +366,15 @@ class RetrievalEvaluator:
             caption's clips); ``None``: each caption's own clip is its only relevant item.
         relevance_threshold, relevance_missing: `threshold` and `missing` of the loader, for a CSV file.
         ks, map_cutoffs: cutoffs of R@k and mAP@c.
+        windowing: ``None`` (default): each clip is one forward pass of what the processor prepares, the
+            model's own protocol (an AST, Whisper or PANNs extractor reads the start of a longer clip, and
+            the cut clips are named in one warning; CLAP fusion reads the whole clip). A
+            :class:`~hf_atr.windowing.Windowing`: clips longer than the window are embedded window by window
+            and pooled (extractors that handle long audio themselves keep their own embedding unless a
+            window length is given).
+        strict: ``False`` (default): a clip that cannot be decoded is left out with its captions (and
+            dropped from judged relevant clips), reported in a warning and in ``protocol["skipped_clips"]``;
+            ``True``: it raises :class:`~hf_atr.data.audio.AudioDecodeError`.
 
     Calling it with a model returns the flat dict of
     :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
@@ -151,11 +385,17 @@ class RetrievalEvaluator:
     below :data:`COLLAPSE_RELATIVE_VARIANCE`).
 
     ``protocol`` is the JSON-ready record of how the figures are obtained: ``tie_rule``, ``split``,
-    ``clips``, ``captions`` (queries evaluated), ``languages``, ``relevance`` (``"own clip"`` or
-    ``"judgements"``) with ``relevance_file``, ``relevance_threshold``, ``captions_without_judgement`` and
-    ``relevant_clips_per_caption``, ``ks``, ``map_cutoffs``, ``scoring`` (and ``ot_reg``), ``similarity``
-    (the model's scoring head, filled in by each call) and ``window_pooling`` (``None``: each clip is
-    encoded in one forward pass of the inputs the processor prepares).
+    ``clips``, ``official_clips`` (the split's size in its official release, from the dataset's provenance;
+    ``None`` when unknown), ``corpus`` (that provenance: corpus, release, layout, clips found and skipped,
+    filters; :func:`~hf_atr.data.schema.corpus_provenance`), ``captions`` (queries evaluated),
+    ``languages``, ``relevance`` (``"own clip"`` or ``"judgements"``) with ``relevance_file``,
+    ``relevance_threshold``, ``captions_without_judgement`` and ``relevant_clips_per_caption``, ``ks``,
+    ``map_cutoffs``, ``scoring`` (and ``ot_reg``), ``similarity`` (the model's scoring head, filled in by
+    each call), ``window_pooling`` (``None``: each clip is encoded in one forward pass of the inputs the
+    processor prepares; else ``{"pooling", "window_seconds", "hop_seconds"}``), and, filled in by each call,
+    ``clips_cut_to_window`` (clips the extractor cut, the model's own protocol) and ``skipped_clips``
+    (``[{"audio_id", "reason"}]``, left out as undecodable; ``clips`` and ``captions`` then count what was
+    evaluated, against ``official_clips``).
     """
 
     def __init__(
@@ -174,6 +414,8 @@ class RetrievalEvaluator:
         relevance_missing: str = "error",
         ks: Sequence[int] = DEFAULT_KS,
         map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS,
+        windowing: Windowing | None = None,
+        strict: bool = False,
     ) -> None:
         if scoring not in SCORING_MODES:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}.")
@@ -187,7 +429,17 @@ class RetrievalEvaluator:
         self.split = split
         self.ks = tuple(ks)
         self.map_cutoffs = tuple(map_cutoffs)
+        self.windowing = windowing
+        self.strict = strict
+        if windowing is not None:
+            windowing.samples(processor.feature_extractor)  # a window the extractor cannot read fails here
+        if len(dataset) == 0:
+            raise ValueError(f"{describe_split(split)} has no clips: nothing to evaluate.")
         self.table = caption_table(dataset, self.languages)
+        if not self.table.captions:
+            raise ValueError(
+                f"{describe_split(split)} has no captions in {self.languages or [ENGLISH]}: nothing to evaluate."
+            )
         relevance_file = None
         if isinstance(relevance, (str, os.PathLike)):
             relevance_file = str(Path(relevance).expanduser())
@@ -205,41 +457,110 @@ class RetrievalEvaluator:
         self.protocol = self._protocol(relevance_file, relevance_threshold, judged=relevance is not None)
 
     def __call__(self, model: Any) -> dict[str, float]:
-        audio_embeds = encode_audio(
-            model, self.processor, self.dataset, batch_size=self.batch_size, show_progress=self.show_progress
+        return self._ranks(model, self._encode(model)).metrics(self.ks, self.map_cutoffs)
+
+    def report(
+        self,
+        model: Any,
+        output_dir: str | os.PathLike,
+        *,
+        title: str | None = None,
+        transport_batch_size: int = TRANSPORT_BATCH_SIZE,
+    ) -> EvaluationReport:
+        """Evaluate ``model`` and write the figures and ``report.html`` into ``output_dir``.
+
+        The metrics are those of ``self(model)`` (one encoding, one ranking pass); the page shows them with the
+        R@k curves (k = 1..50, both directions, every language), the histogram of the true item's rank, the
+        protocol, and, when the model's objective transports a batch (``iot``, ``iot_partial``, ``dart`` over
+        an IOT base) or the evaluator scores by OT plan, :func:`batch_transport` of the first
+        ``transport_batch_size`` clips (:mod:`hf_atr.evaluation.report`).
+
+        Needs matplotlib (``pip install 'hf-atr[plots]'``).
+
+        Returns:
+            The metrics and the page's path.
+        """
+        require_matplotlib()  # before encoding: nothing is computed in vain
+        encoded = self._encode(model)
+        ranks = self._ranks(model, encoded)
+        metrics = ranks.metrics(self.ks, self.map_cutoffs)
+        transport = batch_transport(
+            model,
+            self.processor,
+            encoded.clips.dataset_rows(self.dataset),
+            encoded.clips.embeddings,
+            size=transport_batch_size,
+            ot_reg=self.ot_reg if self.scoring == "ot_plan" else None,
         )
+        path = write_retrieval_report(
+            output_dir,
+            ranks,
+            metrics,
+            self.protocol,
+            title=title
+            or f"Retrieval on {describe_split(self.split, capital=False)} ({self.protocol['clips']} clips)",
+            transport=transport,
+        )
+        return EvaluationReport(metrics=metrics, path=path)
+
+    def _encode(self, model: Any) -> _EncodedSplit:
+        """Every clip (:func:`encode_evaluation_clips`) and every query caption once, checked for collapse; the
+        queries of clips that could not be decoded are left out (relevant clips re-indexed to the kept ones)."""
+        clips = encode_evaluation_clips(
+            model,
+            self.processor,
+            self.dataset,
+            windowing=self.windowing,
+            strict=self.strict,
+            batch_size=self.batch_size,
+            show_progress=self.show_progress,
+            split=self.split,
+        )
+        self.protocol.update(clips.protocol_entries())
+        queries = self.queries if not clips.skipped else _queries_on_clips(self.queries, clips.kept)
+        if not queries.captions:
+            raise ValueError(
+                f"Evaluating on {describe_split(self.split, capital=False)}: no clip with a caption could be decoded."
+            )
+        self.protocol["captions"] = len(queries.captions)
         text_embeds = encode_text(
             model,
             self.processor,
-            self.queries.captions,
+            queries.captions,
             batch_size=4 * self.batch_size,
             show_progress=self.show_progress,
         )
-        self._warn_if_collapsed(audio_embeds, "audio", "clip")
+        self._warn_if_collapsed(clips.embeddings, "audio", "clip")
         self._warn_if_collapsed(text_embeds, "caption", "caption")
+        return _EncodedSplit(clips, text_embeds, queries)
+
+    def _ranks(self, model: Any, encoded: _EncodedSplit) -> RetrievalRanks:
+        """The positions behind the metrics: scores from the head (in chunks) or from the OT plan."""
         self.protocol["similarity"] = model.config.scoring
+        queries, audio_embeds, text_embeds = encoded.queries, encoded.clips.embeddings, encoded.text_embeds
         multilingual = self.languages is not None and len(self.languages) > 1
         arguments = {
-            "languages": self.queries.languages if multilingual else None,
-            "caption_groups": self.queries.caption_groups if multilingual else None,
-            "ks": self.ks,
-            "map_cutoffs": self.map_cutoffs,
+            "languages": queries.languages if multilingual else None,
+            "caption_groups": queries.caption_groups if multilingual else None,
         }
         if self.scoring == "ot_plan":
-            scores = ot_plan_scores(model, text_embeds, audio_embeds, self.queries.languages, reg=self.ot_reg)
-            return retrieval_metrics(scores, self.queries.text_to_audio, **arguments)
+            scores = ot_plan_scores(model, text_embeds, audio_embeds, queries.languages, reg=self.ot_reg)
+            return retrieval_ranks(scores, queries.text_to_audio, **arguments)
         score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
         with torch.no_grad():
-            return retrieval_metrics_from_embeddings(
-                audio_embeds, text_embeds, self.queries.text_to_audio, score_fn=score_fn, **arguments
+            return retrieval_ranks_from_embeddings(
+                audio_embeds, text_embeds, queries.text_to_audio, score_fn=score_fn, **arguments
             )
 
     def _protocol(self, relevance_file: str | None, threshold: float | None, judged: bool) -> dict[str, Any]:
         relevant_counts = [len(clips) for clips in self.queries.text_to_audio] if judged else [1]
+        provenance = corpus_provenance(self.dataset) if hasattr(self.dataset, "info") else None
         protocol: dict[str, Any] = {
             "tie_rule": TIE_RULE,
             "split": self.split,
             "clips": len(self.dataset),
+            "official_clips": official_clip_count(provenance),
+            "corpus": provenance,
             "captions": len(self.queries.captions),
             "languages": list(dict.fromkeys(self.queries.languages)),
             "relevance": "judgements" if judged else "own clip",
@@ -251,7 +572,11 @@ class RetrievalEvaluator:
             "map_cutoffs": list(self.map_cutoffs),
             "scoring": self.scoring,
             "similarity": None,
-            "window_pooling": None,
+            "window_pooling": None
+            if self.windowing is None
+            else self.windowing.describe(self.processor.feature_extractor),
+            "clips_cut_to_window": None,
+            "skipped_clips": [],
         }
         if self.scoring == "ot_plan":
             protocol["ot_reg"] = self.ot_reg
@@ -262,9 +587,8 @@ class RetrievalEvaluator:
             return
         spread = embedding_spread(embeds)
         if spread < COLLAPSE_RELATIVE_VARIANCE:
-            where = f"split {self.split!r}" if self.split else "the evaluation set"
             logger.warning(
-                f"Evaluating on {where}: the {what} embeddings have collapsed (their variance across the "
+                f"Evaluating on {describe_split(self.split, capital=False)}: the {what} embeddings have collapsed (their variance across the "
                 f"{len(embeds)} {item}s is {spread:.1e} of their mean squared norm), so every {item} scores "
                 "(nearly) the same; ties count against the relevant item, so retrieval is at chance or below."
             )

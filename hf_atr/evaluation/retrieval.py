@@ -27,13 +27,17 @@ Conventions (DESIGN.md, "Where the papers are ambiguous"):
   across languages of the 0-based T2A position of the best relevant clip, averaged over the groups.
 
 Positions are computed in one pass over blocks of captions, by counting the items that score at least as
-high as each relevant item: the score matrix is never materialised in full and never sorted.
+high as each relevant item: the score matrix is never materialised in full and never sorted. They are kept
+in a :class:`RetrievalRanks` (:func:`retrieval_ranks`, :func:`retrieval_ranks_from_embeddings`), from which
+the metrics are computed at any cutoffs and R@k curves and rank histograms drawn
+(:mod:`hf_atr.evaluation.report`).
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,13 +123,38 @@ def retrieval_metrics(
         ValueError: on inconsistent shapes, out-of-range, repeated or missing clip indices, NaN scores or
             bad options.
     """
-    return _retrieval_metrics(
+    ks, map_cutoffs = _check_cutoffs(ks, _resolve_map_cutoffs(map_cutoffs, map_cutoff))
+    ranks = retrieval_ranks(
+        scores, text_to_audio, languages=languages, caption_groups=caption_groups, chunk_size=chunk_size
+    )
+    return ranks.metrics(ks, map_cutoffs)
+
+
+def retrieval_ranks(
+    scores: ArrayLike,
+    text_to_audio: ArrayLike,
+    languages: ArrayLike | None = None,
+    caption_groups: ArrayLike | None = None,
+    chunk_size: int | None = None,
+) -> RetrievalRanks:
+    """The positions of the relevant items behind `retrieval_metrics`, from a score matrix.
+
+    The same pass over blocks of captions as `retrieval_metrics` (which is ``retrieval_ranks(...).metrics(ks,
+    map_cutoffs)``): positions are counted, never sorted out of the full matrix.
+
+    Args:
+        scores, text_to_audio, languages, caption_groups, chunk_size: as in `retrieval_metrics`.
+
+    Returns:
+        A :class:`RetrievalRanks`: per direction and language, every query's 0-based positions of its relevant
+        items; ``.metrics(ks, map_cutoffs)`` is the dict of `retrieval_metrics`, ``.text_to_audio[lang]
+        .recall_at(range(1, 51))`` an R@k curve.
+    """
+    return _retrieval_ranks(
         _MatrixScores(_as_float_matrix(scores, "scores")),
         text_to_audio,
         languages=languages,
         caption_groups=caption_groups,
-        ks=ks,
-        map_cutoffs=_resolve_map_cutoffs(map_cutoffs, map_cutoff),
         chunk_size=chunk_size,
     )
 
@@ -160,7 +189,37 @@ def retrieval_metrics_from_embeddings(
     Returns:
         The same dict as `retrieval_metrics` on the full score matrix.
     """
-    map_cutoffs = _resolve_map_cutoffs(map_cutoffs, map_cutoff)
+    ks, map_cutoffs = _check_cutoffs(ks, _resolve_map_cutoffs(map_cutoffs, map_cutoff))
+    ranks = retrieval_ranks_from_embeddings(
+        audio_embeds,
+        text_embeds,
+        text_to_audio,
+        languages=languages,
+        caption_groups=caption_groups,
+        chunk_size=chunk_size,
+        score_fn=score_fn,
+    )
+    return ranks.metrics(ks, map_cutoffs)
+
+
+def retrieval_ranks_from_embeddings(
+    audio_embeds: ArrayLike,
+    text_embeds: ArrayLike,
+    text_to_audio: ArrayLike,
+    languages: ArrayLike | None = None,
+    caption_groups: ArrayLike | None = None,
+    chunk_size: int | None = None,
+    score_fn: ScoreFn | None = None,
+) -> RetrievalRanks:
+    """`retrieval_ranks` from embeddings, scored in chunks as `retrieval_metrics_from_embeddings` scores them.
+
+    Args:
+        audio_embeds, text_embeds, text_to_audio, languages, caption_groups, chunk_size, score_fn: as in
+            `retrieval_metrics_from_embeddings`.
+
+    Returns:
+        The :class:`RetrievalRanks` whose ``.metrics(ks, map_cutoffs)`` is `retrieval_metrics_from_embeddings`.
+    """
     audio = _as_float_matrix(audio_embeds, "audio_embeds")
     text = _as_float_matrix(text_embeds, "text_embeds")
     if audio.shape[1] != text.shape[1]:
@@ -174,13 +233,11 @@ def retrieval_metrics_from_embeddings(
             raise ValueError(f"{name} contains NaN or infinite values, e.g. in row {row}.")
     audio = audio.to(device=text.device, dtype=torch.promote_types(audio.dtype, text.dtype))
     text = text.to(audio.dtype)
-    return _retrieval_metrics(
+    return _retrieval_ranks(
         _EmbeddingScores(audio, text, score_fn or inner_product_scores),
         text_to_audio,
         languages=languages,
         caption_groups=caption_groups,
-        ks=ks,
-        map_cutoffs=map_cutoffs,
         chunk_size=chunk_size,
     )
 
@@ -209,17 +266,116 @@ def _resolve_map_cutoffs(map_cutoffs: Sequence[int], map_cutoff: int | None) -> 
     return (map_cutoff,)
 
 
+@dataclass(frozen=True, eq=False)
+class QueryRanks:
+    """Where the queries of one direction find their relevant items in one gallery, as the metrics count them.
+
+    Args:
+        positions: `(n_queries, max_relevant)` int64 0-based positions of each query's relevant items in
+            increasing order (ties count against the relevant item, :data:`TIE_RULE`); entries past a query's
+            ``num_relevant`` hold a padding value beyond every cutoff.
+        num_relevant: `(n_queries,)` int64 number of relevant items of each query.
+        gallery_size: number of items each query ranks (clips for text-to-audio, the language's captions for
+            audio-to-text).
+    """
+
+    positions: torch.Tensor
+    num_relevant: torch.Tensor
+    gallery_size: int
+
+    @property
+    def best_ranks(self) -> np.ndarray:
+        """`(n_queries,)` 1-based rank of each query's best relevant item (1 = retrieved first)."""
+        return self.positions[:, 0].numpy() + 1
+
+    def recall_at(self, ks: Sequence[int]) -> np.ndarray:
+        """`(len(ks),)` R@k for every k: the fraction of queries with a relevant item in the top k."""
+        best = self.positions[:, 0].numpy()
+        return np.array([(best < k).mean() for k in ks], dtype=np.float64)
+
+    def chance_recall_at(self, ks: Sequence[int]) -> np.ndarray:
+        """`(len(ks),)` expected R@k of scores drawn at random (no ties), averaged over the queries.
+
+        A query with ``R`` relevant items among ``G`` misses them all in the top k with probability
+        ``C(G - R, k) / C(G, k) = prod_{i<k} (G - R - i) / (G - i)``.
+        """
+        ks = np.asarray(list(ks), dtype=np.int64)
+        relevant = self.num_relevant.numpy().astype(np.float64)[:, None]
+        steps = np.arange(int(ks.max()), dtype=np.float64)[None, :]
+        gallery = float(self.gallery_size)
+        ratios = np.clip((gallery - relevant - steps) / (gallery - steps).clip(min=1.0), 0.0, 1.0)
+        miss = np.cumprod(ratios, axis=1)  # (n_queries, max k): miss[:, k - 1] for the top k
+        return 1.0 - miss[:, ks - 1].mean(axis=0)
+
+
+@dataclass(frozen=True, eq=False)
+class RetrievalRanks:
+    """The positions behind the retrieval metrics, per direction and caption language.
+
+    What :func:`retrieval_ranks` and :func:`retrieval_ranks_from_embeddings` return: the same single pass over
+    blocks of scores that :func:`retrieval_metrics` makes, kept so that R@k curves and rank histograms can be
+    drawn for any k without scoring again. :meth:`metrics` gives the metrics dict of :func:`retrieval_metrics`.
+
+    Args:
+        text_to_audio: language -> the captions' :class:`QueryRanks` over the clips (in order of first
+            appearance; the single key ``""`` when no languages were given).
+        audio_to_text: language -> the clips' :class:`QueryRanks` over that language's captions (clips without
+            a caption in the language are left out).
+        per_language: whether languages were given (metric keys then carry ``/<lang>`` suffixes).
+        mean_rank_variance: MRV (ATRI Eq. 16) when caption groups were given and some group spans two or more
+            languages, else None.
+    """
+
+    text_to_audio: dict[str, QueryRanks]
+    audio_to_text: dict[str, QueryRanks]
+    per_language: bool = False
+    mean_rank_variance: float | None = None
+
+    @property
+    def languages(self) -> list[str]:
+        """The caption languages, in order of first appearance (``[""]`` without languages)."""
+        return list(self.text_to_audio)
+
+    def metrics(
+        self, ks: Sequence[int] = DEFAULT_KS, map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS
+    ) -> dict[str, float]:
+        """The flat metrics dict of :func:`retrieval_metrics` at these cutoffs."""
+        ks, map_cutoffs = _check_cutoffs(ks, map_cutoffs)
+        several_relevant_clips = any(
+            bool((ranks.num_relevant > 1).any()) for ranks in self.text_to_audio.values()
+        )
+        per_language = {}
+        for name, t2a_ranks in self.text_to_audio.items():
+            t2a = _query_metrics(t2a_ranks.positions, t2a_ranks.num_relevant, ks, map_cutoffs)
+            if not several_relevant_clips:
+                t2a.pop("recall_fraction")  # equals R@k with one relevant clip per caption
+            a2t_ranks = self.audio_to_text[name]
+            per_language[name] = {
+                **_flatten("t2a", t2a),
+                **_flatten(
+                    "a2t", _query_metrics(a2t_ranks.positions, a2t_ranks.num_relevant, ks, map_cutoffs)
+                ),
+            }
+        if not self.per_language:
+            return per_language[""]
+        first = next(iter(per_language.values()))
+        metrics = {key: float(np.mean([values[key] for values in per_language.values()])) for key in first}
+        for name, values in per_language.items():
+            metrics.update({f"{key}/{name}": value for key, value in values.items()})
+        if self.mean_rank_variance is not None:
+            metrics["MRV"] = self.mean_rank_variance
+        return metrics
+
+
 @torch.no_grad()
-def _retrieval_metrics(
+def _retrieval_ranks(
     source: _MatrixScores | _EmbeddingScores,
     text_to_audio: ArrayLike,
     *,
     languages: ArrayLike | None,
     caption_groups: ArrayLike | None,
-    ks: Sequence[int],
-    map_cutoffs: Sequence[int],
     chunk_size: int | None,
-) -> dict[str, float]:
+) -> RetrievalRanks:
     n_text, n_audio = source.n_text, source.n_audio
     if n_text == 0 or n_audio == 0:
         raise ValueError(
@@ -227,7 +383,7 @@ def _retrieval_metrics(
         )
     if chunk_size is None:
         chunk_size = max(1, DEFAULT_BLOCK_ENTRIES // n_audio)
-    ks, map_cutoffs = _check_cutoffs(ks, map_cutoffs, chunk_size)
+    _check_positive_integers("chunk_size", (chunk_size,))
     relevant_clips = _as_relevant_clips(text_to_audio, n_text, n_audio)
     if languages is None:
         if caption_groups is not None:
@@ -242,33 +398,17 @@ def _retrieval_metrics(
         source, relevant_clips, language_of_text, len(language_names), chunk_size
     )
     t2a_num_relevant = torch.from_numpy((relevant_clips >= 0).sum(axis=1))
-    several_relevant_clips = bool((t2a_num_relevant > 1).any())
-    per_language = {}
+    text_ranks, audio_ranks = {}, {}
     for code, name in enumerate(language_names):
         captions = torch.from_numpy(language_of_text == code)
-        t2a = _query_metrics(t2a_positions[captions], t2a_num_relevant[captions], ks, map_cutoffs)
-        if not several_relevant_clips:
-            t2a.pop("recall_fraction")  # equals R@k with one relevant clip per caption
-        per_language[name] = {
-            **_flatten("t2a", t2a),
-            **_flatten("a2t", _query_metrics(*a2t[code], ks, map_cutoffs)),
-        }
-    if languages is None:
-        return per_language[""]
-
-    metrics = {
-        key: float(np.mean([values[key] for values in per_language.values()]))
-        for key in per_language[language_names[0]]
-    }
-    for name, values in per_language.items():
-        metrics.update({f"{key}/{name}": value for key, value in values.items()})
+        text_ranks[name] = QueryRanks(t2a_positions[captions], t2a_num_relevant[captions], n_audio)
+        audio_ranks[name] = QueryRanks(*a2t[code], int(captions.sum()))
+    mrv = None
     if caption_groups is not None:
         mrv = _mean_rank_variance(t2a_positions[:, 0].numpy(), group_of_text)
         if mrv is None:
             logger.warning("No caption group has captions in two or more languages: MRV is not reported.")
-        else:
-            metrics["MRV"] = mrv
-    return metrics
+    return RetrievalRanks(text_ranks, audio_ranks, per_language=languages is not None, mean_rank_variance=mrv)
 
 
 class _MatrixScores:
@@ -760,21 +900,20 @@ def _as_labels(labels: ArrayLike, n_text: int, name: str) -> tuple[list[str], np
     return [str(label) for label in unique[order]], rename[codes.reshape(-1)].astype(np.int64)
 
 
-def _check_cutoffs(
-    ks: Sequence[int], map_cutoffs: Sequence[int], chunk_size: int
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _check_cutoffs(ks: Sequence[int], map_cutoffs: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     for name, values in (("ks", ks), ("map_cutoffs", map_cutoffs)):
         if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
             raise ValueError(f"{name} must be a sequence of positive integers, e.g. (10,), got {values!r}.")
-    ks, map_cutoffs = tuple(ks), tuple(map_cutoffs)
-    for name, values in (("ks", ks), ("map_cutoffs", map_cutoffs), ("chunk_size", (chunk_size,))):
-        if not values or any(
-            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in values
-        ):
-            raise ValueError(
-                f"{name} must be positive integer(s), got {values if name != 'chunk_size' else values[0]!r}."
-            )
+        _check_positive_integers(name, tuple(values))
     return tuple(int(k) for k in ks), tuple(dict.fromkeys(int(c) for c in map_cutoffs))
+
+
+def _check_positive_integers(name: str, values: tuple[Any, ...]) -> None:
+    if not values or any(
+        isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in values
+    ):
+        shown = values[0] if name == "chunk_size" else values
+        raise ValueError(f"{name} must be positive integer(s), got {shown!r}.")
 
 
 def _to_numpy(values: ArrayLike) -> np.ndarray:

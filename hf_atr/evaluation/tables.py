@@ -26,6 +26,8 @@ CONSISTENCY_COLUMNS = ("gap", "dis")
 MRV = "MRV"
 """Mean rank variance: one value per model, shown on its ``avg`` row (2 decimals)."""
 MISSING = "—"
+FRACTION_METRICS = ("R@", "mAP@", "recall_fraction@", "accuracy")
+"""A metric whose name contains one of these is a fraction in [0, 1], shown in percent."""
 
 
 def results_table(
@@ -46,6 +48,20 @@ def results_table(
     Returns:
         Rows ``[scheme |] language | columns``; missing values are ``—``.
     """
+    headers, rows = results_table_rows(results, languages, decimals=decimals)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
+def results_table_rows(
+    results: Mapping[str, Mapping[str, float]] | Mapping[str, float],
+    languages: Sequence[str] | None = None,
+    *,
+    decimals: int = 1,
+) -> tuple[list[str], list[list[str]]]:
+    """The cells of :func:`results_table` (headers, then one list of formatted cells per row), for other
+    renderings of the same table (the HTML evaluation report)."""
     if not results:
         raise ValueError("results_table needs the metrics of at least one scheme or model.")
     grouped = all(isinstance(value, Mapping) for value in results.values())
@@ -57,15 +73,23 @@ def results_table(
     present = {key.split("/", 1)[0] for key in keys}
     columns = [column for column in (*RETRIEVAL_COLUMNS, *CONSISTENCY_COLUMNS, MRV) if column in present]
     headers = (["scheme"] if grouped else []) + ["language", *columns]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    rows = []
     for scheme, metrics in groups.items():
         for language in (*languages, None):
             suffix = "" if language is None else f"/{language}"
             label = language if language is not None else ("avg" if languages else "all")
             cells = ([scheme] if grouped else []) + [label]
             cells += [_cell(metrics, column, suffix, language is None, decimals) for column in columns]
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            rows.append(cells)
+    return headers, rows
+
+
+def format_metric(name: str, value: float) -> str:
+    """One metric as printed in full listings (``hf-atr evaluate``, the HTML report): fractions in percent with two
+    decimals, ranks and variances with three."""
+    if any(marker in name for marker in FRACTION_METRICS):
+        return f"{100 * value:.2f}"
+    return f"{value:.3f}"
 
 
 def _cell(metrics: Mapping[str, float], column: str, suffix: str, is_average: bool, decimals: int) -> str:
@@ -78,4 +102,4 @@ def _cell(metrics: Mapping[str, float], column: str, suffix: str, is_average: bo
     return f"{value:.3f}" if column in CONSISTENCY_COLUMNS else f"{100 * value:.{decimals}f}"
 
 
-__all__ = ["CONSISTENCY_COLUMNS", "RETRIEVAL_COLUMNS", "results_table"]
+__all__ = ["CONSISTENCY_COLUMNS", "RETRIEVAL_COLUMNS", "format_metric", "results_table", "results_table_rows"]

@@ -28,6 +28,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from ..encoding import encode_pairs, pair_audio_ids
+from ..file_permissions import apply_umask
 from ..objectives.ask import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
 
 KMEANS_ITERATIONS = 20
@@ -418,6 +419,7 @@ class KnowledgeBase:
         if self.clip_ids is not None:
             metadata[_CLIP_IDS_METADATA] = json.dumps(self.clip_ids)
         save_file(self.tensors, os.fspath(path), metadata=metadata)
+        apply_umask(path)  # safetensors writes 0o600 (hf_atr.file_permissions)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> KnowledgeBase:

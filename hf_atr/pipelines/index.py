@@ -9,19 +9,30 @@ distance, exactly the head's :meth:`~hf_atr.modeling_atr.AtrScoringHead.similari
 Approximate search for large corpora: ``kind="ivf"`` (inverted lists over k-means cells, ``nprobe``
 cells searched) or ``kind="hnsw"`` (a navigable small-world graph, ``ef_search`` candidates kept).
 
+Long recordings are stored window by window: several entries share the id of their file and each carries
+its time span (``spans``, seconds); :meth:`EmbeddingIndex.search_files` returns the best entry of each of
+the top-k distinct ids. An index of files records their ``root`` directory, so that relative ids resolve
+from anywhere (:meth:`EmbeddingIndex.path_of`).
+
 On disk an index is two files: ``<name>.safetensors`` (the stored vectors and, in its metadata, the
-metric, the index kind and its parameters, the model fingerprint) and ``<name>.json`` (the ids and
-optional captions). No faiss or pickle blobs are ever written or read: the faiss structure is rebuilt
-from the vectors on load, so a file from an untrusted source can hold nothing but numbers and strings.
+metric, the index kind and its parameters, the model fingerprint) and ``<name>.json`` (the ids, optional
+captions, optional spans and root). No faiss or pickle blobs are ever written or read: the faiss structure
+is rebuilt from the vectors on load, so a file from an untrusted source can hold nothing but numbers and
+strings. Each file is written under a temporary name and renamed into place (a save interrupted half-way
+leaves the previous file whole), with the permissions of any new file (``0o666`` less the umask).
+
+Format versions: ``"1"`` (ids and captions) is read as ``"2"`` without spans or root (:data:`MIGRATIONS`);
+``"2"`` adds ``spans`` and ``root``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +42,25 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from ..file_permissions import apply_umask
+
 METRICS = ("inner_product", "l2")
 INDEX_KINDS = ("flat", "ivf", "hnsw")
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 _VECTORS_KEY = "embeddings"
 _TRAINING_POINTS_PER_CELL = 64
+_FIRST_SEARCH_FACTOR = 4
+""":meth:`EmbeddingIndex.search_files` first fetches this many entries per wanted file, then more until it
+has enough distinct files (windows of one long file crowd the top of the list)."""
+
+
+def _entries_v1_to_v2(entries: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 had no windows and no root: one entry per item, ids as given."""
+    return {**entries, "spans": None, "root": None}
+
+
+MIGRATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"1": _entries_v1_to_v2}
+"""``version -> step`` turning the ids JSON of that version into the next one's; applied in turn on load."""
 
 
 class IndexFormatError(ValueError):
@@ -87,9 +112,11 @@ class EmbeddingIndex:
         hnsw_m: HNSW neighbours per node (default 32).
         ef_search / ef_construction: HNSW candidate-list sizes (defaults 64 / 80).
         fingerprint: identifies the model whose embeddings these are (:func:`model_fingerprint`).
+        root: the directory relative ids resolve from (:meth:`path_of`); ``None`` for items that are not files.
 
     Vectors are added with :meth:`add`; approximate indexes are (re)built on the first search after
-    an addition, on all vectors, so :meth:`add` may be called in batches.
+    an addition, on all vectors, so :meth:`add` may be called in batches. Entries may share an id (the
+    windows of one recording, each with its span); :meth:`search_files` ranks distinct ids.
     """
 
     def __init__(
@@ -104,6 +131,7 @@ class EmbeddingIndex:
         ef_search: int = 64,
         ef_construction: int = 80,
         fingerprint: str | None = None,
+        root: str | os.PathLike | None = None,
     ) -> None:
         if not isinstance(dim, int) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}.")
@@ -130,10 +158,13 @@ class EmbeddingIndex:
         self.ef_search = ef_search
         self.ef_construction = ef_construction
         self.fingerprint = fingerprint
+        self.root = None if root is None else str(root)
         self.ids: list[str] = []
         self.captions: list[str] | None = None
+        self.spans: list[tuple[float, float]] | None = None
         self._chunks: list[np.ndarray] = []
         self._faiss_index: Any = None
+        self._distinct_ids: int | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -152,24 +183,35 @@ class EmbeddingIndex:
         embeddings: torch.Tensor | np.ndarray,
         ids: Sequence[str],
         captions: Sequence[str] | None = None,
+        spans: Sequence[tuple[float, float]] | None = None,
     ) -> None:
-        """Append ``embeddings: (n, dim)`` with their ``ids`` (and, for a caption index, their texts)."""
+        """Append ``embeddings: (n, dim)`` with their ``ids`` (and, for a caption index, their texts; for
+        windows of recordings, their ``(start, end)`` spans in seconds)."""
         vectors = _as_vectors(embeddings, self.dim)
         ids = [str(item) for item in ids]
         if len(ids) != vectors.shape[0]:
             raise ValueError(f"Got {vectors.shape[0]} embeddings but {len(ids)} ids.")
-        if captions is not None:
-            if len(captions) != len(ids):
-                raise ValueError(f"Got {len(ids)} ids but {len(captions)} captions.")
-            if self.captions is None and self.ids:
-                raise ValueError("This index holds entries without captions; add captions for all or none.")
-        elif self.captions is not None:
-            raise ValueError("This index holds captions; pass `captions` with every addition.")
+        for name, values, stored in (("captions", captions, self.captions), ("spans", spans, self.spans)):
+            if values is not None:
+                if len(values) != len(ids):
+                    raise ValueError(f"Got {len(ids)} ids but {len(values)} {name}.")
+                if stored is None and self.ids:
+                    raise ValueError(f"This index holds entries without {name}; add {name} for all or none.")
+            elif stored is not None:
+                raise ValueError(f"This index holds {name}; pass `{name}` with every addition.")
         if captions is not None:
             self.captions = [*(self.captions or []), *(str(caption) for caption in captions)]
+        if spans is not None:
+            self.spans = [*(self.spans or []), *((float(start), float(end)) for start, end in spans)]
         self.ids.extend(ids)
         self._chunks.append(vectors)
         self._faiss_index = None
+        self._distinct_ids = None
+
+    def path_of(self, item_id: str) -> str | None:
+        """Where the file of ``item_id`` is: ``root / id`` (an absolute id stays as it is); ``None`` without
+        a root."""
+        return None if self.root is None else str(Path(self.root) / item_id)
 
     def search(self, queries: torch.Tensor | np.ndarray, top_k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Top-``top_k`` entries per query row.
@@ -194,6 +236,51 @@ class EmbeddingIndex:
             distances = -np.sqrt(np.clip(distances, 0.0, None))
         distances[missing] = -np.inf
         return distances.astype(np.float32), positions.astype(np.int64)
+
+    def search_files(
+        self, queries: torch.Tensor | np.ndarray, top_k: int = 10
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The top-``top_k`` distinct ids per query row, each at its best-scoring entry (window).
+
+        Returns:
+            ``scores (q, k)`` and ``positions (q, k)`` as :meth:`search` does, ``k = min(top_k, distinct
+            ids)``, padded with ``-inf`` / ``-1`` where an approximate index found fewer.
+        """
+        if not isinstance(top_k, int) or top_k <= 0:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
+        if self._distinct_ids is None:
+            self._distinct_ids = len(set(self.ids))
+        if self._distinct_ids == len(self.ids):
+            return self.search(queries, top_k)
+        wanted = min(top_k, self._distinct_ids)
+        fetch = min(len(self), _FIRST_SEARCH_FACTOR * wanted)
+        while True:
+            scores, positions = self.search(queries, fetch)
+            best = [
+                self._best_per_id(row_scores, row_positions, wanted)
+                for row_scores, row_positions in zip(scores, positions)
+            ]
+            if fetch == len(self) or all(len(hits) == wanted for hits in best):
+                break
+            fetch = min(len(self), fetch * _FIRST_SEARCH_FACTOR)
+        file_scores = np.full((len(best), wanted), -np.inf, dtype=np.float32)
+        file_positions = np.full((len(best), wanted), -1, dtype=np.int64)
+        for row, hits in enumerate(best):
+            for column, (score, position) in enumerate(hits):
+                file_scores[row, column], file_positions[row, column] = score, position
+        return file_scores, file_positions
+
+    def _best_per_id(self, scores: np.ndarray, positions: np.ndarray, wanted: int) -> list[tuple[float, int]]:
+        seen: set[str] = set()
+        hits = []
+        for score, position in zip(scores, positions):
+            if position < 0 or self.ids[position] in seen:
+                continue
+            seen.add(self.ids[position])
+            hits.append((float(score), int(position)))
+            if len(hits) == wanted:
+                break
+        return hits
 
     def _built_index(self) -> Any:
         if self._faiss_index is not None:
@@ -228,7 +315,7 @@ class EmbeddingIndex:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tensors_path, ids_path = directory / f"{name}.safetensors", directory / f"{name}.json"
-        entries = {"ids": self.ids, "captions": self.captions}
+        entries = {"ids": self.ids, "captions": self.captions, "spans": self.spans, "root": self.root}
         ids_text = json.dumps(entries, ensure_ascii=False)
         metadata = {
             "format_version": FORMAT_VERSION,
@@ -240,10 +327,12 @@ class EmbeddingIndex:
             "count": str(len(self)),
             "ids_sha256": hashlib.sha256(ids_text.encode()).hexdigest(),
         }
-        save_file(
-            {_VECTORS_KEY: torch.from_numpy(np.ascontiguousarray(self.embeddings))}, tensors_path, metadata
-        )
-        ids_path.write_text(ids_text, encoding="utf-8")
+        with replaced_atomically(tensors_path) as partial:
+            save_file(
+                {_VECTORS_KEY: torch.from_numpy(np.ascontiguousarray(self.embeddings))}, partial, metadata
+            )
+        with replaced_atomically(ids_path) as partial:
+            partial.write_text(ids_text, encoding="utf-8")
         return [tensors_path, ids_path]
 
     @classmethod
@@ -295,14 +384,20 @@ class EmbeddingIndex:
                 "with `pipe.index(...)`."
             )
         entries = json.loads(ids_text)
+        version = metadata["format_version"]
+        while version != FORMAT_VERSION:
+            entries = MIGRATIONS[version](entries)
+            version = str(int(version) + 1)
         index = cls(
             dim,
             metric=metadata["metric"],
             kind=metadata["kind"],
             fingerprint=stored_fingerprint,
+            root=entries["root"],
             **json.loads(metadata["parameters"]),
         )
-        index.add(tensors[_VECTORS_KEY].numpy(), entries["ids"], entries["captions"])
+        spans = None if entries["spans"] is None else [tuple(span) for span in entries["spans"]]
+        index.add(tensors[_VECTORS_KEY].numpy(), entries["ids"], entries["captions"], spans)
         return index
 
     def _parameters(self) -> dict[str, int | None]:
@@ -323,8 +418,9 @@ def _metadata_problems(
     missing = [key for key in required if key not in metadata]
     if missing:
         return [f"metadata lacks {missing}"]
-    if metadata["format_version"] != FORMAT_VERSION:
-        return [f"format version {metadata['format_version']!r}, this hf-atr reads {FORMAT_VERSION!r}"]
+    if metadata["format_version"] not in (*MIGRATIONS, FORMAT_VERSION):
+        readable = sorted((*MIGRATIONS, FORMAT_VERSION))
+        return [f"format version {metadata['format_version']!r}; this hf-atr reads versions {readable}"]
     if metadata["metric"] not in METRICS or metadata["kind"] not in INDEX_KINDS:
         return [f"unknown metric {metadata['metric']!r} or kind {metadata['kind']!r}"]
     if set(tensors) != {_VECTORS_KEY}:
@@ -344,6 +440,23 @@ def _metadata_problems(
     return problems
 
 
+@contextlib.contextmanager
+def replaced_atomically(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write; on success it replaces ``path`` in one rename.
+
+    The file gets the permissions of any new file (``0o666`` less the umask, whatever the writer used:
+    safetensors writes ``0o600``); it is removed if writing fails, so ``path`` is either the old file or the
+    new one, never half of one.
+    """
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        yield partial
+        apply_umask(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def _default_nlist(count: int) -> int:
     """``sqrt(n)`` cells, but at least 39 training points per cell (faiss's k-means minimum)."""
     return max(1, min(round(math.sqrt(count)), count // 39))
@@ -361,10 +474,13 @@ def _as_vectors(values: torch.Tensor | np.ndarray, dim: int, what: str = "embedd
 
 
 __all__ = [
+    "FORMAT_VERSION",
+    "MIGRATIONS",
     "EmbeddingIndex",
     "INDEX_KINDS",
     "IndexFormatError",
     "METRICS",
     "metric_for_scoring",
     "model_fingerprint",
+    "replaced_atomically",
 ]

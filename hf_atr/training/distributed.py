@@ -30,6 +30,32 @@ def is_distributed() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def rank_and_world_size() -> tuple[int, int]:
+    """``(rank, number of processes)``; ``(0, 1)`` outside a process group."""
+    if not is_distributed():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
+
+
+def wait_for_all() -> None:
+    """Block until every process reaches this point (e.g. until rank 0 has written a file); no-op alone."""
+    if is_distributed():
+        dist.barrier()
+
+
+def gather_shards(rows: torch.Tensor, payload: Any) -> tuple[torch.Tensor, list[Any]]:
+    """Every rank's ``(n_rank, dim)`` rows concatenated in rank order, and every rank's ``payload`` (a
+    picklable object describing its rows), as a list in rank order. No gradient.
+
+    Alone (no process group) this is ``(rows, [payload])``: the same code serves one process and many.
+    """
+    if not is_distributed():
+        return rows.detach().cpu(), [payload]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, payload)
+    return all_gather_rows(rows), gathered
+
+
 def _collective_device() -> torch.device:
     """NCCL only moves CUDA tensors; gloo moves CPU ones."""
     if dist.get_backend() == "nccl":

@@ -14,8 +14,10 @@ from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
+from ..data.schema import corpus_provenance
 from ..evaluation.evaluator import RetrievalEvaluator
-from ..model_card import ModelCardCallback
+from ..file_permissions import apply_umask
+from ..model_card import ModelCardCallback, card_data
 from ..objectives.registry import LOGIT_SCALE_NAMES, Objective, build_objective
 from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
 from .distributed import average_gradients, gather_batch_metadata, gather_rows, is_distributed
@@ -75,6 +77,15 @@ class _ParameterProjectionCallback(TrainerCallback):
         model.project_parameters_()
 
 
+def _record_training_provenance(callbacks: list[TrainerCallback], train_dataset: Any) -> None:
+    """Give the card callbacks that have none the provenance of the training clips (of a view's ``clips``)."""
+    clips = getattr(train_dataset, "clips", train_dataset)
+    provenance = corpus_provenance(clips) if hasattr(clips, "info") else None
+    for callback in callbacks:
+        if isinstance(callback, ModelCardCallback) and callback.training_provenance is None:
+            callback.training_provenance = provenance
+
+
 class AtrTrainer(Trainer):
     """``transformers.Trainer`` for :class:`~hf_atr.AtrDualEncoderModel`.
 
@@ -87,8 +98,9 @@ class AtrTrainer(Trainer):
       raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step).
     - Objective state (buffers/parameters) is saved as ``objective.safetensors`` in every checkpoint and
       restored by ``train(resume_from_checkpoint=...)``.
-    - A :class:`~hf_atr.ModelCardCallback` (added unless one is passed) records hyperparameters and the
-      last evaluation for the card that ``save_model`` writes.
+    - A :class:`~hf_atr.ModelCardCallback` (added unless one is passed) records hyperparameters, the
+      training data's provenance (``corpus_provenance`` of the training clips, with the filters they went
+      through) and the last evaluation with its protocol for the card that ``save_model`` writes.
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
@@ -198,6 +210,7 @@ class AtrTrainer(Trainer):
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)
+        _record_training_provenance(callbacks, train_dataset)
         if isinstance(train_dataset, StreamedDataset):
             train_dataset = StreamingPairs(train_dataset, languages=train_languages, seed=args.seed)
         elif train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
@@ -440,11 +453,13 @@ class AtrTrainer(Trainer):
             batch_size=self.args.per_device_eval_batch_size,
             scoring=self.eval_scoring,
         )
+        model = self.accelerator.unwrap_model(self.model)
         metrics = {
             f"{metric_key_prefix}_{key}": value
-            for key, value in evaluator(self.accelerator.unwrap_model(self.model)).items()
+            for key, value in evaluator(model).items()
             if isinstance(value, (int, float)) and math.isfinite(value)
         }
+        card_data(model)["eval_protocol"] = evaluator.protocol  # the card callback stores the metrics
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
@@ -460,7 +475,9 @@ class AtrTrainer(Trainer):
             checkpoint_dir = os.path.join(
                 self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}"
             )
-            save_file(state, os.path.join(checkpoint_dir, OBJECTIVE_STATE_NAME))
+            state_file = os.path.join(checkpoint_dir, OBJECTIVE_STATE_NAME)
+            save_file(state, state_file)
+            apply_umask(state_file)  # safetensors writes 0o600 (hf_atr.file_permissions)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         self._restore_weights(resume_from_checkpoint)

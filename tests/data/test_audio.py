@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
 
-from hf_atr.data.audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav, resample
+from hf_atr.data.audio import (
+    AudioDecodeError,
+    check_audio_file,
+    declared_wav_frames,
+    decode_audio,
+    encode_wav,
+    is_appledouble,
+    looks_like_audio_path,
+    read_audio_span,
+    resample,
+)
 
 
 def _sine(frequency: float, sampling_rate: int, seconds: float = 1.0) -> np.ndarray:
@@ -168,3 +179,96 @@ def test_encode_wav_rejects_bad_arrays():
         encode_wav(np.zeros(0), 16000)
     with pytest.raises(ValueError, match="non-finite"):
         encode_wav(np.array([np.nan]), 16000)
+
+
+def test_a_truncated_wav_decodes_what_it_holds_and_is_named_in_a_warning(tmp_path, caplog):
+    sine = _sine(440, 16000)
+    whole = encode_wav(sine, 16000)
+    path = tmp_path / "cut off.wav"
+    path.write_bytes(whole[: 44 + 2 * 6000])  # the header still declares 16000 frames
+    with caplog.at_level(logging.WARNING):
+        decoded = decode_audio(str(path))
+    np.testing.assert_allclose(decoded, sine[:6000], atol=1 / 32768)
+    assert (
+        f"{path}: the file is truncated: it holds 6000 of the 16000 frames its header declares (0.38 of 1.00 s); "
+        "decoding the 0.38 s it holds." in caplog.text
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        decode_audio({"bytes": whole, "path": "whole.wav"})
+    assert caplog.text == ""
+
+
+def test_declared_wav_frames_reads_the_header_of_wav_files_only(tmp_path):
+    stereo = np.stack([_sine(440, 8000), _sine(880, 8000)])
+    path = _write(tmp_path / "stereo.wav", stereo, 8000, subtype="PCM_24")
+    assert declared_wav_frames(path) == 8000
+    with open(path, "rb") as handle:
+        handle.seek(10)
+        assert declared_wav_frames(handle) == 8000 and handle.tell() == 10  # the position is kept
+    flac = tmp_path / "sine.flac"
+    soundfile.write(flac, _sine(440, 8000), 8000)
+    assert declared_wav_frames(flac) is None
+    (tmp_path / "text.wav").write_text("RIFF but not really")
+    assert declared_wav_frames(tmp_path / "text.wav") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("empty.wav", b"", "the audio file is empty (0 bytes)."),
+        ("._rain.wav", None, "a macOS AppleDouble file (resource fork, no audio)."),
+        ("notes.wav", b"some text, renamed", "the audio is unreadable or corrupt (Format not recognised)."),
+    ],
+)
+def test_unreadable_files_are_named_with_a_reason(tmp_path, name, content, reason):
+    path = tmp_path / name
+    path.write_bytes(encode_wav(_sine(440, 8000), 8000) if content is None else content)
+    with pytest.raises(AudioDecodeError) as error:
+        decode_audio(str(path))
+    assert str(error.value) == f"{path}: {reason}" and error.value.reason == reason
+    assert error.value.name == str(path)
+
+
+def test_what_looks_like_an_audio_path(tmp_path):
+    (tmp_path / "notes").write_text("x")
+    assert looks_like_audio_path("rain.wav") and looks_like_audio_path("Lighting matches.WAV")
+    assert looks_like_audio_path(str(tmp_path / "notes"))  # an existing file, whatever its name
+    assert not looks_like_audio_path("a dog barks") and not looks_like_audio_path("rain falls.")
+    assert is_appledouble("/x/._rain.wav") and not is_appledouble("/x/rain.wav")
+
+
+def test_read_audio_span_returns_the_stored_samples_of_the_span(tmp_path):
+    """A stereo FLAC at 44.1 kHz: the span's frames exactly as stored (rate and channels kept), the rest of the
+    file when the span runs past its end or has no end."""
+    rate = 44100
+    stereo = np.stack([_sine(440, rate, seconds=3.0), _sine(660, rate, seconds=3.0)])
+    path = tmp_path / "take 1.flac"
+    soundfile.write(path, stereo.T, rate, subtype="PCM_24")
+    stored, _ = soundfile.read(path, dtype="float32", always_2d=True)
+    frames, read_rate = read_audio_span(path, 1.25, 2.0)
+    assert read_rate == rate and frames.shape == (round(0.75 * rate), 2)
+    np.testing.assert_array_equal(frames, stored[round(1.25 * rate) : 2 * rate])
+    np.testing.assert_array_equal(read_audio_span(path, 2.5, 9.0)[0], stored[round(2.5 * rate) :])
+    np.testing.assert_array_equal(read_audio_span(path, 2.5)[0], stored[round(2.5 * rate) :])
+
+
+def test_read_audio_span_names_the_file_and_the_problem(tmp_path):
+    path = _write(tmp_path / "short.wav", _sine(440, 16000), 16000)
+    with pytest.raises(
+        AudioDecodeError,
+        match=r"short\.wav: the span from 3\.00 s starts after the end of the file \(1\.00 s\)",
+    ):
+        read_audio_span(path, 3.0, 4.0)
+    with pytest.raises(
+        ValueError, match=r"A span needs 0 <= start < end, got 2 s to 1 s \(file .*short\.wav\)"
+    ):
+        read_audio_span(path, 2.0, 1.0)
+    with pytest.raises(AudioDecodeError, match=r"gone\.wav: the audio file does not exist"):
+        read_audio_span(tmp_path / "gone.wav", 0.0, 1.0)
+    (tmp_path / "empty.wav").write_bytes(b"")
+    with pytest.raises(AudioDecodeError, match=r"empty\.wav: the audio file is empty \(0 bytes\)"):
+        read_audio_span(tmp_path / "empty.wav", 0.0, 1.0)
+    (tmp_path / "text.wav").write_text("not audio")
+    with pytest.raises(AudioDecodeError, match=r"text\.wav: the audio is unreadable or corrupt"):
+        read_audio_span(tmp_path / "text.wav", 0.0, 1.0)

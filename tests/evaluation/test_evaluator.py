@@ -2,17 +2,28 @@ from __future__ import annotations
 
 import csv
 import logging
+import sys
 
 import numpy as np
 import ot
 import pytest
 import torch
-from tiny_models import make_model, make_processor
+from datasets import concatenate_datasets
+from tiny_models import make_model, make_processor, raw_audio_dataset
 from tiny_models import translated_feature_dataset as _clips
 
+from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.schema import set_corpus_provenance
 from hf_atr.encoding import caption_table, encode_audio, encode_text
-from hf_atr.evaluation.evaluator import RetrievalEvaluator, embedding_spread, head_similarity, ot_plan_scores
+from hf_atr.evaluation.evaluator import (
+    RetrievalEvaluator,
+    batch_transport,
+    embedding_spread,
+    head_similarity,
+    ot_plan_scores,
+)
 from hf_atr.evaluation.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
+from hf_atr.windowing import Windowing
 
 
 @pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])
@@ -140,6 +151,8 @@ def test_protocol_records_how_the_figures_were_obtained():
         "tie_rule": TIE_RULE,
         "split": "test",
         "clips": 6,
+        "official_clips": None,  # the dataset records no provenance
+        "corpus": None,
         "captions": 12 + 10,  # clip 2 has no German caption
         "languages": ["eng", "deu"],
         "relevance": "own clip",
@@ -152,8 +165,39 @@ def test_protocol_records_how_the_figures_were_obtained():
         "scoring": "head",
         "similarity": "mahalanobis",
         "window_pooling": None,
+        "clips_cut_to_window": 0,
+        "skipped_clips": [],
     }
     assert {"t2a_R@3/deu", "a2t_mAP@16", "MRV"} <= set(metrics) and "t2a_R@5" not in metrics
+
+
+def test_protocol_records_the_corpus_split_and_its_official_size():
+    processor = make_processor()
+    provenance = {
+        "corpus": "AudioCaps",
+        "layout": "official CSV",
+        "split": "test",
+        "corpus_split": "test",
+        "metadata": ["test.csv"],
+        "official_release": "AudioCaps v1",
+        "official_clips": 975,
+        "skipped": 969,
+        "clips_found": 6,
+        "filters": [],
+    }
+    clips = set_corpus_provenance(_clips(), provenance)
+    protocol = RetrievalEvaluator(clips, processor, split="test").protocol
+    assert protocol["official_clips"] == 975 and protocol["clips"] == 6 and protocol["corpus"] == provenance
+    other_split = set_corpus_provenance(
+        _clips(), {**provenance, "split": "validation", "official_clips": 495}
+    )
+    joined = concatenate_datasets([clips, other_split])  # as ESC-50 folds are joined
+    assert RetrievalEvaluator(joined, processor).protocol["official_clips"] == 975 + 495
+    unknown = set_corpus_provenance(_clips(), {**provenance, "official_clips": None})
+    assert (
+        RetrievalEvaluator(concatenate_datasets([clips, unknown]), processor).protocol["official_clips"]
+        is None
+    )
 
 
 def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
@@ -226,3 +270,148 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
         RetrievalEvaluator(clips, processor, relevance={"a cat meows": [0]})
     with pytest.raises(ValueError, match="relevance_threshold applies to a relevance file"):
         RetrievalEvaluator(clips, processor, relevance=judged, relevance_threshold=0.5)
+
+
+def test_window_pooling_encodes_long_clips_whole_and_is_recorded():
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = raw_audio_dataset([0.5, 3.0, 2.2, 4.0])
+    windowing = Windowing(pooling="max")
+    evaluator = RetrievalEvaluator(clips, processor, windowing=windowing)
+    metrics = evaluator(model)
+    table = caption_table(clips)
+    audio = encode_audio(model, processor, clips, windowing=windowing)
+    expected = retrieval_metrics_from_embeddings(
+        audio, encode_text(model, processor, table.captions), table.text_to_audio
+    )
+    assert metrics == pytest.approx(expected)
+    assert evaluator.protocol["window_pooling"] == {
+        "pooling": "max",
+        "window_seconds": 1.015,
+        "hop_seconds": 0.5075,
+    }
+    assert evaluator.protocol["clips_cut_to_window"] == 0
+    own = RetrievalEvaluator(clips, processor)
+    own(model)
+    assert own.protocol["window_pooling"] is None and own.protocol["clips_cut_to_window"] == 3
+
+
+def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplog):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = raw_audio_dataset([1.0] * 5, broken={1, 3})
+    judged = {"a dog barks 0": [0, 1], "a siren wails 3": [3], "a dog barks 4": [4, 2]}
+    evaluator = RetrievalEvaluator(clips, processor, relevance=judged, split="test")
+    with caplog.at_level(logging.WARNING):
+        metrics = evaluator(model)
+    assert (
+        "Evaluating on split 'test': 2 clip(s) cannot be decoded and are left out with their captions or labels: "
+        "clip1" in caplog.text
+    )
+    kept = clips.select([0, 2, 4])
+    audio = encode_audio(model, processor, kept)
+    text = encode_text(model, processor, ["a dog barks 0", "a dog barks 4"])
+    expected = retrieval_metrics_from_embeddings(
+        audio, text, [[0], [2, 1]]
+    )  # clip rows re-indexed to 0, 1, 2
+    assert metrics == pytest.approx(expected)
+    assert evaluator.protocol["clips"] == 3 and evaluator.protocol["captions"] == 2
+    assert [item["audio_id"] for item in evaluator.protocol["skipped_clips"]] == ["clip1", "clip3"]
+    with pytest.raises(AudioDecodeError, match="clip1: the audio is unreadable or corrupt"):
+        RetrievalEvaluator(clips, processor, strict=True)(model)
+
+
+# The report -----------------------------------------------------------------------------------------------
+
+
+def test_report_has_the_metrics_of_a_call_and_every_figure(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
+    evaluator = RetrievalEvaluator(_clips(), processor, languages=["eng", "fra"], split="test")
+    report = evaluator.report(model, tmp_path / "report", transport_batch_size=4)
+    assert report.metrics == evaluator(model)
+    assert report.path == tmp_path / "report" / "report.html"
+    assert sorted(path.name for path in report.path.parent.glob("*.png")) == [
+        "rank_histogram.png",
+        "recall_at_k.png",
+        "transport_plan.png",
+    ]
+    page = report.path.read_text()
+    assert "Retrieval on split &#x27;test&#x27; (6 clips)" in page and "<td>fra</td>" in page
+    assert "the `iot` objective&#x27;s plan, reg = 0.1" in page
+
+
+def test_batch_transport_is_the_objectives_plan_on_the_batch_cost():
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
+    clips = _clips()
+    audio = encode_audio(model, processor, clips)
+    transport = batch_transport(model, processor, clips, audio, size=4)
+    text = encode_text(model, processor, [captions[0] for captions in clips["captions"][:4]])
+    cost = model.scoring_head.distance(text, audio[:4]).double().numpy()
+    np.testing.assert_allclose(transport.plan, np.exp(pot_log_plan(cost, 0.1)), atol=1e-6)
+    np.testing.assert_allclose(transport.scores, -cost, atol=1e-5)
+    assert transport.score_label == "− Euclidean distance"
+    # DART draws the plan of its instance-level IOT base; the evaluator's OT-plan scoring its own ε.
+    dart = make_model(processor=processor, objective={"name": "dart"}, scoring="euclidean")
+    assert (
+        "the plan of `dart`'s instance-level base `iot`, reg = 0.03"
+        in batch_transport(dart, processor, clips, encode_audio(dart, processor, clips), size=4).method
+    )
+    by_plan = batch_transport(model, processor, clips, audio, size=4, ot_reg=0.5)
+    np.testing.assert_allclose(by_plan.plan, np.exp(pot_log_plan(cost, 0.5)), atol=1e-6)
+    assert "ε = 0.5" in by_plan.method
+
+
+def test_no_transport_plan_for_objectives_without_one_or_not_installed(tmp_path):
+    processor = make_processor()
+    clips = _clips()
+    contrastive = make_model(processor=processor)
+    assert batch_transport(contrastive, processor, clips, encode_audio(contrastive, processor, clips)) is None
+    contrastive.config.objective = {"name": "not_installed_plugin"}
+    assert batch_transport(contrastive, processor, clips, encode_audio(contrastive, processor, clips)) is None
+    report = RetrievalEvaluator(clips, processor).report(contrastive, tmp_path)
+    assert not (tmp_path / "transport_plan.png").exists() and report.path.is_file()
+
+
+def test_empty_split_or_no_captions_is_refused_naming_the_split():
+    processor = make_processor()
+    with pytest.raises(ValueError, match="Split 'test' has no clips: nothing to evaluate"):
+        RetrievalEvaluator(_clips().select([]), processor, split="test")
+    no_captions = _clips(2).map(lambda row: {"captions": []})
+    with pytest.raises(
+        ValueError, match=r"The evaluation set has no captions in \['eng'\]: nothing to evaluate"
+    ):
+        RetrievalEvaluator(no_captions, processor)
+
+
+def test_report_without_matplotlib_fails_before_encoding(monkeypatch, tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(model, "get_audio_features", lambda **inputs: pytest.fail("encoded in vain"))
+    with pytest.raises(ImportError, match=r"pip install 'hf-atr\[plots\]'"):
+        RetrievalEvaluator(_clips(), processor).report(model, tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_report_with_undecodable_clips_draws_the_plan_of_the_kept_ones(tmp_path, monkeypatch):
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
+    clips = raw_audio_dataset([1.0] * 5, broken={1})
+    drawn = {}
+
+    def spy(model, processor, dataset, audio_embeds, **kwargs):
+        drawn.update(audio_ids=dataset["audio_id"], audio_embeds=audio_embeds)
+        return batch_transport(model, processor, dataset, audio_embeds, **kwargs)
+
+    monkeypatch.setattr("hf_atr.evaluation.evaluator.batch_transport", spy)
+    evaluator = RetrievalEvaluator(clips, processor, split="test")
+    report = evaluator.report(model, tmp_path, transport_batch_size=4)
+    kept = clips.select([0, 2, 3, 4])
+    assert drawn["audio_ids"] == ["clip0", "clip2", "clip3", "clip4"]
+    torch.testing.assert_close(drawn["audio_embeds"], encode_audio(model, processor, kept))
+    assert report.metrics == evaluator(model)
+    assert "Retrieval on split &#x27;test&#x27; (4 clips)" in report.path.read_text()
+    assert (tmp_path / "transport_plan.png").is_file()
+    assert [item["audio_id"] for item in evaluator.protocol["skipped_clips"]] == ["clip1"]

@@ -12,9 +12,12 @@ import pytest
 import torch
 
 from hf_atr.evaluation.retrieval import (
+    QueryRanks,
     inner_product_scores,
     retrieval_metrics,
     retrieval_metrics_from_embeddings,
+    retrieval_ranks,
+    retrieval_ranks_from_embeddings,
 )
 
 EXPECTED_KEYS = {
@@ -550,3 +553,89 @@ def test_rounding_that_depends_on_block_shape_is_handled(chunk_size, several_cli
         score_fn=shape_dependent_scores,
     )
     assert actual == retrieval_metrics(text @ audio.T, text_to_audio, languages)
+
+
+# The ranks behind the metrics ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_relevant", [1, 3])
+def test_ranks_hold_the_brute_force_positions_and_give_the_metrics(max_relevant):
+    scores, text_to_audio, languages, caption_groups = multilingual_problem(4, max_relevant=max_relevant)
+    ranks = retrieval_ranks(
+        scores, text_to_audio, languages=languages, caption_groups=caption_groups, chunk_size=5
+    )
+    assert ranks.languages == ["eng", "fra", "jpn"] and ranks.per_language
+    relevance = as_relevance(text_to_audio)
+    languages = np.asarray(languages)
+    n_audio = scores.shape[1]
+    for language in ranks.languages:
+        captions = np.flatnonzero(languages == language)
+        t2a = ranks.text_to_audio[language]
+        assert t2a.gallery_size == n_audio
+        for row, caption in enumerate(captions):
+            expected = brute_force_positions(
+                scores[caption], np.isin(np.arange(n_audio), list(relevance[caption]))
+            )
+            assert t2a.num_relevant[row] == len(expected)
+            assert t2a.positions[row, : len(expected)].tolist() == expected
+        a2t = ranks.audio_to_text[language]
+        assert a2t.gallery_size == len(captions)
+        clips = [clip for clip in range(n_audio) if any(clip in relevance[caption] for caption in captions)]
+        for row, clip in enumerate(clips):
+            expected = brute_force_positions(
+                scores[captions, clip], np.array([clip in relevance[caption] for caption in captions])
+            )
+            assert a2t.positions[row, : len(expected)].tolist() == expected
+        np.testing.assert_array_equal(t2a.best_ranks, t2a.positions[:, 0].numpy() + 1)
+    metrics = retrieval_metrics(
+        scores,
+        text_to_audio,
+        languages=languages,
+        caption_groups=caption_groups,
+        ks=(1, 4),
+        map_cutoffs=(3, 10),
+    )
+    assert ranks.metrics(ks=(1, 4), map_cutoffs=(3, 10)) == metrics
+    assert ranks.mean_rank_variance == metrics["MRV"]
+
+
+def test_ranks_from_embeddings_equal_ranks_from_the_score_matrix():
+    rng = np.random.default_rng(3)
+    audio, text = rng.standard_normal((12, 5)), rng.standard_normal((30, 5))
+    text_to_audio = rng.integers(0, 12, size=30)
+    from_embeddings = retrieval_ranks_from_embeddings(audio, text, text_to_audio, chunk_size=4)
+    from_matrix = retrieval_ranks(text @ audio.T, text_to_audio)
+    assert not from_matrix.per_language and from_matrix.languages == [""]
+    for direction in ("text_to_audio", "audio_to_text"):
+        left, right = getattr(from_embeddings, direction)[""], getattr(from_matrix, direction)[""]
+        assert torch.equal(left.positions, right.positions) and left.gallery_size == right.gallery_size
+    assert from_embeddings.metrics() == retrieval_metrics_from_embeddings(audio, text, text_to_audio)
+
+
+def test_recall_curve_counts_queries_with_a_relevant_item_in_the_top_k():
+    scores, text_to_audio = random_problem(2, n_audio=12)
+    ranks = retrieval_ranks(scores, text_to_audio).text_to_audio[""]
+    best = [
+        brute_force_positions(row, np.arange(scores.shape[1]) == clip)[0]
+        for row, clip in zip(scores, text_to_audio)
+    ]
+    ks = range(1, 15)
+    np.testing.assert_allclose(ranks.recall_at(ks), [np.mean([b < k for b in best]) for k in ks])
+    metrics = retrieval_metrics(scores, text_to_audio, ks=(1, 5, 10))
+    np.testing.assert_allclose(ranks.recall_at((1, 5, 10)), [metrics[f"t2a_R@{k}"] for k in (1, 5, 10)])
+
+
+def test_chance_recall_is_the_expected_recall_of_random_scores():
+    # Exhaustive over every ordering of a gallery of 6 items: a query with 2 relevant items.
+    from itertools import permutations
+
+    positions = torch.tensor([[0, 1]])
+    ranks = QueryRanks(positions=positions, num_relevant=torch.tensor([2]), gallery_size=6)
+    orderings = list(permutations(range(6)))
+    for k in (1, 2, 3, 5, 6):
+        hit = np.mean([min(order.index(0), order.index(1)) < k for order in orderings])
+        assert ranks.chance_recall_at([k])[0] == pytest.approx(hit)
+    one_relevant = QueryRanks(positions=torch.tensor([[3]]), num_relevant=torch.tensor([1]), gallery_size=40)
+    np.testing.assert_allclose(
+        one_relevant.chance_recall_at(range(1, 51)), np.minimum(np.arange(1, 51), 40) / 40
+    )

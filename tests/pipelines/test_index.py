@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from tiny_models import make_model
 
-from hf_atr.pipelines.index import EmbeddingIndex, IndexFormatError, metric_for_scoring, model_fingerprint
+from hf_atr.pipelines.index import (
+    FORMAT_VERSION,
+    MIGRATIONS,
+    EmbeddingIndex,
+    IndexFormatError,
+    metric_for_scoring,
+    model_fingerprint,
+    replaced_atomically,
+)
 
 
 def unit_vectors(count: int, dim: int = 16, seed: int = 0) -> torch.Tensor:
@@ -138,3 +149,99 @@ def test_bad_inputs_are_rejected():
         EmbeddingIndex(16, kind="lsh")
     with pytest.raises(ValueError, match="Unknown scoring"):
         metric_for_scoring("dot")
+
+
+def windowed_index(kind: str = "flat") -> tuple[EmbeddingIndex, torch.Tensor, list[str]]:
+    """40 files of 1 to 20 windows each (ids repeat), with spans."""
+    counts = [1 + (7 * file) % 20 for file in range(40)]
+    ids = [f"file{file}.wav" for file, count in enumerate(counts) for _ in range(count)]
+    spans = [(0.5 * window, 0.5 * window + 1.0) for count in counts for window in range(count)]
+    vectors = unit_vectors(len(ids), seed=4)
+    index = EmbeddingIndex(16, kind=kind, root="/data/field recordings")
+    index.add(vectors, ids, spans=spans)
+    return index, vectors, ids
+
+
+def test_search_files_ranks_distinct_files_at_their_best_window_like_brute_force():
+    index, vectors, ids = windowed_index()
+    queries = unit_vectors(6, seed=5)
+    scores, positions = index.search_files(queries, top_k=7)
+    similarity = queries @ vectors.T
+    for row in range(len(queries)):
+        best_per_file: dict[str, tuple[float, int]] = {}
+        for position, item_id in enumerate(ids):
+            score = float(similarity[row, position])
+            if item_id not in best_per_file or score > best_per_file[item_id][0]:
+                best_per_file[item_id] = (score, position)
+        expected = sorted(best_per_file.values(), reverse=True)[:7]
+        assert positions[row].tolist() == [position for _, position in expected]
+        np.testing.assert_allclose(scores[row], [score for score, _ in expected], atol=1e-5)
+    assert index.search_files(queries, top_k=100)[0].shape == (6, 40)  # no more than the distinct files
+
+
+def test_spans_and_root_round_trip_and_resolve_paths(tmp_path):
+    index, _, _ = windowed_index()
+    index.save(tmp_path, "audio_index")
+    loaded = EmbeddingIndex.load(tmp_path, "audio_index")
+    assert loaded.spans == index.spans and loaded.root == "/data/field recordings"
+    assert loaded.path_of("file3.wav") == "/data/field recordings/file3.wav"
+    assert loaded.path_of("/elsewhere/x.wav") == "/elsewhere/x.wav"
+    assert EmbeddingIndex(16).path_of("x.wav") is None
+    with pytest.raises(ValueError, match="This index holds spans; pass `spans` with every addition"):
+        loaded.add(unit_vectors(1), ["new.wav"])
+
+
+def test_format_1_indexes_load_as_format_2_without_spans_or_root(tmp_path):
+    fixture = (
+        Path(__file__).resolve().parents[1] / "fixtures" / "format_v0" / "model_cosine" / "retrieval_index"
+    )
+    saved = json.loads((fixture / "audio_index.json").read_text())
+    assert set(saved) == {"ids", "captions"}  # written by an hf-atr of index format 1
+    loaded = EmbeddingIndex.load(fixture, "audio_index")
+    assert loaded.ids == saved["ids"] and loaded.spans is None and loaded.root is None
+    assert MIGRATIONS["1"](saved) == {**saved, "spans": None, "root": None} and FORMAT_VERSION == "2"
+    loaded.save(tmp_path, "audio_index")  # saved again in the current format
+    again = EmbeddingIndex.load(tmp_path, "audio_index")
+    np.testing.assert_array_equal(again.embeddings, loaded.embeddings)
+
+
+def test_an_unknown_format_version_is_named(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    filled_index(unit_vectors(3)).save(tmp_path, "audio_index")
+    path = tmp_path / "audio_index.safetensors"
+    with safe_open(path, framework="pt") as handle:
+        metadata, tensors = handle.metadata(), {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+    save_file(tensors, path, {**metadata, "format_version": "9"})
+    with pytest.raises(
+        IndexFormatError, match=r"format version '9'; this hf-atr reads versions \['1', '2'\]"
+    ):
+        EmbeddingIndex.load(tmp_path, "audio_index")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_saved_files_get_the_permissions_of_any_new_file(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        written = filled_index(unit_vectors(3)).save(tmp_path / "index", "audio_index")
+    finally:
+        os.umask(previous)
+    assert {oct(stat.S_IMODE(path.stat().st_mode)) for path in written} == {oct(0o666 & ~umask)}
+    assert sorted(path.name for path in (tmp_path / "index").iterdir()) == [
+        "audio_index.json",
+        "audio_index.safetensors",
+    ]  # no temporary file left behind
+
+
+def test_a_failed_save_keeps_the_previous_file_whole(tmp_path):
+    filled_index(unit_vectors(3)).save(tmp_path, "audio_index")
+    before = (tmp_path / "audio_index.json").read_bytes()
+    with (
+        pytest.raises(RuntimeError, match="disk full"),
+        replaced_atomically(tmp_path / "audio_index.json") as partial,
+    ):
+        partial.write_text('{"ids": [')
+        raise RuntimeError("disk full")
+    assert (tmp_path / "audio_index.json").read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["audio_index.json", "audio_index.safetensors"]

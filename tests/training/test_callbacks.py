@@ -16,6 +16,7 @@ from tiny_models import feature_dataset, make_model, make_processor, training_ar
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
 from hf_atr.objectives.ask import AskObjective
 from hf_atr.objectives.contrastive import ContrastiveObjective
+from hf_atr.plots.training import CALLBACK_TERMS, training_curves
 from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
 from hf_atr.training.trainer import AtrTrainer
 
@@ -71,6 +72,9 @@ def test_refresh_every_steps_rebuilds_and_logs_drift(tmp_path):
     ask_logs = [entry for entry in trainer.state.log_history if "ask/knowledge_base" in entry]
     assert ask_logs and all(entry["ask/knowledge_base"] == 1.0 for entry in ask_logs)
     assert all(math.isfinite(entry["ask/loss_t2a_fine"]) for entry in ask_logs)
+    # The model card's training curves draw the drift the callback recorded.
+    drift_panel = training_curves(trainer.state.log_history, "ask").terms[CALLBACK_TERMS["kb_drift"]]
+    assert drift_panel["kb_drift"].values.tolist() == logged_drifts
 
 
 def test_refresh_every_epoch(tmp_path):

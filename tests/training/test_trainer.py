@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -108,6 +110,24 @@ def test_resume_restores_parameters_and_objective_state(tmp_path):
         torch.testing.assert_close(
             actual, expected, msg=lambda m, name=name: f"parameter {name} differs after resume: {m}"
         )
+
+
+def test_checkpoint_files_get_the_permissions_the_umask_allows(tmp_path):
+    processor = make_processor()
+    previous = os.umask(0o022)
+    try:
+        AtrTrainer(
+            model=make_model(processor=processor, seed=0),
+            args=training_args(tmp_path, max_steps=2, save_strategy="steps", save_steps=2),
+            train_dataset=feature_dataset(16),
+            processing_class=processor,
+            objective=CountingContrastive(),
+        ).train()
+    finally:
+        os.umask(previous)
+    checkpoint = tmp_path / "checkpoint-2"
+    for name in (OBJECTIVE_STATE_NAME, "model.safetensors"):
+        assert stat.S_IMODE((checkpoint / name).stat().st_mode) == 0o644, name
 
 
 def test_resuming_a_stateful_objective_without_its_state_fails(tmp_path):

@@ -1,0 +1,441 @@
+"""``hf-atr train``: from a starting point to a fine-tuned, evaluated, shareable model in one command.
+
+The arguments (:mod:`hf_atr.commands.train_arguments`) are the starting point, the data, the objective, the
+test evaluation and every field of ``TrainingArguments``, from the command line or a YAML/JSON file.
+
+Every process runs the same steps (``torchrun`` / ``accelerate launch -m hf_atr.cli train ...``):
+
+1. the objective is checked (:func:`training_objective`), then the data is loaded
+   (:func:`load_training_data`): a loader or a saved ``DatasetDict``; training, validation and test splits (or
+   a test split held out of the training clips, or another dataset's); the training clips go through the
+   overlap filter against the test clips (and any other reference), which the card reports. Mistakes in
+   either stop the run before any model is loaded;
+2. the seed (``--seed``) is set, then the starting point becomes a model and its processor
+   (:func:`load_starting_point`);
+3. audio features are extracted once per split into Arrow files named after what determines them
+   (:func:`feature_cache_key`): the main process writes them, the others and later runs read them. The test
+   split comes first and its evaluator is built before training, so a bad relevance file stops the run early;
+4. :class:`~hf_atr.AtrTrainer` trains (checkpoints in ``--output_dir``);
+5. the main process evaluates the test split and writes ``OUTPUT_DIR/model`` (weights, processor, card with
+   the results table and its protocol) and ``OUTPUT_DIR/metrics.json``
+   (:func:`~hf_atr.training.final_model.evaluate_and_save`), and uploads the model with ``--push_to_hub``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets import Dataset, load_from_disk
+from transformers import TrainingArguments, set_seed
+from transformers.utils import logging
+
+from ..configuration_atr import AtrConfig
+from ..data.corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
+from ..data.overlap import read_wavcaps_blocklist, remove_overlap
+from ..data.schema import ENGLISH, describe_dataset
+from ..evaluation.evaluator import RetrievalEvaluator
+from ..evaluation.tables import results_table
+from ..hub import push_to_hub
+from ..model_card import ModelCardCallback
+from ..modeling_atr import AtrDualEncoderModel
+from ..objectives.registry import build_objective, validate_objective_config
+from ..processing_atr import AtrProcessor
+from ..training.final_model import FinalModel, evaluate_and_save
+from ..training.objective_setup import objective_training_setup
+from ..training.trainer import AtrTrainer
+from .train_arguments import (
+    FEATURES_CACHE_SUBDIRECTORY,
+    DataArguments,
+    ObjectiveArguments,
+    StartingPointArguments,
+    TrainArguments,
+)
+
+logger = logging.get_logger(__name__)
+
+ARCHITECTURE_OPTIONS = ("projection_dim", "audio_pooling", "text_pooling", "scoring")
+"""Starting-point options that shape new projections and scoring heads; an hf-atr model has its own."""
+
+
+def objective_config(arguments: ObjectiveArguments, current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``AtrConfig.objective`` to train with; ``None`` keeps the starting point's.
+
+    ``--objective NAME`` starts from NAME's defaults; ``--objective_args`` alone updates ``current`` (the
+    starting model's objective, or ``contrastive`` for a new model).
+    """
+    if arguments.objective is None and not arguments.objective_args:
+        return None
+    if arguments.objective is not None and arguments.objective != (current or {}).get("name"):
+        return {"name": arguments.objective, **arguments.objective_args}
+    return {**(current or {"name": "contrastive"}), **arguments.objective_args}
+
+
+def training_objective(start: StartingPointArguments, arguments: ObjectiveArguments) -> dict[str, Any] | None:
+    """The checked ``AtrConfig.objective`` to train with (:func:`objective_config`); ``None`` keeps the starting
+    point's. An hf-atr model's own objective is read from its config, nothing else is loaded.
+
+    Raises:
+        ValueError: an objective that is not registered or a hyperparameter it does not take.
+    """
+    if arguments.objective is None and not arguments.objective_args:
+        return None
+    current = (
+        AtrConfig.from_pretrained(start.model_name_or_path).objective if start.model_name_or_path else None
+    )
+    objective = objective_config(arguments, current)
+    validate_objective_config(objective)
+    return objective
+
+
+def load_starting_point(
+    arguments: StartingPointArguments, objective: dict[str, Any] | None = None
+) -> tuple[AtrDualEncoderModel, AtrProcessor, str]:
+    """The model and processor fine-tuning starts from, and a one-line description of the starting point.
+
+    Args:
+        objective: the ``AtrConfig.objective`` to set (:func:`training_objective`); ``None`` keeps the starting
+            point's (a new model: ``AtrConfig``'s default).
+
+    Raises:
+        ValueError: not exactly one starting point, or an option the starting point fixes.
+    """
+    given = {
+        "--model_name_or_path": arguments.model_name_or_path,
+        "--clap_model": arguments.clap_model,
+        "--audio_model/--text_model": arguments.audio_model or arguments.text_model,
+    }
+    chosen = [name for name, value in given.items() if value]
+    if len(chosen) != 1:
+        raise ValueError(
+            f"Give one starting point: --model_name_or_path (an hf-atr model), --clap_model (a CLAP checkpoint), "
+            f"or --audio_model with --text_model; got {chosen or 'none'}."
+        )
+    options = {
+        name: getattr(arguments, name)
+        for name in ARCHITECTURE_OPTIONS
+        if getattr(arguments, name) is not None
+    }
+    options.update({name: True for name in ("freeze_audio", "freeze_text") if getattr(arguments, name)})
+    if objective is not None:
+        options["objective"] = objective
+    if arguments.model_name_or_path:
+        path = arguments.model_name_or_path
+        fixed = sorted(set(options) & set(ARCHITECTURE_OPTIONS))
+        if fixed:
+            raise ValueError(
+                f"{fixed} are set by the hf-atr model {path}; they apply to new projections "
+                "(--audio_model/--text_model) and CLAP checkpoints (--scoring)."
+            )
+        model = AtrDualEncoderModel.from_pretrained(path, **options)
+        return model, AtrProcessor.from_pretrained(path), f"hf-atr model {path}"
+    if arguments.clap_model:
+        path = arguments.clap_model
+        return (
+            AtrDualEncoderModel.from_clap(path, **options),
+            AtrProcessor.from_clap(path),
+            f"CLAP checkpoint {path}",
+        )
+    if not (arguments.audio_model and arguments.text_model):
+        raise ValueError("--audio_model and --text_model go together: give both towers.")
+    audio, text = arguments.audio_model, arguments.text_model
+    model = AtrDualEncoderModel.from_audio_text_pretrained(audio, text, **options)
+    processor = AtrProcessor.from_audio_text_pretrained(audio, text)
+    return model, processor, f"audio tower {audio} + text tower {text}"
+
+
+@dataclass
+class TrainingData:
+    """The clips of each role (raw audio, shared schema) and the name of each source."""
+
+    train: Dataset
+    test: Dataset
+    validation: Dataset | None
+    train_name: str
+    test_name: str
+    held_out: bool
+
+
+def load_training_data(data: DataArguments, *, with_validation: bool, seed: int) -> TrainingData:
+    """Load the corpus, pick the splits and filter the training clips (see :class:`DataArguments`).
+
+    Raises:
+        ValueError: an absent split, a test split that is also trained on, a language the data lacks, or no way
+            to get a test split (the message lists the ways).
+    """
+    is_loader = data.dataset in CORPUS_LOADERS
+    options = {"audio_dir": data.audio_dir, **data.loader_options}
+    if is_loader:
+        options.update(missing=data.missing, encoding=data.encoding)
+    corpus = load_corpus(data.dataset, data.data_dir, **options)
+    if data.test_dataset is None and data.test_split in data.train_splits:
+        raise ValueError(f"--test_split {data.test_split!r} is also in --train_splits {data.train_splits}.")
+    train = combine_splits(corpus, data.train_splits, "--train_splits")
+    held_out = False
+    if data.test_dataset is not None:
+        test_options = (
+            {"missing": data.missing, "encoding": data.encoding}
+            if data.test_dataset in CORPUS_LOADERS
+            else {}
+        )
+        test_corpus = load_corpus(data.test_dataset, data.test_data_dir, **test_options)
+        test = combine_splits(test_corpus, [data.test_split], "--test_split of --test_dataset")
+        test_name = data.test_dataset
+    elif data.test_split in corpus:
+        if data.test_size is not None:
+            raise ValueError(
+                f"The dataset has a {data.test_split!r} split; --test_size holds a test split out of the training "
+                "clips only when it has none."
+            )
+        test, test_name = corpus[data.test_split], data.dataset
+    elif data.test_size is not None:
+        train, test = hold_out_test_split(train, data.test_size, seed=seed)
+        test_name, held_out = data.dataset, True
+    else:
+        raise ValueError(
+            f"The dataset has no split {data.test_split!r} (its splits: {sorted(corpus)}). Name one with "
+            "--test_split, hold out training clips with --test_size (e.g. 0.1), or take the test split of "
+            "another dataset with --test_dataset."
+        )
+    validation = None
+    if with_validation:
+        if data.validation_split not in corpus:
+            raise ValueError(
+                f"--eval_strategy evaluates the {data.validation_split!r} split during training, which the dataset "
+                f"lacks (its splits: {sorted(corpus)}); name one with --validation_split or pass --eval_strategy no."
+            )
+        validation = corpus[data.validation_split]
+    for role, dataset in (("training", train), ("test", test), ("validation", validation)):
+        if dataset is not None:
+            check_languages(dataset, data.languages, role)
+    train = _filter_overlap(train, test, data)
+    return TrainingData(
+        train=train,
+        test=test,
+        validation=validation,
+        train_name=data.dataset if is_loader else Path(data.dataset).name,
+        test_name=describe_dataset(test, test_name),
+        held_out=held_out,
+    )
+
+
+def check_languages(dataset: Dataset, languages: Sequence[str], role: str) -> None:
+    """Raise ``ValueError`` when ``dataset`` has no captions in one of ``languages`` (English is ``captions``)."""
+    translated = dataset.features.get("translations")
+    available = [ENGLISH, *(translated.keys() if isinstance(translated, dict) else [])]
+    absent = [language for language in languages if language not in available]
+    if absent:
+        raise ValueError(
+            f"The {role} data has no captions in {absent}; its languages: {available} (add translations with "
+            "hf_atr.data.load_translations and save the DatasetDict)."
+        )
+
+
+def _filter_overlap(train: Dataset, test: Dataset, data: DataArguments) -> Dataset:
+    references = [test] if data.exclude_test_overlap else []
+    references += [load_from_disk(str(Path(path).expanduser())) for path in data.exclude_overlap_with]
+    blocked = read_wavcaps_blocklist(data.blocklist) if data.blocklist else set()
+    if not references and not blocked:
+        return train
+    by = list(data.overlap_by)
+    without_audio = [dataset for dataset in (train, *references) if "audio" not in dataset.column_names]
+    if "content" in by and without_audio:
+        by.remove("content")
+        logger.warning(
+            f"overlap filter: {len(without_audio)} of the datasets compared hold features and no audio; matching "
+            f"{'by source id only' if by else 'is not possible, the training clips are not filtered'}."
+        )
+        if not by:
+            return train
+    filtered, report = remove_overlap(train, references, by=by, exclude_source_ids=blocked)
+    if report.kept == 0:
+        raise ValueError(f"No training clip is left: {report.summary()}")
+    return filtered
+
+
+def feature_cache_key(dataset: Dataset, processor: AtrProcessor, backend: str) -> str:
+    """A digest of what a split's features depend on: the dataset's fingerprint (its rows and the
+    transforms that made them), each audio file's size and modification time (for clips read from a
+    path), the feature extractor's settings and the backend."""
+    digest = hashlib.sha256()
+    settings = [dataset._fingerprint, processor.feature_extractor.to_dict(), backend]
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    for batch in dataset.select_columns(["audio"]).with_format("arrow").iter(batch_size=1024):
+        audio = batch.column("audio").combine_chunks()
+        for path, has_bytes in zip(
+            audio.field("path").to_pylist(), audio.field("bytes").is_valid().to_pylist()
+        ):
+            if has_bytes or path is None:
+                continue
+            try:
+                stat = os.stat(path)
+                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            except OSError:
+                digest.update(f"{path}\0missing\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def extract_features(
+    processor: AtrProcessor, dataset: Dataset, role: str, data: DataArguments, training: TrainingArguments
+) -> Dataset:
+    """``dataset`` with its audio features, from (or into) the cache file named by :func:`feature_cache_key`.
+
+    The main process extracts; the other processes wait and read its file. A dataset saved with its features
+    and without ``audio`` (``processor.extract_audio_features(corpus).save_to_disk(...)``) is used as it is.
+
+    Raises:
+        ValueError: the dataset has neither ``audio`` nor the processor's feature column.
+    """
+    if "audio" not in dataset.column_names:
+        if processor.audio_input_name in dataset.column_names:
+            logger.info(
+                f"The {role} split has {processor.audio_input_name!r} and no 'audio': using its features."
+            )
+            return dataset
+        raise ValueError(
+            f"The {role} split has neither an 'audio' column nor the features {processor.audio_input_name!r} of "
+            f"the starting point's processor; its columns: {dataset.column_names}."
+        )
+    cache_dir = Path(
+        data.features_cache_dir or Path(datasets.config.HF_DATASETS_CACHE) / FEATURES_CACHE_SUBDIRECTORY
+    )
+    cache_dir = cache_dir.expanduser()
+    with training.main_process_first(desc=f"audio features of the {role} split"):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        cache_file = cache_dir / f"{role}-{feature_cache_key(dataset, processor, data.feature_backend)}.arrow"
+        if cache_file.exists():
+            logger.info(f"Reading the {role} split's audio features from {cache_file}.")
+        return processor.extract_audio_features(
+            dataset,
+            batch_size=data.feature_batch_size,
+            feature_backend=data.feature_backend,
+            cache_file_name=str(cache_file),
+        )
+
+
+@dataclass
+class TrainResult:
+    """What :func:`run_training` produced (``final`` on the main process only)."""
+
+    final: FinalModel | None
+    train_metrics: dict[str, float]
+    starting_point: str
+    test_name: str
+
+
+def run_training(arguments: TrainArguments) -> TrainResult:
+    """Fine-tune, evaluate and save as the module docstring describes."""
+    start, data, objective_arguments, evaluation, training = arguments
+    objective_settings = training_objective(start, objective_arguments)
+    with_validation = str(getattr(training.eval_strategy, "value", training.eval_strategy)) != "no"
+    corpus = load_training_data(data, with_validation=with_validation, seed=training.seed)
+    set_seed(training.seed)  # before any weight is built (projections, heads)
+    model, processor, starting_point = load_starting_point(start, objective_settings)
+    test_features = extract_features(processor, corpus.test, "test", data, training)
+    evaluator = RetrievalEvaluator(  # built now: a bad relevance file stops the run before training
+        test_features,
+        processor,
+        languages=data.languages,
+        batch_size=training.per_device_eval_batch_size,
+        split=data.test_split,
+        relevance=evaluation.relevance,
+        relevance_threshold=evaluation.relevance_threshold,
+        map_cutoffs=evaluation.map_cutoffs,
+        scoring=evaluation.eval_scoring,
+    )
+    train_features = extract_features(processor, corpus.train, "train", data, training)
+    validation_features = (
+        extract_features(processor, corpus.validation, "validation", data, training)
+        if with_validation
+        else None
+    )
+    objective = build_objective(model.config)
+    setup = objective_training_setup(
+        objective, train_features, processor, languages=data.languages, seed=training.seed
+    )
+    push = training.push_to_hub
+    training.push_to_hub = False  # the final model (not the checkpoints) is uploaded below, with its card
+    trainer = AtrTrainer(
+        model=model,
+        args=training,
+        train_dataset=setup.train_dataset,
+        eval_dataset=validation_features,
+        data_collator=setup.data_collator,
+        processing_class=processor,
+        objective=objective,
+        train_languages=data.languages,
+        eval_languages=data.languages,
+        eval_scoring=evaluation.eval_scoring,
+        callbacks=[ModelCardCallback(training_data=corpus.train_name), *setup.callbacks],
+    )
+    train_output = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
+    final = None
+    if trainer.is_world_process_zero():
+        if corpus.held_out:
+            corpus.test.save_to_disk(str(Path(training.output_dir) / "test_split"))
+        final = evaluate_and_save(
+            model,
+            processor,
+            evaluator,
+            training.output_dir,
+            eval_dataset=corpus.test_name,
+            extra={"training": train_output.metrics, "starting_point": starting_point},
+        )
+        if push:
+            push_to_hub(
+                model,
+                training.hub_model_id or Path(training.output_dir).name,
+                processor=processor,
+                private=training.hub_private_repo,
+                token=training.hub_token,
+            )
+    trainer.end()
+    return TrainResult(final, train_output.metrics, starting_point, corpus.test_name)
+
+
+def run_train_command(arguments: TrainArguments) -> int:
+    """``hf-atr train``: run, then print the test results; returns the exit status."""
+    try:
+        result = run_training(arguments)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"hf-atr train: {error}") from error
+    if result.final is None:
+        return 0
+    final = result.final
+    languages = arguments.data.languages
+    print()
+    print(f"Fine-tuned {result.starting_point}; test retrieval on {result.test_name} ({final.protocol['clips']} "
+          f"clips, {final.protocol['captions']} captions; ties count against the relevant item), in %:")  # fmt: skip
+    print(results_table(final.metrics, languages if len(languages) > 1 else None))
+    official = final.protocol.get("official_clips")
+    if official and final.protocol["clips"] < official:
+        print(
+            f"Incomplete test set: {final.protocol['clips']} of the {official} clips of the official split."
+        )
+    print(
+        f"Model, processor and card saved to {final.model_dir}; metrics and protocol in {final.metrics_file}."
+    )
+    sys.stdout.flush()
+    return 0
+
+
+__all__ = [
+    "TrainResult",
+    "TrainingData",
+    "check_languages",
+    "extract_features",
+    "feature_cache_key",
+    "load_starting_point",
+    "load_training_data",
+    "objective_config",
+    "run_train_command",
+    "run_training",
+    "training_objective",
+]

@@ -1,0 +1,354 @@
+"""The arguments of ``hf-atr train``: dataclasses that transformers' ``HfArgumentParser`` reads, with
+``TrainingArguments``, from the command line or a YAML/JSON file.
+
+A config file comes first (``hf-atr train run.yaml [--flag value ...]``); its keys are the flags without their
+dashes (``output_dir``, ``dataset``, ``objective_args``, ...), and flags given after it override its values.
+This module imports transformers only when a parser is built, so that ``hf-atr --help`` stays light, and
+``hf-atr train --help`` imports no model code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import yaml
+
+from ..data.corpora import CORPUS_LOADERS
+from ..data.corpus_utils import MISSING_POLICIES
+from ..data.multilingual import normalize_language_code
+from ..data.overlap import OVERLAP_CRITERIA
+from ..data.schema import ENGLISH
+from ..evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+
+if TYPE_CHECKING:
+    from transformers import HfArgumentParser, TrainingArguments
+
+CONFIG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+FEATURES_CACHE_SUBDIRECTORY = "hf_atr_features"
+"""Default home of the extracted features: this folder of the datasets cache (``HF_DATASETS_CACHE``)."""
+
+
+@dataclass
+class StartingPointArguments:
+    """Where fine-tuning starts: exactly one of ``model_name_or_path``, ``clap_model``, or ``audio_model`` with
+    ``text_model``."""
+
+    _argument_group_name = (
+        "starting point (one of --model_name_or_path, --clap_model, --audio_model + --text_model)"
+    )
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "an hf-atr model directory (saved with its processor) to fine-tune"}
+    )
+    clap_model: str | None = field(
+        default=None,
+        metadata={"help": "a transformers ClapModel checkpoint with its ClapProcessor (e.g. a local copy of "
+                  "laion/clap-htsat-unfused), converted with AtrDualEncoderModel.from_clap"},
+    )  # fmt: skip
+    audio_model: str | None = field(
+        default=None,
+        metadata={"help": "audio tower directory with its feature extractor (AST, Whisper, PANNs, ...), "
+                  "combined with --text_model by from_audio_text_pretrained"},
+    )  # fmt: skip
+    text_model: str | None = field(
+        default=None,
+        metadata={"help": "text tower directory with its tokenizer (BERT, RoBERTa, ...), or a "
+                  "sentence-transformers directory (its pooling and normalisation are kept)"},
+    )  # fmt: skip
+    projection_dim: int | None = field(
+        default=None, metadata={"help": "size of new projections (--audio_model/--text_model; unset: 512)"}
+    )
+    audio_pooling: str | None = field(
+        default=None, metadata={"help": "audio tower pooling for --audio_model (mean, cls, pooler, ...)"}
+    )
+    text_pooling: str | None = field(
+        default=None, metadata={"help": "text tower pooling for --text_model (mean, cls, pooler, ...)"}
+    )
+    scoring: str | None = field(
+        default=None,
+        metadata={
+            "help": "scoring head: cosine, euclidean or mahalanobis (unset: cosine, or a CLAP checkpoint's)"
+        },
+    )
+    freeze_audio: bool = field(
+        default=False, metadata={"help": "freeze the audio tower (its projection still trains)"}
+    )
+    freeze_text: bool = field(
+        default=False, metadata={"help": "freeze the text tower (its projection still trains)"}
+    )
+
+
+@dataclass
+class DataArguments:
+    """The corpus, its splits, its filters and its features."""
+
+    _argument_group_name = "data"
+
+    dataset: str = field(
+        metadata={"help": f"a loader ({', '.join(CORPUS_LOADERS)}) with --data_dir, or a DatasetDict directory "
+                  "saved with save_to_disk"},
+    )  # fmt: skip
+    data_dir: str | None = field(
+        default=None, metadata={"help": "the corpus directory for a loader (wavcaps: its JSON file)"}
+    )
+    audio_dir: str | None = field(
+        default=None, metadata={"help": "the loader's audio_dir, when apart from data_dir"}
+    )
+    missing: str = field(
+        default="error",
+        metadata={"help": "a missing or unreadable clip or malformed row: error (stop, naming it) or skip "
+                  "(drop it and report)"},
+    )  # fmt: skip
+    encoding: str = field(default="utf-8", metadata={"help": "text encoding of the metadata files"})
+    loader_options: dict | str | None = field(
+        default=None,
+        metadata={"help": 'further loader options as a JSON object, e.g. \'{"filename_pattern": "{youtube_id}.wav"}\' '
+                  '(audiocaps), \'{"source": "FreeSound"}\' (wavcaps)'},
+    )  # fmt: skip
+    train_splits: list[str] = field(
+        default_factory=lambda: ["train"],
+        metadata={"help": "splits trained on, concatenated (esc50: e.g. fold1 fold2 fold3 fold4)"},
+    )
+    validation_split: str = field(
+        default="validation",
+        metadata={"help": "split evaluated during training when --eval_strategy is not 'no'"},
+    )
+    test_split: str = field(
+        default="test", metadata={"help": "split evaluated at the end (esc50: e.g. fold5)"}
+    )
+    test_size: float | None = field(
+        default=None,
+        metadata={"help": "when the dataset has no test split: hold out this fraction (< 1) or number (>= 1) of "
+                  "training clips as the test split, at random (--seed); they are saved to OUTPUT_DIR/test_split"},
+    )  # fmt: skip
+    test_dataset: str | None = field(
+        default=None,
+        metadata={"help": "take the test split from this dataset instead (a loader with --test_data_dir, or a "
+                  "saved DatasetDict), e.g. train on wavcaps, test on clotho"},
+    )  # fmt: skip
+    test_data_dir: str | None = field(
+        default=None, metadata={"help": "the corpus directory of --test_dataset"}
+    )
+    languages: list[str] = field(
+        default_factory=lambda: [ENGLISH],
+        metadata={"help": "caption languages trained and evaluated on (ISO 639-1 or 639-3: eng fra ja ...); "
+                  "languages other than English come from the dataset's translations"},
+    )  # fmt: skip
+    exclude_test_overlap: bool = field(
+        default=True,
+        metadata={"help": "remove training clips that are clips of the test split (overlap filter, "
+                  "--overlap_by); the card says what it removed"},
+    )  # fmt: skip
+    exclude_overlap_with: list[str] = field(
+        default_factory=list,
+        metadata={"help": "more reference datasets (save_to_disk directories, e.g. Clotho and AudioCaps test) "
+                  "whose clips are removed from the training data"},
+    )  # fmt: skip
+    blocklist: str | None = field(
+        default=None,
+        metadata={"help": "a WavCaps block list JSON: its Freesound and YouTube ids are removed"},
+    )
+    overlap_by: list[str] = field(
+        default_factory=lambda: list(OVERLAP_CRITERIA),
+        metadata={
+            "help": "match clips by source_id and/or content (decoded-PCM hash; reads the training audio)"
+        },
+    )
+    feature_backend: str = field(
+        default="transformers",
+        metadata={
+            "help": "audio features by the feature extractor (transformers) or its batched torch twin (torch)"
+        },
+    )
+    feature_batch_size: int = field(default=32, metadata={"help": "clips per feature-extraction batch"})
+    features_cache_dir: str | None = field(
+        default=None,
+        metadata={"help": "where extracted features are kept and reused (unset: "
+                  f"$HF_DATASETS_CACHE/{FEATURES_CACHE_SUBDIRECTORY})"},
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        for name in ("train_splits", "languages", "exclude_overlap_with", "overlap_by"):
+            if isinstance(getattr(self, name), str):  # a YAML scalar for a list
+                setattr(self, name, [getattr(self, name)])
+        if self.missing not in MISSING_POLICIES:
+            raise ValueError(f"--missing must be one of {list(MISSING_POLICIES)}, got {self.missing!r}.")
+        from ..processing_atr import FEATURE_BACKENDS  # the processor's module, imported once the flags parse
+
+        if self.feature_backend not in FEATURE_BACKENDS:
+            raise ValueError(
+                f"--feature_backend must be one of {list(FEATURE_BACKENDS)}, got {self.feature_backend!r}."
+            )
+        unknown = sorted(set(self.overlap_by) - set(OVERLAP_CRITERIA))
+        if unknown or not self.overlap_by:
+            raise ValueError(f"--overlap_by {self.overlap_by}: choose from {list(OVERLAP_CRITERIA)}.")
+        self.loader_options = json_object(self.loader_options, "--loader_options")
+        self.languages = [normalize_language_code(code) for code in self.languages]
+
+
+@dataclass
+class ObjectiveArguments:
+    """The training objective and its hyperparameters."""
+
+    _argument_group_name = "objective"
+
+    objective: str | None = field(
+        default=None,
+        metadata={"help": "registered objective (contrastive, triplet, iot, iot_partial, dart, random_language, kcl, "
+                  "cacl, ask, or a plugin); default: the starting model's, else contrastive"},
+    )  # fmt: skip
+    objective_args: dict | str | None = field(
+        default=None,
+        metadata={"help": 'the objective\'s hyperparameters as a JSON object, e.g. \'{"temperature": 0.05}\'; '
+                  "with no --objective they update the starting model's objective"},
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        self.objective_args = json_object(self.objective_args, "--objective_args")
+
+
+@dataclass
+class TestEvaluationArguments:
+    """How the test split is evaluated at the end (and the validation split during training)."""
+
+    _argument_group_name = "test evaluation"
+
+    map_cutoffs: list[int] = field(
+        default_factory=lambda: list(DEFAULT_MAP_CUTOFFS),
+        metadata={"help": "cutoffs c of mAP@c (DCASE 2025 ranks by mAP@16)"},
+    )
+    relevance: str | None = field(
+        default=None,
+        metadata={"help": "relevance judgements of the test split (CSV, docs/corpora.md): several relevant clips "
+                  "per caption; read before training starts"},
+    )  # fmt: skip
+    relevance_threshold: float | None = field(
+        default=None, metadata={"help": "graded judgements: relevant when relevance >= this value"}
+    )
+    eval_scoring: str = field(
+        default="head",
+        metadata={
+            "help": "scores from the model's scoring head, or from the entropic OT plan (ot_plan, m-LTM Eq. 5)"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        from ..evaluation.evaluator import (
+            SCORING_MODES,
+        )  # the evaluator's module, imported once the flags parse
+
+        if isinstance(self.map_cutoffs, int):
+            self.map_cutoffs = [self.map_cutoffs]
+        if self.eval_scoring not in SCORING_MODES:
+            raise ValueError(
+                f"--eval_scoring must be one of {list(SCORING_MODES)}, got {self.eval_scoring!r}."
+            )
+
+
+class TrainArguments(NamedTuple):
+    """Everything ``hf-atr train`` reads."""
+
+    starting_point: StartingPointArguments
+    data: DataArguments
+    objective: ObjectiveArguments
+    evaluation: TestEvaluationArguments
+    training: TrainingArguments
+
+
+def json_object(value: dict | str | None, option: str) -> dict[str, Any]:
+    """``value`` as a dict: a dict (from a YAML/JSON config), a JSON object string (from the command line) or
+    ``None`` (empty)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{option} must be a JSON object, e.g. '{{\"temperature\": 0.05}}': {error}."
+            ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{option} must be a JSON object (a mapping of names to values), got {value!r}.")
+    return value
+
+
+def argument_parser() -> HfArgumentParser:
+    """The parser of ``hf-atr train``: the four dataclasses above and ``TrainingArguments``."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    return HfArgumentParser(
+        (
+            StartingPointArguments,
+            DataArguments,
+            ObjectiveArguments,
+            TestEvaluationArguments,
+            TrainingArguments,
+        ),
+        prog="hf-atr train",
+        description="Fine-tune an audio-text retrieval model, evaluate it on the test split and save it with "
+        "its processor and model card. Arguments on the command line, or in a YAML/JSON file given first "
+        "(hf-atr train run.yaml [--flag value ...]: flags override the file). Writes checkpoints to "
+        "--output_dir, the final model to OUTPUT_DIR/model and the test metrics with their protocol to "
+        "OUTPUT_DIR/metrics.json. Runs unchanged under torchrun or accelerate launch -m hf_atr.cli train.",
+    )
+
+
+def parse_train_arguments(argv: Sequence[str]) -> TrainArguments:
+    """Parse ``hf-atr train``'s arguments: flags, or a YAML/JSON config file first and flags overriding it.
+
+    Raises:
+        SystemExit: bad flags (argparse's usage message), or a config file that cannot be read or holds keys
+            that are no option (named).
+    """
+    argv = list(argv)
+    parser = argument_parser()
+    if argv and not argv[0].startswith("-") and argv[0].lower().endswith(CONFIG_FILE_SUFFIXES):
+        config_file, argv = argv[0], argv[1:]
+        values = read_config_file(config_file)
+        destinations = {action.dest for action in parser._actions}
+        unknown = sorted(set(values) - destinations)
+        if unknown:
+            parser.error(f"{config_file}: unknown option(s) {unknown}; keys are the flags without dashes.")
+        parser.set_defaults(**values)
+        for action in parser._actions:  # a required option the file gives is given
+            if action.dest in values:
+                action.required = False
+    try:
+        parsed = parser.parse_args_into_dataclasses(argv, look_for_args_file=False)
+    except ValueError as error:  # a dataclass's own check (ours or TrainingArguments')
+        parser.error(str(error))
+    return TrainArguments(*parsed)
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The options of a YAML or JSON config file (a mapping of option names to values)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise SystemExit(f"hf-atr train: config file {path} not found.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        values = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise SystemExit(f"hf-atr train: {path} is not valid {path.suffix[1:].upper()}: {error}") from None
+    if not isinstance(values, dict):
+        raise SystemExit(f"hf-atr train: {path} must hold a mapping of option names to values.")
+    return values
+
+
+__all__ = [
+    "CONFIG_FILE_SUFFIXES",
+    "DataArguments",
+    "ObjectiveArguments",
+    "StartingPointArguments",
+    "TestEvaluationArguments",
+    "TrainArguments",
+    "argument_parser",
+    "json_object",
+    "parse_train_arguments",
+    "read_config_file",
+]

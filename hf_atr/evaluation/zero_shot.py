@@ -1,0 +1,264 @@
+"""Zero-shot classification of a labelled dataset: every clip scored against prompts of every class.
+
+Each class becomes captions through templates (``"This is a sound of {class}."``) and one class embedding
+(:func:`~hf_atr.encoding.encode_labels`, the prompt ensemble that the retrieval pipeline's ``classify`` uses);
+each clip is scored against every class with the model's scoring head. The metrics reuse the retrieval
+arithmetic with the clips as queries and the classes as the gallery (one relevant class per clip), so ties
+count against the true class as everywhere else (:data:`~hf_atr.evaluation.retrieval.TIE_RULE`):
+
+- ``accuracy``: clip -> class R@1, the share of clips whose true class scores strictly above every other;
+- ``balanced_accuracy``: the mean over classes of each class's accuracy;
+- ``mAP@10``: clip -> class mAP@10, the mean reciprocal rank of the true class within the top 10;
+- ``class_to_audio_mAP@10``: each class's prompts retrieving the clips of that class.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..encoding import check_templates, encode_labels
+from ..plots.canvas import require_matplotlib
+from ..processing_atr import AtrProcessor
+from ..windowing import Windowing
+from .evaluator import EvaluationReport, describe_split, encode_evaluation_clips, head_similarity
+from .report import write_zero_shot_report
+from .retrieval import TIE_RULE, retrieval_ranks
+
+LABEL_COLUMN = "label"
+"""The shared schema's class column (ESC-50, synthcaps)."""
+MAP_CUTOFF = 10
+METRIC_KEYS = {"accuracy": "t2a_R@1", "mAP@10": "t2a_mAP@10", "class_to_audio_mAP@10": "a2t_mAP@10"}
+"""Zero-shot metric -> key of the retrieval metrics with clips as queries and classes as the gallery."""
+_LISTED_ROWS = 5
+
+
+@dataclass
+class ZeroShotPredictions:
+    """The scores of every clip against every class, with the clips' true classes.
+
+    Args:
+        scores: `(n_clips, n_classes)` the model's similarity of each clip to each class embedding.
+        true_classes: `(n_clips,)` int64 index of each clip's class in `class_names`.
+        class_names: the classes, in the columns' order.
+        clip_rows: `(n_clips,)` int64 dataset row of each clip (default ``0..n_clips - 1``; rows are missing
+            when the evaluator left undecodable clips out).
+    """
+
+    scores: torch.Tensor
+    true_classes: torch.Tensor
+    class_names: list[str]
+    clip_rows: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.clip_rows is None:
+            self.clip_rows = torch.arange(len(self.true_classes))
+
+    def metrics(self) -> dict[str, float]:
+        """``accuracy``, ``balanced_accuracy``, ``mAP@10`` and ``class_to_audio_mAP@10`` (module docstring)."""
+        retrieval = retrieval_ranks(self.scores, self.true_classes).metrics(
+            ks=(1,), map_cutoffs=(MAP_CUTOFF,)
+        )
+        return {
+            "accuracy": retrieval[METRIC_KEYS["accuracy"]],
+            "balanced_accuracy": float(np.nanmean(self.per_class_accuracy())),
+            "mAP@10": retrieval[METRIC_KEYS["mAP@10"]],
+            "class_to_audio_mAP@10": retrieval[METRIC_KEYS["class_to_audio_mAP@10"]],
+        }
+
+    def predicted_classes(self) -> torch.Tensor:
+        """`(n_clips,)` the best-scoring class of each clip; a tie between the true class and another is
+        resolved against the true class, so that ``accuracy`` is the share of clips predicted correctly."""
+        scores = self.scores.double()
+        rows = torch.arange(len(scores))
+        true_scores = scores[rows, self.true_classes]
+        others = scores.clone()
+        others[rows, self.true_classes] = -torch.inf
+        best_other = others.max(dim=1)
+        return torch.where(true_scores > best_other.values, self.true_classes, best_other.indices)
+
+    def confusion_matrix(self) -> np.ndarray:
+        """`(n_classes, n_classes)` int64 clip counts: ``[t, p]`` clips of class t predicted as class p."""
+        size = len(self.class_names)
+        confusion = np.zeros((size, size), dtype=np.int64)
+        np.add.at(confusion, (self.true_classes.numpy(), self.predicted_classes().numpy()), 1)
+        return confusion
+
+    def per_class_accuracy(self) -> np.ndarray:
+        """`(n_classes,)` share of each class's clips predicted correctly (NaN for a class without clips)."""
+        confusion = self.confusion_matrix()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.diag(confusion) / confusion.sum(axis=1)
+
+    def select(self, rows: Sequence[int]) -> ZeroShotPredictions:
+        """The predictions of the clips at these dataset rows (e.g. one ESC-50 fold), over the same classes;
+        rows the evaluator left out (undecodable clips) have none."""
+        index = torch.isin(self.clip_rows, torch.as_tensor(list(rows), dtype=torch.long)).nonzero().squeeze(1)
+        return ZeroShotPredictions(
+            self.scores[index], self.true_classes[index], self.class_names, self.clip_rows[index]
+        )
+
+
+class ZeroShotEvaluator:
+    """Zero-shot classification metrics of a model on a labelled dataset (module docstring).
+
+    Args:
+        dataset: shared-schema rows with precomputed audio features (or raw ``audio``) and a class column.
+        processor: the model's :class:`~hf_atr.AtrProcessor`.
+        labels: the classes to choose from (default: the dataset's distinct labels, sorted); every clip's label
+            must be one of them.
+        label_column: the column holding each clip's class.
+        templates: caption templates with ``{}`` or ``{class}``; several are averaged (default
+            ``"This is a sound of {class}."``).
+        split: name of the evaluation set, used in messages and recorded in `protocol`.
+        windowing, strict: how long clips are encoded and whether an undecodable clip stops the evaluation, as
+            for :class:`~hf_atr.evaluation.evaluator.RetrievalEvaluator` (default: the model's own protocol;
+            undecodable clips left out, named in a warning and in ``protocol["skipped_clips"]``).
+
+    Calling it with a model returns the metrics; :meth:`predict` the scores behind them, :meth:`report` writes the
+    confusion matrix, the per-class accuracy and ``report.html``. ``protocol`` records how the figures are
+    obtained (split, clips, classes, templates, scoring, tie rule, window pooling, clips cut to the window,
+    skipped clips).
+
+    Raises:
+        ValueError: on an empty dataset, a missing label column, a clip without a label, or a label that is not
+            among `labels` (naming the rows).
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        processor: AtrProcessor,
+        *,
+        labels: Sequence[str] | None = None,
+        label_column: str = LABEL_COLUMN,
+        templates: str | Sequence[str] | None = None,
+        batch_size: int = 64,
+        show_progress: bool = False,
+        split: str | None = None,
+        windowing: Windowing | None = None,
+        strict: bool = False,
+    ) -> None:
+        where = describe_split(split)
+        if len(dataset) == 0:
+            raise ValueError(f"{where} has no clips: nothing to classify.")
+        if label_column not in dataset.column_names:
+            raise ValueError(
+                f"{where} has no {label_column!r} column to take the classes from; its columns are "
+                f"{dataset.column_names}. Pass label_column=... (`--label-column`)."
+            )
+        clip_labels = list(dataset[label_column])
+        unlabelled = [row for row, label in enumerate(clip_labels) if not isinstance(label, str) or not label]
+        if unlabelled:
+            raise ValueError(
+                f"{where}: {len(unlabelled)} clip(s) have no {label_column!r}, e.g. row(s) "
+                f"{unlabelled[:_LISTED_ROWS]}; every clip needs its class."
+            )
+        class_names = sorted(set(clip_labels)) if labels is None else _checked_labels(labels)
+        class_index = {name: index for index, name in enumerate(class_names)}
+        unknown = [row for row, label in enumerate(clip_labels) if label not in class_index]
+        if unknown:
+            examples = ", ".join(f"row {row} {clip_labels[row]!r}" for row in unknown[:_LISTED_ROWS])
+            raise ValueError(
+                f"{where}: {len(unknown)} clip(s) have a {label_column!r} that is not among the {len(class_names)} "
+                f"labels to choose from ({examples}); add them to the labels or leave those clips out."
+            )
+        self.dataset = dataset
+        self.processor = processor
+        self.class_names = class_names
+        self.true_classes = torch.tensor([class_index[label] for label in clip_labels], dtype=torch.long)
+        self.templates = check_templates(templates)
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.split = split
+        self.windowing = windowing
+        self.strict = strict
+        if windowing is not None:
+            windowing.samples(processor.feature_extractor)  # a window the extractor cannot read fails here
+        self.protocol: dict[str, Any] = {
+            "task": "zero-shot classification (clips as queries, class prompts as the gallery)",
+            "tie_rule": TIE_RULE,
+            "split": split,
+            "clips": len(dataset),
+            "classes": len(class_names),
+            "label_column": label_column,
+            "templates": list(self.templates),
+            "class_embedding": "mean of the templates' caption embeddings, L2-normalised",
+            "scoring": "head",
+            "similarity": None,
+            "window_pooling": None if windowing is None else windowing.describe(processor.feature_extractor),
+            "clips_cut_to_window": None,
+            "skipped_clips": [],
+        }
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        return self.predict(model).metrics()
+
+    def predict(self, model: Any) -> ZeroShotPredictions:
+        """Encode the clips and the class prompts once and score every clip against every class (clips that
+        cannot be decoded are left out unless ``strict``)."""
+        self.protocol["similarity"] = model.config.scoring
+        class_embeds = encode_labels(model, self.processor, self.class_names, self.templates)
+        clips = encode_evaluation_clips(
+            model,
+            self.processor,
+            self.dataset,
+            windowing=self.windowing,
+            strict=self.strict,
+            batch_size=self.batch_size,
+            show_progress=self.show_progress,
+            split=self.split,
+        )
+        self.protocol.update(clips.protocol_entries())
+        if not clips.kept:
+            raise ValueError(f"{describe_split(self.split)}: no clip could be decoded; nothing to classify.")
+        kept = torch.tensor(clips.kept, dtype=torch.long)
+        scores = head_similarity(model)(class_embeds, clips.embeddings).T
+        return ZeroShotPredictions(scores.contiguous(), self.true_classes[kept], self.class_names, kept)
+
+    def report(
+        self, model: Any, output_dir: str | os.PathLike, *, title: str | None = None
+    ) -> EvaluationReport:
+        """Classify, then write the confusion matrix, per-class accuracy and ``report.html`` into `output_dir`.
+
+        Needs matplotlib (``pip install 'hf-atr[plots]'``).
+        """
+        require_matplotlib()  # before encoding: nothing is computed in vain
+        return self.write_report(self.predict(model), output_dir, title=title)
+
+    def write_report(
+        self, predictions: ZeroShotPredictions, output_dir: str | os.PathLike, *, title: str | None = None
+    ) -> EvaluationReport:
+        """The report of predictions already made (:meth:`predict`, or a :meth:`ZeroShotPredictions.select` of
+        them): the figures and ``report.html`` in `output_dir`."""
+        metrics = predictions.metrics()
+        clips = len(predictions.true_classes)
+        path = write_zero_shot_report(
+            output_dir,
+            predictions.confusion_matrix(),
+            predictions.class_names,
+            metrics,
+            {**self.protocol, "clips": clips},
+            title=title
+            or f"Zero-shot classification on {describe_split(self.split, capital=False)} "
+            f"({clips} clips, {len(predictions.class_names)} classes)",
+        )
+        return EvaluationReport(metrics=metrics, path=path)
+
+
+def _checked_labels(labels: Sequence[str]) -> list[str]:
+    labels = [labels] if isinstance(labels, str) else list(labels)
+    if not labels or not all(isinstance(label, str) and label for label in labels):
+        raise ValueError(f"labels must be a non-empty list of non-empty strings, got {labels!r}.")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"labels lists {repeated} more than once; each class must appear once.")
+    return labels
+
+
+__all__ = ["LABEL_COLUMN", "ZeroShotEvaluator", "ZeroShotPredictions"]

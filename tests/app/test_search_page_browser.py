@@ -1,0 +1,185 @@
+"""``hf-atr serve`` as a person uses it: the command started as a process, the page driven in headless Chromium
+(Debian's ``chromium`` and ``chromium-driver``; skipped where they are not installed)."""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+from sound_library import EVENT_AT, LONG_RECORDING
+
+pytest.importorskip("gradio")
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="needs Chromium and its driver (Debian: apt-get install chromium chromium-driver)",
+)
+TOP_K = 4
+"""More slots than the library has files: the fourth stays hidden."""
+SPAN = re.compile(r"· (\d+\.\d+)–(\d+\.\d+) s ·")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(library):
+    """``hf-atr serve`` running on a free port; yields its URL, then stops it with Ctrl-C (SIGINT)."""
+    port = free_port()
+    command = [sys.executable, "-m", "hf_atr.cli", "serve", "--model", str(library.model_dir), "--index",
+               str(library.index_dir), "--port", str(port), "--top-k", str(TOP_K)]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    printed = []
+    while not any(line.startswith("Search page for ") for line in printed):
+        try:
+            printed.append(lines.get(timeout=240))
+        except queue.Empty:
+            process.kill()
+            pytest.fail(f"hf-atr serve printed no URL in 240 s: {''.join(printed)}")
+    assert printed[-1] == f"Search page for {library.index_dir}: http://127.0.0.1:{port}/ (Ctrl-C to stop)\n"
+    yield f"http://127.0.0.1:{port}/"
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    arguments = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1400",
+                 "--autoplay-policy=no-user-gesture-required")  # fmt: skip
+    for argument in arguments:
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def status_text(driver) -> str:
+    """The status line's text, without gradio's progress tracker."""
+    return driver.find_element(By.CSS_SELECTOR, "#status [data-testid=markdown]").text
+
+
+def status_after(driver, action) -> str:
+    """The status line once ``action`` has led to an answer (results or a message; while the query runs, gradio
+    shows its timer over the old line)."""
+
+    def answered(driver) -> str | None:
+        text = status_text(driver)
+        return text if text != before and (" for " in text or text.startswith("⚠")) else None
+
+    before = status_text(driver)
+    action()
+    return WebDriverWait(driver, 120).until(answered)
+
+
+def shown_results(driver) -> list[tuple[str, float, float, str, float]]:
+    """``(line, span start, span end, player URL, player duration)`` of each result shown (its line's white space
+    as single spaces), once every player holds its result's excerpt (named by its span) and has loaded it."""
+
+    def loaded(driver) -> list | None:
+        shown = []
+        for row in driver.find_elements(By.CSS_SELECTOR, ".result"):
+            if not row.is_displayed():
+                continue
+            line = " ".join(row.find_element(By.CSS_SELECTOR, ".result-line").text.split())
+            start, end = (float(value) for value in SPAN.search(line).groups())
+            player = row.find_element(By.TAG_NAME, "audio")
+            source = player.get_attribute("src") or ""
+            if (
+                f"_{start:.2f}-{end:.2f}s_" not in source
+                or driver.execute_script("return arguments[0].readyState", player) < 1
+            ):
+                return None
+            shown.append(
+                (line, start, end, source, driver.execute_script("return arguments[0].duration", player))
+            )
+        return shown
+
+    return WebDriverWait(driver, 60).until(loaded)
+
+
+def test_search_by_text_and_by_example_and_listen(library, served, browser, tmp_path):
+    browser.get(served)
+    query_box = WebDriverWait(browser, 120).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#query textarea")
+    )
+    assert "3 file(s) in" in browser.find_element(By.TAG_NAME, "h2").find_element(By.XPATH, "..").text
+
+    status = status_after(browser, lambda: query_box.send_keys("a siren wails", Keys.ENTER))
+    assert re.fullmatch(r"3 files for “a siren wails” \(\d+\.\d\d s\)", status)
+    results = shown_results(browser)
+    assert [line.split(" ")[0] for line, *_ in results] == ["1.", "2.", "3."]
+    for _, start, end, _, duration in results:
+        assert duration == pytest.approx(end - start, abs=0.01)  # the player holds the span, from its start
+    first_player = browser.find_element(By.CSS_SELECTOR, "#result-1 audio")
+    browser.execute_script("arguments[0].play()", first_player)
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return arguments[0].currentTime > 0", first_player)
+    )
+
+    status = status_after(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, "#example input[type=file]").send_keys(
+            str(library.query)
+        ),
+    )
+    assert status.startswith("3 files for sounds like query.wav")
+    line, start, end, source, _ = shown_results(browser)[0]
+    assert line.startswith(f"1. {LONG_RECORDING} · ") and start <= EVENT_AT <= end
+    with urllib.request.urlopen(source, timeout=30) as response:  # what the browser plays
+        played, rate = soundfile.read(io.BytesIO(response.read()), dtype="float32")
+    stored, _ = soundfile.read(library.audio_dir / LONG_RECORDING, dtype="float32")
+    # The page shows the span to 10 ms: the excerpt is the stored audio from within 5 ms of the shown start.
+    starts = range(round((start - 0.005) * rate), round((start + 0.005) * rate) + 1)
+    assert any(np.allclose(played, stored[first : first + len(played)], atol=1 / 32768) for first in starts)
+
+
+def test_errors_appear_on_the_page(served, browser, tmp_path):
+    browser.get(served)
+    query_box = WebDriverWait(browser, 120).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#query textarea")
+    )
+    notes = Path(tmp_path / "notes.wav")
+    notes.write_text("not audio")
+    upload = browser.find_element(By.CSS_SELECTOR, "#example input[type=file]")
+    status = status_after(browser, lambda: upload.send_keys(str(notes)))
+    assert status.startswith("⚠ notes.wav cannot be used as a query: the audio is unreadable or corrupt")
+    assert not any(row.is_displayed() for row in browser.find_elements(By.CSS_SELECTOR, ".result"))
+    assert "Traceback" not in browser.page_source
+
+    query_box.send_keys("   ")
+    status = status_after(browser, lambda: browser.find_element(By.ID, "search").click())
+    assert status.startswith("⚠ The text query is empty: describe the sound you are looking for")

@@ -1,0 +1,414 @@
+"""``hf-atr train`` end to end: starting points, data, the files it writes, and the README recipe."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from tiny_models import SOUNDS, make_model, make_processor, save_tiny_clap_checkpoint, write_sound_folder
+from transformers import AutoModel
+
+from hf_atr.cli import main
+from hf_atr.commands.fine_tune import objective_config, run_train_command, run_training
+from hf_atr.commands.train_arguments import ObjectiveArguments, parse_train_arguments
+from hf_atr.data.schema import corpus_provenance
+from hf_atr.training.trainer import AtrTrainer
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+RECIPE_HEADING = "## Fine-tune on your own folder: `hf-atr train`"
+QUICK = [
+    "--max_steps",
+    "2",
+    "--per_device_train_batch_size",
+    "8",
+    "--learning_rate",
+    "1e-3",
+    "--report_to",
+    "none",
+]
+
+
+def readme_recipe() -> list[list[str]]:
+    """The commands of the README's recipe, each as its argument list (``&&`` separates two on one line)."""
+    text = README.read_text()
+    block = re.search(r"```bash\n(.*?)```", text[text.index(RECIPE_HEADING) :], re.DOTALL).group(1)
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        for command in line.split("&&"):
+            if command.strip():
+                commands.append(shlex.split(command))
+    return commands
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run in ``tmp_path``, with the features cache there too."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    return tmp_path
+
+
+def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
+    """train -> evaluate -> index/search on a folder of 16 clips, as the README writes the commands."""
+    started = time.perf_counter()
+    audio_tower, text_tower = towers
+    (in_tmp / "audio-tower").symlink_to(audio_tower)
+    (in_tmp / "text-tower").symlink_to(text_tower)
+    names = write_sound_folder(in_tmp / "my_sounds", clips=16)
+    commands = readme_recipe()
+    assert [command[:2] for command in commands] == [
+        ["hf-atr", "train"], ["hf-atr", "evaluate"], ["hf-atr", "index"], ["hf-atr", "search"],
+    ]  # fmt: skip
+    outputs = []
+    for command in commands:
+        assert main(command[1:]) == 0, command
+        outputs.append(capsys.readouterr().out)
+    model_dir = in_tmp / "my-model" / "model"
+    assert {"config.json", "model.safetensors", "README.md"} <= {path.name for path in model_dir.iterdir()}
+    trained = json.loads((in_tmp / "my-model" / "metrics.json").read_text())
+    evaluated = json.loads((in_tmp / "my-model" / "test-metrics.json").read_text())
+    assert trained["protocol"]["clips"] == evaluated["protocol"]["clips"] == 4  # --test_size 0.2 of 16 clips
+    assert trained["protocol"]["corpus"]["layout"] == "held out at random from `train` (seed 42)"
+    assert (
+        evaluated["protocol"]["corpus"] == trained["protocol"]["corpus"]
+    )  # the saved split keeps its provenance
+    for key, value in trained["metrics"].items():  # the same model on the same clips, map cutoff 10 in both
+        if key in evaluated["metrics"]:
+            assert evaluated["metrics"][key] == pytest.approx(value, abs=1e-6), key
+    assert trained["training"]["train_loss"] > 0 and trained["starting_point"].startswith("audio tower")
+    assert "Model, processor and card saved to my-model/model" in outputs[0]
+    assert "Indexed 16 audio file(s) from my_sounds into my-index" in outputs[2]
+    hits = re.findall(r"^  \d\. (.+?)  [\d.]+-[\d.]+ s  score=", outputs[3], re.MULTILINE)
+    assert len(hits) == 5 and set(hits) <= set(names)
+    card = (model_dir / "README.md").read_text()
+    assert "- held out at random (seed 42) as the test split: 4 of 16 clips; 12 remain here" in card
+    assert "- overlap filter (by source_id and content): removed 0 of 12 clips" in card
+    assert (
+        "- data: Audio folder `test` (held out at random from `train` (seed 42)); 4 clips evaluated" in card
+    )
+    assert time.perf_counter() - started < 60  # the README promises a quick start; typically ~10 s here
+
+
+def test_checkpoints_validation_and_a_saved_dataset_dict(in_tmp, towers):
+    """--eval_strategy evaluates the validation split during training; checkpoints land in --output_dir."""
+    audio_tower, text_tower = towers
+    from hf_atr.data.audio_text_folder import load_audio_text_folder
+
+    for split, clips in (("train", 12), ("validation", 4), ("test", 4)):
+        write_sound_folder(in_tmp / "corpus" / split, clips=clips, seed=len(split))
+    load_audio_text_folder(in_tmp / "corpus").save_to_disk(in_tmp / "saved")
+    arguments = parse_train_arguments(
+        ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--projection_dim", "8",
+         "--dataset", "saved", "--output_dir", "run", "--save_steps", "1", "--eval_strategy", "steps",
+         "--eval_steps", "1", "--scoring", "euclidean", *QUICK]
+    )  # fmt: skip
+    result = run_training(arguments)
+    assert sorted(path.name for path in (in_tmp / "run").glob("checkpoint-*")) == [
+        "checkpoint-1",
+        "checkpoint-2",
+    ]
+    history = json.loads((in_tmp / "run" / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
+    assert sum("eval_t2a_R@1" in entry for entry in history) == 2
+    model = AutoModel.from_pretrained(in_tmp / "run" / "model")
+    assert model.config.projection_dim == 8 and model.config.scoring == "euclidean"
+    assert result.final.protocol["clips"] == 4 and result.test_name == "Audio folder test"
+
+
+def test_an_exact_copy_of_a_test_clip_is_removed_from_training(in_tmp, towers):
+    """The test split comes from another dataset (--test_dataset); a renamed copy of one of its clips among the
+    training clips is removed by the overlap filter, and the card says so."""
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    write_sound_folder(in_tmp / "other" / "test", clips=4, seed=1)
+    (in_tmp / "sounds" / "renamed copy.wav").write_bytes(
+        (in_tmp / "other" / "test" / "clip 2.wav").read_bytes()
+    )
+    with (in_tmp / "sounds" / "metadata.csv").open("a") as handle:
+        handle.write("renamed copy.wav,a high beep tone\n")
+    result = run_training(
+        parse_train_arguments(
+            ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+             "--data_dir", "sounds", "--test_dataset", "audiofolder", "--test_data_dir", "other", "--output_dir",
+             "run", *QUICK]
+        )
+    )  # fmt: skip
+    assert result.test_name == "Audio folder test" and result.final.protocol["clips"] == 4
+    card = (in_tmp / "run" / "model" / "README.md").read_text()
+    assert (
+        "- overlap filter (by source_id and content): removed 1 of 9 clips (0 by source id, 1 by audio content) "
+        "that are clips of Audio folder test (4 reference clips)"
+    ) in card
+    assert "- source: Audio folder `train` (AudioFolder metadata): 9 clips found" in card
+
+
+def test_continuing_from_an_hf_atr_model_with_new_objective_hyperparameters(in_tmp):
+    processor = make_processor()
+    make_model(processor=processor, objective={"name": "triplet", "margin": 0.3}).save_pretrained("base")
+    processor.save_pretrained("base")
+    write_sound_folder(in_tmp / "sounds", clips=12)
+    common = ["--model_name_or_path", "base", "--dataset", "audiofolder", "--data_dir", "sounds",
+              "--test_size", "4", "--freeze_audio", *QUICK]  # fmt: skip
+    run_training(parse_train_arguments([*common, "--output_dir", "a", "--objective_args", '{"margin": 0.5}']))
+    continued = AutoModel.from_pretrained("a/model")
+    assert continued.config.objective == {"name": "triplet", "margin": 0.5} and continued.config.freeze_audio
+    base = AutoModel.from_pretrained("base")
+    for name, tensor in base.audio_model.state_dict().items():  # the frozen tower did not move
+        torch.testing.assert_close(continued.audio_model.state_dict()[name], tensor)
+    assert not torch.equal(continued.text_projection.weight, base.text_projection.weight)
+    run_training(parse_train_arguments([*common, "--output_dir", "b", "--objective", "contrastive"]))
+    assert AutoModel.from_pretrained("b/model").config.objective == {"name": "contrastive"}
+
+
+def test_resuming_from_a_checkpoint(in_tmp, towers, monkeypatch):
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+            "--data_dir", "sounds", "--test_size", "2", "--output_dir", "run", "--save_steps", "1", *QUICK]  # fmt: skip
+    run_training(parse_train_arguments(argv))
+    steps = []
+    training_step = AtrTrainer.training_step
+    monkeypatch.setattr(
+        AtrTrainer,
+        "training_step",
+        lambda self, *args, **kwargs: steps.append(1) or training_step(self, *args, **kwargs),
+    )
+    run_training(
+        parse_train_arguments([*argv, "--max_steps", "3", "--resume_from_checkpoint", "run/checkpoint-2"])
+    )
+    assert len(steps) == 1  # steps 1-2 came from the checkpoint
+    assert (
+        json.loads((in_tmp / "run" / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
+    )
+
+
+def test_the_command_flags_an_incomplete_test_set(monkeypatch, tmp_path, capsys):
+    from hf_atr.commands import fine_tune
+    from hf_atr.training.final_model import FinalModel
+
+    protocol = {"clips": 43, "official_clips": 975, "captions": 215}
+    final = FinalModel({"t2a_R@1": 0.5}, protocol, tmp_path / "model", tmp_path / "metrics.json")
+    monkeypatch.setattr(
+        fine_tune, "run_training", lambda arguments: fine_tune.TrainResult(final, {}, "x", "AudioCaps test")
+    )
+    assert run_train_command(parse_train_arguments(["--dataset", "audiocaps"])) == 0
+    output = capsys.readouterr().out
+    assert "test retrieval on AudioCaps test (43 clips, 215 captions" in output
+    assert "Incomplete test set: 43 of the 975 clips of the official split." in output
+
+
+def test_objective_config_merges_or_replaces():
+    def arguments(name=None, values=None):
+        return ObjectiveArguments(objective=name, objective_args=values)
+
+    saved = {"name": "dart", "uwd_weight": 0.1}
+    assert objective_config(arguments(), saved) is None  # keep the starting point's
+    assert objective_config(arguments(values={"uwd_reg": 0.05}), saved) == {**saved, "uwd_reg": 0.05}
+    assert objective_config(arguments("dart", {"uwd_reg": 0.05}), saved) == {**saved, "uwd_reg": 0.05}
+    assert objective_config(arguments("iot", {"reg": 0.1}), saved) == {"name": "iot", "reg": 0.1}
+    assert objective_config(arguments(values={"temperature": 0.05}), None) == {
+        "name": "contrastive", "temperature": 0.05,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--objective", "contrastiv"], "Unknown objective 'contrastiv'. Registered objectives: ask, cacl, contrastive"),
+        (["--objective_args", '{"marg": 1}'], "Objective 'triplet' got unknown hyperparameter(s) ['marg']; it accepts"),
+    ],
+)  # fmt: skip
+def test_a_bad_objective_stops_the_run_before_the_data_is_read(in_tmp, flags, message):
+    processor = make_processor()
+    make_model(processor=processor, objective={"name": "triplet"}).save_pretrained("base")
+    arguments = parse_train_arguments(["--model_name_or_path", "base", "--dataset", "absent-data", *flags])
+    with pytest.raises(SystemExit) as exit_info:
+        run_train_command(arguments)
+    assert message in str(exit_info.value)
+
+
+def test_starting_from_a_clap_checkpoint(in_tmp):
+    save_tiny_clap_checkpoint(in_tmp / "clap")
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    result = run_training(
+        parse_train_arguments(
+            ["--clap_model", "clap", "--dataset", "audiofolder", "--data_dir", "sounds", "--test_size", "0.25",
+             "--output_dir", "run", "--objective", "iot", *QUICK]
+        )
+    )  # fmt: skip
+    model = AutoModel.from_pretrained(in_tmp / "run" / "model")
+    assert model.config.projection == "mlp" and model.config.separate_logit_scales
+    assert model.config.objective["name"] == "iot" and result.starting_point == "CLAP checkpoint clap"
+    assert "`iot`" in (in_tmp / "run" / "model" / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ([], "Give one starting point: --model_name_or_path (an hf-atr model), --clap_model (a CLAP checkpoint), "
+             "or --audio_model with --text_model; got none."),
+        (["--clap_model", "c", "--audio_model", "a"], "got ['--clap_model', '--audio_model/--text_model']"),
+        (["--audio_model", "a"], "--audio_model and --text_model go together"),
+        (["--model_name_or_path", "base", "--projection_dim", "8"], "['projection_dim'] are set by the hf-atr model base"),
+    ],
+)  # fmt: skip
+def test_starting_point_errors(in_tmp, flags, message):
+    processor = make_processor()
+    make_model(processor=processor).save_pretrained("base")
+    processor.save_pretrained("base")
+    write_sound_folder(in_tmp / "sounds", clips=4)
+    data = ["--dataset", "audiofolder", "--data_dir", "sounds", "--test_size", "1", "--output_dir", "run"]
+    with pytest.raises(ValueError) as error:
+        run_training(parse_train_arguments([*flags, *data]))
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ([], "The dataset has no split 'test' (its splits: ['train']). Name one with --test_split, hold out training "
+             "clips with --test_size (e.g. 0.1), or take the test split of another dataset with --test_dataset."),
+        (["--test_size", "1", "--eval_strategy", "steps"], "--eval_strategy evaluates the 'validation' split during "
+         "training, which the dataset lacks (its splits: ['train']); name one with --validation_split or pass "
+         "--eval_strategy no."),
+        (["--test_size", "1", "--languages", "fra"], "The training data has no captions in ['fra']; its languages: "
+         "['eng'] (add translations with hf_atr.data.load_translations and save the DatasetDict)."),
+        (["--test_split", "train"], "--test_split 'train' is also in --train_splits ['train']."),
+        (["--train_splits", "dev"], "--train_splits: the dataset has no split(s) ['dev']; its splits: ['train']."),
+        (["--test_size", "1", "--loader_options", '{"folds": [1]}'], "Loader 'audiofolder' takes no option(s) ['folds']; "
+         "its options: ['splits', 'missing', 'encoding']."),
+        (["--test_size", "1", "--test_dataset", "other"], "'other' is neither a loader (audiocaps, clotho, esc50, "
+         "wavcaps, audiofolder) nor a directory saved with save_to_disk."),
+    ],
+)  # fmt: skip
+def test_data_errors_stop_before_any_model_is_built(in_tmp, flags, message, capsys):
+    write_sound_folder(in_tmp / "sounds", clips=4)
+    arguments = parse_train_arguments(
+        ["--model_name_or_path", "absent-model", "--dataset", "audiofolder", "--data_dir", "sounds",
+         "--output_dir", "run", *flags]
+    )  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:  # the command prefixes the message; no model was loaded
+        run_train_command(arguments)
+    assert str(exit_info.value) == f"hf-atr train: {message}"
+
+
+def test_a_bad_relevance_file_stops_the_run_before_training(in_tmp, towers):
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds", clips=6)
+    (in_tmp / "judged.csv").write_text("caption,file_name,relevance\nno such caption,nothing.wav,1\n")
+    arguments = parse_train_arguments(
+        ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+         "--data_dir", "sounds", "--test_size", "2", "--output_dir", "run", "--relevance", "judged.csv", *QUICK]
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="judged.csv"):
+        run_training(arguments)
+    assert not (in_tmp / "run").exists()
+
+
+def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp, towers, monkeypatch):
+    from hf_atr.processing_atr import AtrProcessor
+
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds" / "train", clips=6)
+    write_sound_folder(in_tmp / "sounds" / "test", clips=2, seed=1)
+    extracted = []
+    featurize = AtrProcessor._featurize
+
+    def counting(self, audio, *args, **kwargs):
+        extracted.append(len(audio))
+        return featurize(self, audio, *args, **kwargs)
+
+    monkeypatch.setattr(AtrProcessor, "_featurize", counting)
+    argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+            "--data_dir", "sounds", "--output_dir", "run", "--features_cache_dir", "features", *QUICK]  # fmt: skip
+    run_training(parse_train_arguments(argv))
+    assert sum(extracted) == 6 + 2 and len(list((in_tmp / "features").glob("*.arrow"))) == 2
+    run_training(parse_train_arguments(argv))
+    assert sum(extracted) == 6 + 2  # the second run read both splits' features
+    write_sound_folder(in_tmp / "sounds" / "train", clips=6, seed=7)  # same names, other audio
+    run_training(parse_train_arguments(argv))
+    assert sum(extracted) == 6 + 2 + 6 and len(list((in_tmp / "features").glob("train-*.arrow"))) == 2
+
+
+def test_a_dataset_saved_with_its_features_is_used_as_it_is(in_tmp, monkeypatch):
+    from hf_atr.data.audio_text_folder import load_audio_text_folder
+    from hf_atr.processing_atr import AtrProcessor
+
+    processor = make_processor()
+    make_model(processor=processor).save_pretrained("base")
+    processor.save_pretrained("base")
+    for split, clips in (("train", 6), ("test", 2)):
+        write_sound_folder(in_tmp / "sounds" / split, clips=clips)
+    featurized = processor.extract_audio_features(load_audio_text_folder("sounds"))
+    featurized.save_to_disk("features")
+    featurized.remove_columns("input_values").save_to_disk("bare")
+    monkeypatch.setattr(
+        AtrProcessor, "_featurize", lambda *args, **kwargs: pytest.fail("features re-extracted")
+    )
+    argv = ["--model_name_or_path", "base", "--dataset", "features", "--output_dir", "run", *QUICK]
+    result = run_training(parse_train_arguments(argv))
+    assert result.final.protocol["clips"] == 2 and result.test_name == "Audio folder test"
+    card = (in_tmp / "run" / "model" / "README.md").read_text()
+    assert "- overlap filter (by source_id): removed 0 of 6 clips" in card  # no audio: no content hash
+    with pytest.raises(
+        ValueError, match=r"The test split has neither an 'audio' column nor the features 'input_values'"
+    ):
+        run_training(parse_train_arguments([*argv[:3], "bare", *argv[4:]]))
+
+
+def test_push_to_hub_uploads_the_final_model_with_its_card(in_tmp, towers):
+    from unittest import mock
+
+    from huggingface_hub import HfApi
+
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds", clips=6)
+    uploaded = {}
+
+    def fake_create_commit(self, repo_id, operations, **kwargs):
+        uploaded.update(
+            {operation.path_in_repo: Path(operation.path_or_fileobj).read_bytes() for operation in operations}
+        )
+
+    with (
+        mock.patch.object(
+            HfApi, "create_repo", return_value=mock.Mock(repo_id="team/my-model")
+        ) as create_repo,
+        mock.patch.object(HfApi, "create_commit", fake_create_commit),
+    ):
+        run_training(
+            parse_train_arguments(
+                ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+                 "--data_dir", "sounds", "--test_size", "2", "--output_dir", "run", "--push_to_hub",
+                 "--hub_model_id", "team/my-model", "--save_steps", "1", *QUICK]
+            )
+        )  # fmt: skip
+    assert create_repo.call_count == 1  # the final model only, not every checkpoint
+    assert {"config.json", "model.safetensors", "README.md"} <= set(uploaded)
+    card = uploaded["README.md"].decode()
+    assert "Protocol:" in card and "held out at random (seed 42) as the test split: 2 of 6 clips" in card
+
+
+def test_languages_train_on_translations(in_tmp, towers):
+    """--languages eng fra with a saved DatasetDict that carries French translations (kcl batches)."""
+    audio_tower, text_tower = towers
+    from hf_atr.data.audio_text_folder import load_audio_text_folder
+
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    corpus = load_audio_text_folder("sounds")
+    french = {captions: [f"{caption} noise" for caption in captions] for captions in SOUNDS.values()}
+    corpus = corpus.map(lambda row: {"translations": {"fra": french[tuple(row["captions"])]}})
+    corpus.save_to_disk("saved")
+    result = run_training(
+        parse_train_arguments(
+            ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",
+             "--test_size", "2", "--output_dir", "run", "--languages", "eng", "fr", "--objective", "kcl", *QUICK]
+        )
+    )  # fmt: skip
+    assert result.final.protocol["languages"] == ["eng", "fra"] and "MRV" in result.final.metrics
+    assert corpus_provenance(corpus["train"])["corpus"] == "Audio folder"

@@ -1,0 +1,133 @@
+"""``hf-atr train``'s arguments: flags, YAML/JSON config files, and the messages bad ones get."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hf_atr.cli import main
+from hf_atr.commands.train_arguments import parse_train_arguments
+
+
+def parse_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_train_arguments(argv)
+    assert exit_info.value.code == 2
+    return " ".join(capsys.readouterr().err.split())
+
+
+def test_flags_fill_the_dataclasses_and_training_arguments(tmp_path):
+    arguments = parse_train_arguments(
+        ["--audio_model", "a", "--text-model", "t", "--freeze_text", "--dataset", "clotho", "--data_dir", "d",
+         "--languages", "en", "ja", "fra", "--objective", "triplet", "--objective_args", '{"margin": 0.3}',
+         "--loader_options", '{"splits": ["train", "test"]}', "--map_cutoffs", "10", "16",
+         "--output_dir", str(tmp_path), "--max_steps", "7", "--learning_rate", "1e-4", "--no_exclude_test_overlap"]
+    )  # fmt: skip
+    start, data, objective, evaluation, training = arguments
+    assert (start.audio_model, start.text_model, start.freeze_text, start.freeze_audio) == (
+        "a",
+        "t",
+        True,
+        False,
+    )
+    assert data.languages == ["eng", "jpn", "fra"]  # ISO 639-1 codes are accepted and stored as ISO 639-3
+    assert data.loader_options == {"splits": ["train", "test"]} and data.exclude_test_overlap is False
+    assert (data.train_splits, data.test_split, data.missing) == (["train"], "test", "error")
+    assert objective.objective == "triplet" and objective.objective_args == {"margin": 0.3}
+    assert evaluation.map_cutoffs == [10, 16] and evaluation.eval_scoring == "head"
+    assert training.output_dir == str(tmp_path) and training.max_steps == 7 and training.learning_rate == 1e-4
+
+
+@pytest.mark.parametrize("suffix", ["yaml", "json"])
+def test_a_config_file_with_flags_overriding_it(tmp_path, suffix):
+    values = {
+        "dataset": "audiofolder",
+        "data_dir": "~/sounds",
+        "model_name_or_path": "runs/base",
+        "objective_args": {"temperature": 0.05},  # a mapping, not a JSON string
+        "languages": "fr",  # a scalar for a list
+        "learning_rate": "1e-4",  # how YAML reads 1e-4
+        "max_steps": 5,
+        "output_dir": str(tmp_path / "from-file"),
+        "freeze_audio": True,
+    }
+    config = tmp_path / f"run.{suffix}"
+    config.write_text(json.dumps(values))  # JSON is YAML too
+    start, data, objective, _, training = parse_train_arguments([str(config), "--max_steps", "9"])
+    assert training.max_steps == 9 and training.learning_rate == 1e-4  # the flag wins over the file
+    assert training.output_dir == str(tmp_path / "from-file") and start.freeze_audio is True
+    assert (data.dataset, data.data_dir, data.languages) == ("audiofolder", "~/sounds", ["fra"])
+    assert start.model_name_or_path == "runs/base" and objective.objective_args == {"temperature": 0.05}
+
+
+def test_config_file_errors(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text("dataset: clotho\nlearning_rat: 0.1\nmax_step: 3\n")
+    assert "run.yaml: unknown option(s) ['learning_rat', 'max_step']; keys are the flags without dashes." in (
+        parse_error([str(config)], capsys)
+    )
+    config.write_text("- dataset\n- clotho\n")
+    with pytest.raises(SystemExit, match="run.yaml must hold a mapping of option names to values"):
+        parse_train_arguments([str(config)])
+    config.write_text("dataset: [clotho\n")
+    with pytest.raises(SystemExit, match="run.yaml is not valid YAML"):
+        parse_train_arguments([str(config)])
+    with pytest.raises(SystemExit, match="config file .*absent.yaml not found"):
+        parse_train_arguments([str(tmp_path / "absent.yaml")])
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ([], "the following arguments are required: --dataset"),
+        (
+            ["--dataset", "x", "--objective_args", "{margin: 1}"],
+            "--objective_args must be a JSON object, e.g.",
+        ),
+        (["--dataset", "x", "--objective_args", "[1]"], "--objective_args must be a JSON object (a mapping"),
+        (["--dataset", "x", "--loader_options", "3"], "--loader_options must be a JSON object (a mapping"),
+        (
+            ["--dataset", "x", "--missing", "ignore"],
+            "--missing must be one of ['error', 'skip'], got 'ignore'.",
+        ),
+        (
+            ["--dataset", "x", "--overlap_by", "name"],
+            "--overlap_by ['name']: choose from ['source_id', 'content'].",
+        ),
+        (
+            ["--dataset", "x", "--feature_backend", "numpy"],
+            "--feature_backend must be one of ['transformers', 'torch']",
+        ),
+        (
+            ["--dataset", "x", "--eval_scoring", "plan"],
+            "--eval_scoring must be one of ['head', 'ot_plan'], got 'plan'.",
+        ),
+        (["--dataset", "x", "--languages", "jp"], "Language code 'jp' is not an ISO 639-1 ('ja')"),
+        (
+            ["--dataset", "x", "--max_steps", "many"],
+            "argument --max_steps/--max-steps: invalid int value: 'many'",
+        ),
+    ],
+)
+def test_bad_arguments_are_named(flags, message, capsys):
+    assert message in parse_error(flags, capsys)
+
+
+def test_train_help_through_the_command_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("usage: hf-atr train")
+    for expected in (
+        "starting point (one of --model_name_or_path, --clap_model, --audio_model + --text_model):",
+        "--dataset DATASET",
+        "--test_size TEST_SIZE",
+        "--objective_args OBJECTIVE_ARGS",
+        "--relevance RELEVANCE",
+        "--per_device_train_batch_size",  # TrainingArguments
+        "--gradient_accumulation_steps",
+        "flags override the file",
+    ):
+        assert expected in text, expected

@@ -1,0 +1,118 @@
+"""hf-atr evaluate --report and --zero-shot, end to end on CPU with a tiny model trained a few steps."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from datasets import DatasetDict
+from tiny_models import WORD_CLASSES, feature_dataset, make_model, make_processor, training_args
+
+from hf_atr import AtrTrainer
+from hf_atr.cli import main
+from hf_atr.model_card import TRAINING_CURVES_FILE
+
+
+def labelled(num_clips: int, seed: int = 0):
+    return feature_dataset(num_clips, seed=seed).add_column(
+        "label", [WORD_CLASSES[index % len(WORD_CLASSES)] for index in range(num_clips)]
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """An IOT model trained 8 steps (evaluated every 4), saved with its processor; a labelled test split."""
+    root = tmp_path_factory.mktemp("trained")
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(root / "run", max_steps=8, logging_steps=2, eval_strategy="steps", eval_steps=4),
+        train_dataset=feature_dataset(32),
+        eval_dataset=feature_dataset(8, seed=1),
+        processing_class=processor,
+    )
+    trainer.train()
+    trainer.save_model(str(root / "model"))
+    processor.save_pretrained(root / "model")
+    DatasetDict({"test": labelled(16, seed=2)}).save_to_disk(str(root / "data"))
+    return root
+
+
+def test_trained_model_card_has_training_curves(trained):
+    card = (trained / "model" / "README.md").read_text()
+    assert f"]({TRAINING_CURVES_FILE})" in card and (trained / "model" / TRAINING_CURVES_FILE).is_file()
+    assert "Constant over the run (not drawn): `iot_transported_mass` = 1." in card
+
+
+def test_retrieval_report_of_a_trained_model(trained, tmp_path, capsys):
+    report_dir = tmp_path / "report"
+    argv = ["evaluate", "--model", str(trained / "model"), "--dataset", str(trained / "data"),
+            "--report", str(report_dir), "--output", str(tmp_path / "metrics.json")]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"Report written to {report_dir / 'report.html'} (figures beside it)" in printed
+    assert sorted(path.name for path in report_dir.iterdir()) == [
+        "rank_histogram.png",
+        "recall_at_k.png",
+        "report.html",
+        "transport_plan.png",
+    ]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())["metrics"]
+    page = (report_dir / "report.html").read_text()
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 3
+    assert f"<tr><td>t2a_R@1</td><td>{100 * metrics['t2a_R@1']:.2f}</td></tr>" in page
+
+
+def test_zero_shot_report_of_a_trained_model(trained, tmp_path, capsys):
+    report_dir = tmp_path / "zero_shot"
+    argv = ["evaluate", "--model", str(trained / "model"), "--dataset", str(trained / "data"), "--zero-shot",
+            "--template", "a {} sound", "--template", "the {class}", "--report", str(report_dir)]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "Zero-shot classification on " in printed
+        and "16 clips, 8 classes, templates ['a {} sound', 'the {class}']" in printed
+    )
+    accuracy = float(
+        next(line for line in printed.splitlines() if line.strip().startswith("accuracy")).split()[-1]
+    )
+    assert 0.0 <= accuracy <= 100.0
+    assert sorted(path.name for path in report_dir.iterdir()) == [
+        "confusion_matrix.png",
+        "per_class_accuracy.png",
+        "report.html",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--zero-shot", "--languages", "eng", "fra"],
+            r"--languages applies to retrieval, not to --zero-shot",
+        ),
+        (
+            ["--zero-shot", "--relevance", "judged.csv", "--relevance-missing", "skip"],
+            r"--relevance and --relevance-missing apply to retrieval, not to --zero-shot",
+        ),
+        (["--labels", "dog"], r"--labels applies to --zero-shot"),
+        (
+            ["--label-column", "kind", "--template", "a {}"],
+            r"--label-column and --template apply to --zero-shot",
+        ),
+        (
+            ["--zero-shot", "--hop-seconds", "0.5"],
+            r"--window-seconds / --hop-seconds apply with --window-pooling",
+        ),
+        (
+            ["--zero-shot", "--labels", "dog", "siren"],
+            r"clip\(s\) have a 'label' that is not among the 2 labels",
+        ),
+        (["--zero-shot", "--label-column", "kind"], r"no 'kind' column"),
+    ],
+)
+def test_evaluate_options_that_do_not_fit_are_refused(trained, extra, message):
+    with pytest.raises(SystemExit, match=message):
+        main(["evaluate", "--model", str(trained / "model"), "--dataset", str(trained / "data"), *extra])
