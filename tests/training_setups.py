@@ -11,9 +11,7 @@ from tiny_models import LANGUAGES, feature_dataset, make_model, multilingual_fea
 
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
 from hf_atr.objectives.registry import build_objective
-from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
-from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.multilingual import MultilingualCollator, RandomLanguageDataset
+from hf_atr.training.objective_setup import objective_training_setup
 
 
 @dataclass
@@ -31,43 +29,27 @@ class Float64Batches:
 
 
 def objective_setup(name: str, processor, num_clips: int = 24, knowledge_base: str = "callback"):
-    """``(objective, train_dataset, data_collator, callbacks)`` for objective ``name``.
+    """``(objective, train_dataset, data_collator, callbacks)`` for objective ``name``, from the library's
+    :func:`~hf_atr.training.objective_setup.objective_training_setup` (kcl, cacl and random_language train on
+    clips with translations in :data:`LANGUAGES`).
 
     ``knowledge_base`` (ASK): ``"callback"`` builds it with the model being trained, as a user does;
     ``"fixed"`` sets one from seeded random embeddings (no encoding: works for any model dtype).
     """
-    objective = build_objective({"name": name})
-    if name == "kcl":
-        return (
-            objective,
-            multilingual_features(num_clips),
-            MultilingualCollator(processor, languages=LANGUAGES),
-            [],
-        )
-    if name == "cacl":
-        clips = RandomLanguageDataset(multilingual_features(num_clips), LANGUAGES, include_english=False)
-        return objective, clips, MultilingualCollator(processor, languages=LANGUAGES, mode="cacl"), []
-    if name == "random_language":
-        clips = RandomLanguageDataset(multilingual_features(num_clips), LANGUAGES)
-        return objective, clips, AtrDataCollator(processor), []
-    dataset = feature_dataset(num_clips)
-    callbacks = []
-    if name == "ask":
-        objective = build_objective({"name": "ask", "num_prototypes": 4})
-        if knowledge_base == "callback":
-            callbacks = [
-                KnowledgeBaseRefreshCallback(
-                    objective, processor, dataset, refresh=False, show_progress=False
-                )
-            ]
-        else:
-            generator = torch.Generator().manual_seed(0)
-            audio, text = torch.randn(2, 2 * num_clips, 16, generator=generator)
-            ids = [f"clip{index % num_clips}" for index in range(2 * num_clips)]
-            objective.knowledge_base = KnowledgeBase.from_embeddings(
-                audio, text, audio_ids=ids, num_prototypes=4
-            )
-    return objective, dataset, None, callbacks
+    objective = build_objective({"name": name, **({"num_prototypes": 4} if name == "ask" else {})})
+    multilingual = name in ("kcl", "cacl", "random_language")
+    clips = multilingual_features(num_clips) if multilingual else feature_dataset(num_clips)
+    setup = objective_training_setup(
+        objective, clips, processor, languages=LANGUAGES if multilingual else None
+    )
+    callbacks = setup.callbacks
+    if name == "ask" and knowledge_base == "fixed":
+        generator = torch.Generator().manual_seed(0)
+        audio, text = torch.randn(2, 2 * num_clips, 16, generator=generator)
+        ids = [f"clip{index % num_clips}" for index in range(2 * num_clips)]
+        objective.knowledge_base = KnowledgeBase.from_embeddings(audio, text, audio_ids=ids, num_prototypes=4)
+        callbacks = []
+    return objective, setup.train_dataset, setup.data_collator, callbacks
 
 
 def exact_model(processor, name: str, seed: int = 0):
