@@ -169,24 +169,27 @@ def _audio_bytes(audio: Any, audio_id: str) -> tuple[bytes, str]:
     """The clip's audio file bytes and their extension, checked readable from the header (no decoding)."""
     if not isinstance(audio, dict) or ("bytes" not in audio and "path" not in audio):
         raise AudioDecodeError(
-            f"Clip {audio_id!r}: expected an undecoded audio value {{'bytes', 'path'}}, got {type(audio).__name__}."
+            f"Clip {audio_id!r}",
+            f"expected an undecoded audio value {{'bytes', 'path'}}, got {type(audio).__name__}.",
         )
     data = audio.get("bytes")
     if data is None:
         path = audio.get("path")
         if not path or not Path(path).is_file():
-            raise AudioDecodeError(f"Clip {audio_id!r}: no audio bytes and no readable file at {path!r}.")
+            raise AudioDecodeError(f"Clip {audio_id!r}", f"no audio bytes and no readable file at {path!r}.")
         data = Path(path).read_bytes()
     try:
         info = soundfile.info(io.BytesIO(data))
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        raise AudioDecodeError(f"Clip {audio_id!r}: the audio is unreadable or corrupt ({error}).") from error
+        raise AudioDecodeError(
+            f"Clip {audio_id!r}", f"the audio is unreadable or corrupt ({error})."
+        ) from error
     if info.frames <= 0 or info.channels < 1:
-        raise AudioDecodeError(f"Clip {audio_id!r}: the audio has no samples.")
+        raise AudioDecodeError(f"Clip {audio_id!r}", "the audio has no samples.")
     extension = _SOUNDFILE_EXTENSIONS.get(info.format)
     if extension is None:
         raise AudioDecodeError(
-            f"Clip {audio_id!r}: audio format {info.format} cannot be stored as one of {AUDIO_EXTENSIONS}."
+            f"Clip {audio_id!r}", f"audio format {info.format} cannot be stored as one of {AUDIO_EXTENSIONS}."
         )
     return data, extension
 
