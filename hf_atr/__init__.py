@@ -28,6 +28,8 @@ _LAZY_NAMES = {
     "AtrDataCollator": ".training.collator",
     "WaveformCollator": ".training.waveform_collator",
     "featurize_waveforms": ".training.waveform_collator",
+    "StreamingPairs": ".training.streaming",
+    "load_audio_text_shards": ".data.shards",
     "register_tower": ".towers",
     "retrieval_metrics": ".evaluation.retrieval",
     "retrieval_metrics_from_embeddings": ".evaluation.retrieval",

@@ -27,7 +27,7 @@ from .models.clap.convert_clap_checkpoint import (
     load_clap_checkpoint,
 )
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
-from .towers import tower_from_config, tower_from_pretrained
+from .towers import pooler_modules, tower_from_config, tower_from_pretrained
 
 logger = logging.get_logger(__name__)
 
@@ -317,10 +317,32 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         ]
 
     def _freeze_towers(self) -> None:
-        """Apply ``config.freeze_audio`` / ``freeze_text``: no gradients, eval mode."""
+        """Apply ``config.freeze_audio`` / ``freeze_text`` (no gradients, eval mode), and freeze what the config
+        never reads (:meth:`unread_modules`)."""
         for tower in self._frozen_towers():
             tower.requires_grad_(False)
             tower.eval()
+        for module in self.unread_modules():
+            module.requires_grad_(False)
+
+    def unread_modules(self) -> list[nn.Module]:
+        """Tower submodules whose output the configured pooling never reads, kept built but frozen.
+
+        A tower's pooler (BERT's, PANNs' ``fc1``, see :func:`hf_atr.towers.pooler_modules`) computes
+        ``pooler_output``, which only ``audio_pooling`` / ``text_pooling="pooler"`` reads. Left trainable, its
+        parameters would get no gradient, and multi-process training would need DDP's
+        ``find_unused_parameters=True`` (an extra traversal of the autograd graph every step). They stay in the
+        model, so checkpoints with and without their weights load as before.
+        """
+        return [
+            module
+            for tower, pooling in (
+                (self.audio_model, self.config.audio_pooling),
+                (self.text_model, self.config.text_pooling),
+            )
+            if pooling != "pooler"
+            for module in pooler_modules(tower)
+        ]
 
     def train(self, mode: bool = True) -> AtrDualEncoderModel:
         """``nn.Module.train``, except that frozen towers stay in eval mode (fixed dropout and batch-norm)."""

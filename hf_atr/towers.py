@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 import transformers
+from torch import nn
 from transformers import AutoModel, PretrainedConfig, PreTrainedModel
 
 BUILTIN_TOWER_CLASS_NAMES = {
@@ -74,8 +75,25 @@ def tower_from_pretrained(name_or_path: str | os.PathLike, **kwargs: Any) -> Pre
     return AutoModel.from_pretrained(name_or_path, **kwargs)
 
 
+POOLER_MODULE_NAMES = ("pooler",)
+"""Submodules that compute a tower's ``pooler_output`` only, by attribute name (BERT, RoBERTa, XLM-R and CLAP's
+text tower call it ``pooler``). A tower class adds its own in a ``pooler_module_names`` class attribute (PANNs:
+``fc1``)."""
+
+
+def pooler_modules(tower: nn.Module) -> list[nn.Module]:
+    """The submodules of ``tower`` that feed its ``pooler_output`` and nothing else (see :data:`POOLER_MODULE_NAMES`).
+
+    A dual encoder that pools ``last_hidden_state`` itself never reads them: their parameters get no gradient.
+    """
+    names = (*POOLER_MODULE_NAMES, *getattr(tower, "pooler_module_names", ()))
+    return [module for name in names if isinstance(module := getattr(tower, name, None), nn.Module)]
+
+
 __all__ = [
     "BUILTIN_TOWER_CLASS_NAMES",
+    "POOLER_MODULE_NAMES",
+    "pooler_modules",
     "register_tower",
     "tower_class",
     "tower_from_config",

@@ -1,21 +1,26 @@
 """``hf-atr train``: from a starting point to a fine-tuned, evaluated, shareable model in one command.
 
 The arguments (:mod:`hf_atr.commands.train_arguments`) are the starting point, the data, the objective, the
-test evaluation and every field of ``TrainingArguments``, from the command line or a YAML/JSON file.
+test evaluation, training at scale and every field of ``TrainingArguments``, from the command line or a YAML/JSON
+file.
 
 Every process runs the same steps (``torchrun`` / ``accelerate launch -m hf_atr.cli train ...``):
 
 1. the objective is checked (:func:`training_objective`), then the data is loaded
    (:func:`load_training_data`): a loader or a saved ``DatasetDict``; training, validation and test splits (or
    a test split held out of the training clips, or another dataset's); the training clips go through the
-   overlap filter against the test clips (and any other reference), which the card reports. Mistakes in
-   either stop the run before any model is loaded;
+   overlap filter against the test clips (and any other reference), which the card reports. With
+   ``--train_shards`` the training clips are WebDataset or parquet shards, streamed (filtered before they were
+   written). Mistakes in either stop the run before any model is loaded;
 2. the seed (``--seed``) is set, then the starting point becomes a model and its processor
    (:func:`load_starting_point`);
 3. audio features are extracted once per split into Arrow files named after what determines them
    (:func:`feature_cache_key`): the main process writes them, the others and later runs read them. The test
-   split comes first and its evaluator is built before training, so a bad relevance file stops the run early;
-4. :class:`~hf_atr.AtrTrainer` trains (checkpoints in ``--output_dir``);
+   split comes first and its evaluator is built before training, so a bad relevance file stops the run early.
+   Streamed training clips, and with ``--audio_features device`` all training clips, keep their raw audio:
+   the DataLoader workers decode it, and the features of each batch are computed on the training device;
+4. :class:`~hf_atr.AtrTrainer` trains (checkpoints in ``--output_dir``; gradient-cached with
+   ``--embedding_chunk_size``);
 5. the main process evaluates the test split and writes ``OUTPUT_DIR/model`` (weights, processor, card with
    the results table and its protocol) and ``OUTPUT_DIR/metrics.json``
    (:func:`~hf_atr.training.final_model.evaluate_and_save`), and uploads the model with ``--push_to_hub``.
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from datasets import Dataset, load_from_disk
+from datasets import Dataset, IterableDataset, load_from_disk
 from transformers import TrainingArguments, set_seed
 from transformers.utils import logging
 
@@ -41,6 +46,7 @@ from ..configuration_atr import AtrConfig
 from ..data.corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
 from ..data.overlap import read_wavcaps_blocklist, remove_overlap
 from ..data.schema import ENGLISH, describe_dataset
+from ..data.shards import load_audio_text_shards
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..evaluation.tables import results_table
 from ..hub import push_to_hub
@@ -50,7 +56,9 @@ from ..objectives.registry import build_objective, validate_objective_config
 from ..processing_atr import AtrProcessor
 from ..training.final_model import FinalModel, evaluate_and_save
 from ..training.objective_setup import objective_training_setup
+from ..training.streaming import StreamingPairs
 from ..training.trainer import AtrTrainer
+from ..training.waveform_collator import WaveformCollator
 from .train_arguments import (
     FEATURES_CACHE_SUBDIRECTORY,
     DataArguments,
@@ -153,9 +161,10 @@ def load_starting_point(
 
 @dataclass
 class TrainingData:
-    """The clips of each role (raw audio, shared schema) and the name of each source."""
+    """The clips of each role (raw audio, shared schema) and the name of each source; ``train`` is a stream
+    (``datasets.IterableDataset``) when the training data are shards."""
 
-    train: Dataset
+    train: Dataset | IterableDataset
     test: Dataset
     validation: Dataset | None
     train_name: str
@@ -163,21 +172,36 @@ class TrainingData:
     held_out: bool
 
 
-def load_training_data(data: DataArguments, *, with_validation: bool, seed: int) -> TrainingData:
+def load_training_data(
+    data: DataArguments, *, with_validation: bool, seed: int, train_shards: Sequence[str] = ()
+) -> TrainingData:
     """Load the corpus, pick the splits and filter the training clips (see :class:`DataArguments`).
 
+    With ``train_shards`` (WebDataset or parquet files or glob patterns) the training clips are those shards,
+    streamed (:func:`~hf_atr.data.shards.load_audio_text_shards`), and the corpus gives the test (and
+    validation) split only.
+
     Raises:
-        ValueError: an absent split, a test split that is also trained on, a language the data lacks, or no way
-            to get a test split (the message lists the ways).
+        ValueError: an absent split, a test split that is also trained on, a language the data lacks, no way
+            to get a test split (the message lists the ways), or with shards an option a stream cannot honour
+            (a test split held out of the training clips, the overlap filter).
     """
+    if train_shards:
+        _check_stream_options(data)
     is_loader = data.dataset in CORPUS_LOADERS
     options = {"audio_dir": data.audio_dir, **data.loader_options}
     if is_loader:
         options.update(missing=data.missing, encoding=data.encoding)
     corpus = load_corpus(data.dataset, data.data_dir, **options)
-    if data.test_dataset is None and data.test_split in data.train_splits:
-        raise ValueError(f"--test_split {data.test_split!r} is also in --train_splits {data.train_splits}.")
-    train = combine_splits(corpus, data.train_splits, "--train_splits")
+    if train_shards:
+        translated = [language for language in data.languages if language != ENGLISH]
+        train = load_audio_text_shards(list(train_shards), translation_languages=translated)
+    else:
+        if data.test_dataset is None and data.test_split in data.train_splits:
+            raise ValueError(
+                f"--test_split {data.test_split!r} is also in --train_splits {data.train_splits}."
+            )
+        train = combine_splits(corpus, data.train_splits, "--train_splits")
     held_out = False
     if data.test_dataset is not None:
         test_options = (
@@ -215,20 +239,48 @@ def load_training_data(data: DataArguments, *, with_validation: bool, seed: int)
     for role, dataset in (("training", train), ("test", test), ("validation", validation)):
         if dataset is not None:
             check_languages(dataset, data.languages, role)
-    train = _filter_overlap(train, test, data)
+    if train_shards:
+        train_name = f"shards {', '.join(train_shards)}"
+    else:
+        train = _filter_overlap(train, test, data)
+        train_name = data.dataset if is_loader else Path(data.dataset).name
     return TrainingData(
         train=train,
         test=test,
         validation=validation,
-        train_name=data.dataset if is_loader else Path(data.dataset).name,
+        train_name=train_name,
         test_name=describe_dataset(test, test_name),
         held_out=held_out,
     )
 
 
-def check_languages(dataset: Dataset, languages: Sequence[str], role: str) -> None:
+def _check_stream_options(data: DataArguments) -> None:
+    """Refuse the data options that need the training clips at hand, which a stream of shards does not give."""
+    if data.test_size is not None:
+        raise ValueError(
+            "--test_size holds a test split out of the training clips, which --train_shards streams: take the "
+            "test split from --dataset (--test_split) or from --test_dataset."
+        )
+    asked = [
+        option
+        for option, given in (
+            ("--exclude_test_overlap", data.exclude_test_overlap),
+            ("--exclude_overlap_with", bool(data.exclude_overlap_with)),
+            ("--blocklist", data.blocklist is not None),
+        )
+        if given
+    ]
+    if asked:
+        raise ValueError(
+            f"The overlap filter ({', '.join(asked)}) does not run on streamed shards. Filter the corpus before "
+            "writing them (the datasets_scripts builders' --exclude-overlap-with / --blocklist, then "
+            "datasets_scripts/write_shards.py), then pass --exclude_test_overlap false."
+        )
+
+
+def check_languages(dataset: Dataset | IterableDataset, languages: Sequence[str], role: str) -> None:
     """Raise ``ValueError`` when ``dataset`` has no captions in one of ``languages`` (English is ``captions``)."""
-    translated = dataset.features.get("translations")
+    translated = (dataset.features or {}).get("translations")
     available = [ENGLISH, *(translated.keys() if isinstance(translated, dict) else [])]
     absent = [language for language in languages if language not in available]
     if absent:
@@ -332,12 +384,30 @@ class TrainResult:
 
 def run_training(arguments: TrainArguments) -> TrainResult:
     """Fine-tune, evaluate and save as the module docstring describes."""
-    start, data, objective_arguments, evaluation, training = arguments
+    start, data, objective_arguments, evaluation, scale, training = arguments
     objective_settings = training_objective(start, objective_arguments)
+    if scale.train_shards and training.max_steps <= 0:
+        raise ValueError("--train_shards streams the training data, which has no length: give --max_steps.")
     with_validation = str(getattr(training.eval_strategy, "value", training.eval_strategy)) != "no"
-    corpus = load_training_data(data, with_validation=with_validation, seed=training.seed)
+    corpus = load_training_data(
+        data, with_validation=with_validation, seed=training.seed, train_shards=scale.train_shards
+    )
     set_seed(training.seed)  # before any weight is built (projections, heads)
     model, processor, starting_point = load_starting_point(start, objective_settings)
+    objective = build_objective(model.config)
+    waveforms = WaveformCollator(processor, seed=training.seed) if scale.audio_features == "device" else None
+    setup = None
+    if scale.train_shards:  # a stream needs no features extracted: its objective is checked now
+        stream = StreamingPairs(
+            corpus.train,
+            captions=scale.stream_captions,
+            languages=data.languages,
+            seed=training.seed,
+            shuffle_buffer_size=scale.shuffle_buffer_size,
+        )
+        setup = objective_training_setup(
+            objective, stream, processor, languages=data.languages, seed=training.seed, waveforms=waveforms
+        )
     test_features = extract_features(processor, corpus.test, "test", data, training)
     evaluator = RetrievalEvaluator(  # built now: a bad relevance file stops the run before training
         test_features,
@@ -350,15 +420,22 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         map_cutoffs=evaluation.map_cutoffs,
         scoring=evaluation.eval_scoring,
     )
-    train_features = extract_features(processor, corpus.train, "train", data, training)
+    if setup is None:
+        train_clips = (  # on the device: the workers decode the raw audio
+            corpus.train if waveforms else extract_features(processor, corpus.train, "train", data, training)
+        )
+        setup = objective_training_setup(
+            objective,
+            train_clips,
+            processor,
+            languages=data.languages,
+            seed=training.seed,
+            waveforms=waveforms,
+        )
     validation_features = (
         extract_features(processor, corpus.validation, "validation", data, training)
         if with_validation
         else None
-    )
-    objective = build_objective(model.config)
-    setup = objective_training_setup(
-        objective, train_features, processor, languages=data.languages, seed=training.seed
     )
     push = training.push_to_hub
     training.push_to_hub = False  # the final model (not the checkpoints) is uploaded below, with its card
@@ -374,6 +451,8 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         eval_languages=data.languages,
         eval_scoring=evaluation.eval_scoring,
         callbacks=[ModelCardCallback(training_data=corpus.train_name), *setup.callbacks],
+        audio_features=scale.audio_features,
+        embedding_chunk_size=scale.embedding_chunk_size,
     )
     train_output = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
     final = None

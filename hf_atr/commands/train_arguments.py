@@ -213,6 +213,66 @@ class ObjectiveArguments:
 
 
 @dataclass
+class ScaleArguments:
+    """Training at scale: a streamed corpus, audio features on the training device, gradient-cached batches
+    (README "Training at scale")."""
+
+    _argument_group_name = "training at scale"
+
+    train_shards: list[str] = field(
+        default_factory=list,
+        metadata={"help": "WebDataset .tar or parquet shards (files or glob patterns, e.g. shards/train/*.tar from "
+                  "datasets_scripts/write_shards.py) streamed as the training data instead of --train_splits; "
+                  "each process reads its own shards; needs --max_steps. The overlap filter does not run on a "
+                  "stream: filter the corpus before writing its shards and pass --exclude_test_overlap false"},
+    )  # fmt: skip
+    stream_captions: str = field(
+        default="random",
+        metadata={
+            "help": "streamed clips: one caption drawn per clip per epoch (random) or every caption (all)"
+        },
+    )
+    shuffle_buffer_size: int | None = field(
+        default=None,
+        metadata={"help": "clips held by the stream's shuffle buffer (unset: 1000; 0: shard order)"},
+    )
+    audio_features: str = field(
+        default="collator",
+        metadata={"help": "training audio features extracted once into the features cache (collator), or "
+                  "computed batched on the training device from waveforms that the DataLoader workers decode "
+                  "and randomly crop (device)"},
+    )  # fmt: skip
+    embedding_chunk_size: int | None = field(
+        default=None,
+        metadata={"help": "gradient caching: the encoders see this many clips at a time, the objective the "
+                  "whole (global) batch; memory no longer grows with the batch through the encoders"},
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        if isinstance(self.train_shards, str):  # a YAML scalar for a list
+            self.train_shards = [self.train_shards]
+        # The training modules' own checks, imported once the flags parse.
+        from ..training.grad_cache import check_chunk_size
+        from ..training.streaming import CAPTION_MODES, DEFAULT_SHUFFLE_BUFFER
+        from ..training.trainer import AUDIO_FEATURE_SOURCES
+
+        if self.stream_captions not in CAPTION_MODES:
+            raise ValueError(
+                f"--stream_captions must be one of {list(CAPTION_MODES)}, got {self.stream_captions!r}."
+            )
+        if self.shuffle_buffer_size is None:
+            self.shuffle_buffer_size = DEFAULT_SHUFFLE_BUFFER
+        if self.shuffle_buffer_size < 0:
+            raise ValueError(f"--shuffle_buffer_size must be 0 or more, got {self.shuffle_buffer_size}.")
+        if self.audio_features not in AUDIO_FEATURE_SOURCES:
+            raise ValueError(
+                f"--audio_features must be one of {list(AUDIO_FEATURE_SOURCES)}, got {self.audio_features!r}."
+            )
+        if self.embedding_chunk_size is not None:
+            check_chunk_size(self.embedding_chunk_size)
+
+
+@dataclass
 class TestEvaluationArguments:
     """How the test split is evaluated at the end (and the validation split during training)."""
 
@@ -257,6 +317,7 @@ class TrainArguments(NamedTuple):
     data: DataArguments
     objective: ObjectiveArguments
     evaluation: TestEvaluationArguments
+    scale: ScaleArguments
     training: TrainingArguments
 
 
@@ -278,7 +339,7 @@ def json_object(value: dict | str | None, option: str) -> dict[str, Any]:
 
 
 def argument_parser() -> HfArgumentParser:
-    """The parser of ``hf-atr train``: the four dataclasses above and ``TrainingArguments``."""
+    """The parser of ``hf-atr train``: the five dataclasses above and ``TrainingArguments``."""
     from transformers import HfArgumentParser, TrainingArguments
 
     return HfArgumentParser(
@@ -287,6 +348,7 @@ def argument_parser() -> HfArgumentParser:
             DataArguments,
             ObjectiveArguments,
             TestEvaluationArguments,
+            ScaleArguments,
             TrainingArguments,
         ),
         prog="hf-atr train",
@@ -344,6 +406,7 @@ __all__ = [
     "CONFIG_FILE_SUFFIXES",
     "DataArguments",
     "ObjectiveArguments",
+    "ScaleArguments",
     "StartingPointArguments",
     "TestEvaluationArguments",
     "TrainArguments",

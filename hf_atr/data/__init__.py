@@ -11,6 +11,7 @@ from .esc50 import class_prompts, load_esc50
 from .multilingual import load_translations, normalize_language_code
 from .relevance import load_relevance_judgements
 from .schema import LANGUAGES, atr_features, corpus_provenance
+from .shards import load_audio_text_shards, write_audio_text_shards
 from .synthcaps import (
     SOUND_EVENTS,
     event_phrase,
@@ -41,6 +42,7 @@ __all__ = [
     "generate_clip",
     "hold_out_test_split",
     "load_audio_text_folder",
+    "load_audio_text_shards",
     "load_audiocaps",
     "load_clotho",
     "load_corpus",
@@ -52,6 +54,7 @@ __all__ = [
     "normalize_language_code",
     "read_caption_list",
     "resample",
+    "write_audio_text_shards",
     "write_audiocaps_layout",
     "write_clotho_layout",
     "write_esc50_layout",

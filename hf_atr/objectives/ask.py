@@ -133,6 +133,11 @@ class AskObjective(ContrastiveObjective):
         "(under review; no public identifier).",
     )
 
+    def logit_scales_read(self) -> frozenset[str]:
+        """``logit_scale`` with the learnable temperature: Eq. 15 scales both directions by it. (Until a knowledge
+        base is set the loss is the contrastive one, which reads ``audio_logit_scale`` too, as a constant then.)"""
+        return frozenset({"logit_scale"}) if self.temperature is None else frozenset()
+
     def __init__(
         self,
         temperature: float | None = None,

@@ -161,6 +161,10 @@ class KclObjective(AtriContrastiveObjective):
     description = "K-language contrastive learning over all caption translations (ATRI)"
     citation = (ATRI_CITATION,)
 
+    def logit_scales_read(self) -> frozenset[str]:
+        """``logit_scale`` with the learnable temperature: both directions use it (never ``audio_logit_scale``)."""
+        return frozenset({"logit_scale"}) if self.temperature is None else frozenset()
+
     def forward(
         self,
         audio_embeds: torch.Tensor,
@@ -224,6 +228,10 @@ class CaclObjective(AtriContrastiveObjective):
 
     description = "contrastive learning with a cross-language consistency term (ATRI)"
     citation = (ATRI_CITATION,)
+
+    def logit_scales_read(self) -> frozenset[str]:
+        """``logit_scale`` with the learnable temperature: both directions use it (never ``audio_logit_scale``)."""
+        return frozenset({"logit_scale"}) if self.temperature is None else frozenset()
 
     def forward(
         self,

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
-from .registry import Objective, ObjectiveOutput, register_objective
+from .registry import LOGIT_SCALE_NAMES, Objective, ObjectiveOutput, register_objective
 
 CLIP_CITATION = (
     "Radford et al. Learning Transferable Visual Models From Natural Language Supervision (CLIP). ICML 2021. "
@@ -69,6 +69,10 @@ class ContrastiveObjective(Objective):
                 f"contrastive: `temperature` must be a positive number or None, got {temperature!r}."
             )
         self.temperature = temperature
+
+    def logit_scales_read(self) -> frozenset[str]:
+        """Both of the head's scales with the learnable temperature (the default), none with a fixed one."""
+        return LOGIT_SCALE_NAMES if self.temperature is None else frozenset()
 
     def logit_scale(self, model: nn.Module | None) -> torch.Tensor | float:
         """The factor ``1/t`` applied to similarities (the text→audio one when the model has two)."""

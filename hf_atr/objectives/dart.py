@@ -559,6 +559,10 @@ class DartObjective(Objective):
         )
         self.log_gradient_share = bool(log_gradient_share)
 
+    def logit_scales_read(self) -> frozenset[str]:
+        """The base objective's (the UWD term reads embeddings only)."""
+        return self.base.logit_scales_read()
+
     def forward(
         self,
         audio_embeds: torch.Tensor,

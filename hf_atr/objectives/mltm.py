@@ -130,6 +130,11 @@ class InverseOTObjective(Objective):
 
     description = "inverse optimal transport with a learned ground metric (m-LTM)"
     citation = (MLTM_CITATION,)
+
+    def logit_scales_read(self) -> frozenset[str]:
+        """None: the loss depends on the similarities alone, never on the head's logit scales."""
+        return frozenset()
+
     grad_modes = GRAD_MODES
     # DART Eq. 4 ("Euclidean in our implementation"); m-LTM Eq. 9 with M = I (scoring="mahalanobis" learns M).
     paper_scoring = "euclidean"

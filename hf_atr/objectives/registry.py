@@ -50,6 +50,9 @@ BUILTIN_OBJECTIVES: dict[str, str] = {
 }
 """Built-in objective name -> ``"module:Class"``; the module is imported when the name is first looked up."""
 
+LOGIT_SCALE_NAMES = frozenset({"logit_scale", "audio_logit_scale"})
+"""The scoring head's learnable logit scales (the second one only with ``separate_logit_scales``)."""
+
 _REGISTRY: dict[str, type[Objective]] = {}
 """Classes registered so far: built-ins whose module was imported, plugins, classes decorated in user code."""
 _entry_points: dict[str, EntryPoint] | None = None
@@ -105,6 +108,16 @@ class Objective(nn.Module):
     def scoring_in_paper(cls, hyperparameters: Mapping[str, Any]) -> str:
         """The scoring head the paper uses with these hyperparameters (``config.objective`` without ``name``)."""
         return cls.paper_scoring
+
+    def logit_scales_read(self) -> frozenset[str]:
+        """Names of the scoring head's logit scales (``"logit_scale"``, ``"audio_logit_scale"``) this objective's
+        loss depends on.
+
+        :class:`~hf_atr.AtrTrainer` freezes the others, so that every trainable parameter gets a gradient and
+        multi-process training runs with DDP's ``find_unused_parameters=False``. The default (both) keeps them
+        trainable: a plugin that reads none says so by overriding this.
+        """
+        return LOGIT_SCALE_NAMES
 
     def __call__(
         self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, **kwargs: Any

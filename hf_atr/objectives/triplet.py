@@ -38,6 +38,10 @@ class TripletObjective(Objective):
         "BMVC 2018. arXiv:1707.05612",
     )
 
+    def logit_scales_read(self) -> frozenset[str]:
+        """None: the loss depends on the similarities alone, never on the head's logit scales."""
+        return frozenset()
+
     def __init__(self, margin: float = 0.2, max_violation: bool = True) -> None:
         super().__init__()
         if not isinstance(margin, (int, float)) or margin < 0:

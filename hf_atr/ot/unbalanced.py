@@ -7,6 +7,8 @@ reference.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .utils import (
@@ -57,13 +59,22 @@ def _unbalanced_potentials(
     alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, torch.zeros_like(log_b))
     kernel = stabilised_kernel(log_kernel_ab, alpha, beta)
     log_u, log_v = torch.zeros_like(log_a), torch.zeros_like(log_b)
-    iterations = 1
+    iterations, absorbed = 1, True
     while True:
         # With kernel = exp(log_kernel_ab + alpha_i + beta_j), the damped projection of the total row
         # potential alpha + log_u is exponent * (log a + alpha - log(kernel @ v)); same for columns.
         new_log_u = (log_a + alpha - (kernel @ log_v.exp()).log_()).mul_(exponent).sub_(alpha)
         new_log_v = (log_b + beta - (kernel.T @ new_log_u.exp()).log_()).mul_(exponent).sub_(beta)
         error = float(torch.maximum((new_log_u - log_u).abs().amax(), (new_log_v - log_v).abs().amax()))
+        if not math.isfinite(error) or (absorbed and error > ABSORB_LOG_SCALING):
+            # A plan whose mass is far below 1 (costs many times reg: the relaxed marginals let it destroy mass)
+            # keeps the stabilised kernel far below 1 even right after absorbing, so the scalings leave float
+            # range (float32) or jump past the absorption threshold at every iteration and never settle
+            # (float64). The log domain has neither problem: finish there from the last finite potentials.
+            return _unbalanced_log_potentials(
+                log_kernel_ab, log_a, log_b, exponent, beta + log_v, iterations, max_iter, tol
+            )
+        absorbed = False
         log_u, log_v = new_log_u, new_log_v
         iterations += 1
         if error < tol:
@@ -76,7 +87,33 @@ def _unbalanced_potentials(
             alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta + log_v)
             kernel = stabilised_kernel(log_kernel_ab, alpha, beta)
             log_u, log_v = torch.zeros_like(log_u), torch.zeros_like(log_v)
+            absorbed = True
     return alpha + log_u, beta + log_v
+
+
+@torch.no_grad()
+def _unbalanced_log_potentials(
+    log_kernel_ab: torch.Tensor,
+    log_a: torch.Tensor,
+    log_b: torch.Tensor,
+    exponent: float,
+    beta: torch.Tensor,
+    iterations: int,
+    max_iter: int,
+    tol: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log potentials by log-domain iterations from column potential ``beta``, ``iterations`` already spent."""
+    alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta)
+    while True:
+        new_alpha, new_beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta)
+        error = float(torch.maximum((new_alpha - alpha).abs().amax(), (new_beta - beta).abs().amax()))
+        alpha, beta = new_alpha, new_beta
+        iterations += 1
+        if error < tol:
+            return alpha, beta
+        if iterations >= max_iter:
+            warn_not_converged("unbalanced_sinkhorn_plan", max_iter, tol, error)
+            return alpha, beta
 
 
 def unbalanced_sinkhorn_plan(

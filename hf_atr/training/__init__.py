@@ -1,8 +1,10 @@
-"""Training: the trainer, its data collators (precomputed features or raw waveforms) and callbacks."""
+"""Training: the trainer, its data collators (precomputed features or raw waveforms), streamed pairs, gradient
+caching and callbacks."""
 
 from .callbacks import KnowledgeBaseRefreshCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .multilingual import MultilingualCollator, RandomLanguageDataset, group_caption_embeds
+from .streaming import StreamingPairs
 from .trainer import AtrTrainer, NonFiniteLossError
 from .waveform_collator import WaveformCollator, featurize_waveforms
 
@@ -14,6 +16,7 @@ __all__ = [
     "MultilingualCollator",
     "NonFiniteLossError",
     "RandomLanguageDataset",
+    "StreamingPairs",
     "WaveformCollator",
     "featurize_waveforms",
     "group_caption_embeds",

@@ -15,6 +15,11 @@ from ..processing_atr import AtrProcessor, audio_batch
 METADATA_KEYS = ("audio_ids", "caption_indices", "languages")
 """Batch entries for the objective, never passed to the model's forward."""
 
+EPOCH = "epoch"
+"""Item entry: the epoch an item was drawn in (:meth:`CaptionPairDataset.set_epoch`, the streaming epochs of
+:class:`~hf_atr.training.streaming.StreamingPairs`), which seeds per-epoch random choices in DataLoader workers
+(the waveform collator's crops) whatever copy of the dataset or collator a worker holds."""
+
 
 @dataclass
 class AtrDataCollator:
@@ -122,9 +127,10 @@ def caption_columns(clips: Any, languages: Sequence[str]) -> tuple[list, list]:
 class CaptionPairDataset(torch.utils.data.Dataset):
     """A view of a clip dataset with one item per (clip, language, caption): each is seen once per epoch.
 
-    Items are the clip's row plus ``caption_language`` and ``caption_index``; features are not copied.
-    Deterministic, so a resumed run draws exactly the batches an uninterrupted run would. Several
-    captions of one clip can land in one batch, which the objectives handle through ``audio_ids``.
+    Items are the clip's row plus ``caption_language``, ``caption_index`` and ``epoch`` (set by :meth:`set_epoch`,
+    which the Trainer's data loader calls every epoch); features are not copied. Deterministic, so a resumed run
+    draws exactly the batches an uninterrupted run would. Several captions of one clip can land in one batch,
+    which the objectives handle through ``audio_ids``.
 
     Args:
         clips: a shared-schema ``datasets.Dataset``.
@@ -144,6 +150,11 @@ class CaptionPairDataset(torch.utils.data.Dataset):
                 slots = range(len(captions_in_language(row, language) or []))
                 pairs.extend((clip_index, language_index, slot) for slot in slots)
         self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Tag the items with ``epoch`` (read by collators that draw per-epoch random choices)."""
+        self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -153,4 +164,5 @@ class CaptionPairDataset(torch.utils.data.Dataset):
         row = dict(self.clips[clip_index])
         row["caption_language"] = self.languages[language_index]
         row["caption_index"] = slot
+        row[EPOCH] = self.epoch
         return row

@@ -1,5 +1,6 @@
 """Every collective of hf-atr: gathering a batch across processes so that objectives see the global batch
-(global negatives), and moving knowledge-base rows between ranks.
+(global negatives), averaging the gradients of gradient-cached steps, and moving knowledge-base rows between
+ranks.
 
 Every process gathers the embeddings of all processes *with gradient* and evaluates the objective on
 the whole global batch, so the loss is the same on every rank. The backward of the gather sums the
@@ -16,7 +17,7 @@ Rows are exchanged with tensor collectives (padded to the longest shard); only :
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -141,3 +142,40 @@ def gather_batch_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
         else:
             gathered[key] = gather_objects(list(value))
     return gathered
+
+
+def average_gradients(parameters: Sequence[torch.nn.Parameter]) -> None:
+    """Average the ``.grad`` of ``parameters`` over ranks in place, as DDP's reducer does (one flat all-reduce).
+
+    For steps whose backward ran outside DDP's hooks (gradient caching runs the encoders' backward chunk by chunk
+    under ``no_sync``). A parameter without a gradient on some rank counts as zero there; one without a gradient on
+    every rank keeps ``grad=None`` (so optimizers skip it, as after a DDP step that never used it).
+    """
+    parameters = [parameter for parameter in parameters if parameter.requires_grad]
+    if not parameters:
+        return
+    device = _collective_device()
+    present = torch.tensor(
+        [parameter.grad is not None for parameter in parameters], dtype=torch.int32, device=device
+    )
+    dist.all_reduce(present)
+    reduced = [parameter for parameter, count in zip(parameters, present.tolist()) if count > 0]
+    if not reduced:
+        return
+    for parameter in reduced:
+        if parameter.grad is None:
+            parameter.grad = torch.zeros_like(parameter)
+    # One buffer per dtype: the collective needs a single dtype.
+    by_dtype: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+    for parameter in reduced:
+        by_dtype.setdefault(parameter.grad.dtype, []).append(parameter)
+    world_size = dist.get_world_size()
+    for group in by_dtype.values():
+        flat = torch.cat([parameter.grad.reshape(-1) for parameter in group]).to(device)
+        dist.all_reduce(flat)
+        flat /= world_size
+        offset = 0
+        for parameter in group:
+            count = parameter.grad.numel()
+            parameter.grad.copy_(flat[offset : offset + count].view_as(parameter.grad))
+            offset += count

@@ -15,8 +15,10 @@ import numpy as np
 import torch
 
 from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
+from ..features.base import BatchedFeatureExtractor
 from ..processing_atr import AtrProcessor, audio_batch
-from .collator import caption_columns, pair_batch
+from .collator import EPOCH, caption_columns, pair_batch
+from .waveform_collator import WaveformCollator
 
 MULTILINGUAL_METADATA_KEYS = ("captions_per_audio", "language_mask")
 """Batch entries :class:`MultilingualCollator` adds for the objective (besides ``audio_ids``,
@@ -103,12 +105,21 @@ class MultilingualCollator:
             ``"eng"`` and at least one other.
         mode: ``"kcl"`` or ``"cacl"``.
         max_length: token limit for captions (the tokenizer's by default).
+        waveforms: a :class:`~hf_atr.training.waveform_collator.WaveformCollator` that builds the audio part from
+            raw ``audio`` (decoded, resampled and cropped in the DataLoader workers; features computed on the
+            training device by :class:`~hf_atr.AtrTrainer`); ``None`` stacks precomputed features.
     """
 
     processor: AtrProcessor
     languages: Sequence[str] = field(default_factory=lambda: list(LANGUAGES))
     mode: str = "kcl"
     max_length: int | None = None
+    waveforms: WaveformCollator | None = None
+
+    @property
+    def features(self) -> BatchedFeatureExtractor | None:
+        """The batched features that turn this collator's waveforms into model inputs on the device, if any."""
+        return None if self.waveforms is None else self.waveforms.features
 
     def __post_init__(self) -> None:
         if self.mode not in COLLATOR_MODES:
@@ -149,9 +160,14 @@ class MultilingualCollator:
             caption_indices.append(slot)
             row_languages.append(list(languages))
             language_mask.append(present)
+        audio_inputs = (
+            audio_batch(self.processor, rows, audio_ids)
+            if self.waveforms is None
+            else self.waveforms.audio_inputs(rows, audio_ids)
+        )
         batch = pair_batch(
             self.processor,
-            audio_batch(self.processor, rows, audio_ids),
+            audio_inputs,
             audio_ids,
             captions,
             caption_indices,
@@ -262,4 +278,5 @@ class RandomLanguageDataset(torch.utils.data.Dataset):
         row = dict(self.clips[clip_index])
         row["caption_language"] = self.language_of(index)
         row["caption_index"] = slot
+        row[EPOCH] = self.epoch
         return row

@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 import torch
+from datasets import IterableDataset as StreamedDataset
 from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging
@@ -17,19 +18,51 @@ from ..data.schema import corpus_provenance
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..file_permissions import apply_umask
 from ..model_card import ModelCardCallback, card_data
-from ..objectives.registry import Objective, build_objective
+from ..objectives.registry import LOGIT_SCALE_NAMES, Objective, build_objective
 from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
-from .distributed import gather_batch_metadata, gather_rows, is_distributed
-from .multilingual import MULTILINGUAL_METADATA_KEYS, group_caption_embeds
+from .distributed import average_gradients, gather_batch_metadata, gather_rows, is_distributed
+from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
+from .multilingual import MULTILINGUAL_METADATA_KEYS, RandomLanguageDataset, group_caption_embeds
+from .streaming import StreamingPairs, stream_data_loader
+from .waveform_collator import CROPPED, WAVEFORMS, WaveformCollator, featurize_waveforms
 
 logger = logging.get_logger(__name__)
 
 OBJECTIVE_STATE_NAME = "objective.safetensors"
 """File holding the objective's buffers/parameters (e.g. DART's EMA reliabilities) inside a checkpoint."""
 
+AUDIO_FEATURE_SOURCES = ("device", "collator")
+"""Where the model's audio inputs are computed: on the training device from the waveforms the collator's workers
+prepare (``"device"``), or by the collator itself (``"collator"``: precomputed features stacked, or transformers'
+extractor run in the workers)."""
+
 
 class NonFiniteLossError(FloatingPointError):
     """Raised when the objective returns a NaN or infinite loss."""
+
+
+def _has_input_dependent_branches(model: Any) -> bool:
+    """Whether some parameters are used only for some inputs, so DDP must look for unused ones every step.
+
+    CLAP's fused audio tower runs its fusion layers only on batches that hold a clip longer than the window.
+    """
+    config = getattr(model, "config", None)
+    return bool(getattr(getattr(config, "audio_config", None), "enable_fusion", False))
+
+
+def _check_dataloader_options(args: TrainingArguments, train_dataset: Any, device_features: bool) -> None:
+    """Persistent workers keep their first copy of a map-style dataset, so per-epoch draws must not live there."""
+    if not (args.dataloader_persistent_workers and args.dataloader_num_workers > 0):
+        return
+    if isinstance(train_dataset, RandomLanguageDataset) or (
+        device_features and isinstance(train_dataset, CaptionPairDataset)
+    ):
+        raise ValueError(
+            "dataloader_persistent_workers=True keeps each worker's first copy of the training set, so the "
+            f"epoch that {type(train_dataset).__name__}.set_epoch sets (per-epoch languages, random crops) would "
+            "never reach the workers. Set dataloader_persistent_workers=False (the default), or stream the corpus "
+            "(StreamingPairs items carry their epoch)."
+        )
 
 
 class _ParameterProjectionCallback(TrainerCallback):
@@ -71,11 +104,31 @@ class AtrTrainer(Trainer):
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
-    Datasets are shared-schema rows with precomputed audio features. A training set of clips is
-    trained on as a :class:`CaptionPairDataset` (one item per caption, so an epoch sees every
-    caption once and resuming is exact); the default collator is :class:`AtrDataCollator`. ``remove_unused_columns`` is turned off (the collator needs
-    ``captions`` and ``audio_id``), and the loss is divided by gradient-accumulation steps as usual
-    (``model_accepts_loss_kwargs = False``, see STACK-NOTES.md).
+    Datasets are shared-schema rows. A map-style training set of clips is trained on as a
+    :class:`CaptionPairDataset` (one item per caption, so an epoch sees every caption once and resuming is exact);
+    a streamed one (a ``datasets.IterableDataset``, e.g. WebDataset or parquet shards read with
+    :func:`~hf_atr.data.shards.load_audio_text_shards`) as :class:`~hf_atr.training.streaming.StreamingPairs`
+    (pass one to choose its caption mode and shuffle buffer), with ``max_steps`` giving the length of training:
+    each process reads its own shards, each DataLoader worker its own part of them, and resuming skips the consumed
+    items before they are decoded. The default collator is :class:`AtrDataCollator`; ``remove_unused_columns``
+    is turned off (the collator needs ``captions`` and ``audio_id``), and the loss is divided by
+    gradient-accumulation steps as usual (``model_accepts_loss_kwargs = False``, see STACK-NOTES.md).
+
+    Scale:
+
+    - ``audio_features="device"``: the collator's DataLoader workers decode, resample and crop the clips
+      (:class:`~hf_atr.training.waveform_collator.WaveformCollator`, built from the processor unless one is passed;
+      long clips are cut to the extractor's window at a random offset drawn per (seed, epoch, clip)), and the
+      log-mel features are computed batched on the training device inside the step.
+    - ``embedding_chunk_size=N``: gradient caching (:mod:`hf_atr.training.grad_cache`): the encoders see ``N``
+      clips at a time, the objective the whole (global) batch, and the update equals the uncached one (with
+      LayerNorm backbones; with BatchNorm ones, statistics are per chunk). Memory no longer grows with the batch
+      through the encoders' activations, only through the embeddings and the objective's own ``batch × batch``
+      buffers. Stateful objectives update once per step.
+    - Under several processes DDP runs with ``find_unused_parameters=False`` (unless ``TrainingArguments`` says
+      otherwise): the model freezes the modules its configuration never reads (a tower's pooler when it pools
+      itself) and the trainer freezes the scoring head's logit scales the objective does not read
+      (:meth:`~hf_atr.objectives.Objective.logit_scales_read`), so every trainable parameter gets a gradient.
 
     Args:
         objective: an :class:`~hf_atr.objectives.Objective`; default ``build_objective(model.config)``.
@@ -85,6 +138,11 @@ class AtrTrainer(Trainer):
         eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for ``evaluate()``.
         skip_non_finite: when an embedding or the loss is NaN/inf, skip the step (zero gradient, counted in
             the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`.
+        audio_features: ``"device"`` or ``"collator"`` (:data:`AUDIO_FEATURE_SOURCES`); default ``"device"`` when
+            the collator prepares waveforms (a ``WaveformCollator``, or a ``MultilingualCollator`` with
+            ``waveforms``), ``"collator"`` otherwise.
+        embedding_chunk_size: clips per encoder chunk for gradient caching; ``None`` (default) encodes the batch
+            at once.
         Other arguments are those of ``transformers.Trainer``; ``processing_class`` must be the
         :class:`~hf_atr.AtrProcessor`.
     """
@@ -99,6 +157,8 @@ class AtrTrainer(Trainer):
         eval_languages: list[str] | None = None,
         eval_scoring: str = "head",
         skip_non_finite: bool = False,
+        audio_features: str | None = None,
+        embedding_chunk_size: int | None = None,
         data_collator: Any = None,
         processing_class: Any = None,
         callbacks: list[TrainerCallback] | None = None,
@@ -106,7 +166,15 @@ class AtrTrainer(Trainer):
     ) -> None:
         if processing_class is None:
             raise ValueError("AtrTrainer needs `processing_class=AtrProcessor(...)` to tokenise captions.")
-        if args is not None and args.remove_unused_columns:
+        if audio_features is not None and audio_features not in AUDIO_FEATURE_SOURCES:
+            raise ValueError(
+                f"audio_features must be one of {AUDIO_FEATURE_SOURCES} or None, got {audio_features!r}."
+            )
+        if embedding_chunk_size is not None:
+            check_chunk_size(embedding_chunk_size)
+        if args is None:
+            args = TrainingArguments(output_dir="tmp_trainer")
+        if args.remove_unused_columns:
             args.remove_unused_columns = False
         self.objective = objective if objective is not None else build_objective(model.config)
         trainable = [name for name, parameter in self.objective.named_parameters() if parameter.requires_grad]
@@ -117,15 +185,37 @@ class AtrTrainer(Trainer):
                 "(as the temperature lives in its scoring head), or pass `optimizers=(optimizer, scheduler)` "
                 "covering them."
             )
+        self._freeze_unread_logit_scales(model)
+        if args.ddp_find_unused_parameters is None:
+            args.ddp_find_unused_parameters = _has_input_dependent_branches(model)
+        if audio_features == "device" and data_collator is None:
+            data_collator = WaveformCollator(processing_class, seed=args.seed)
         if data_collator is None:
             data_collator = AtrDataCollator(processing_class)
+        self.device_features = getattr(data_collator, "features", None)
+        if audio_features == "device" and self.device_features is None:
+            raise ValueError(
+                f"audio_features='device' needs a collator that prepares waveforms (WaveformCollator, or "
+                f"MultilingualCollator(waveforms=WaveformCollator(...))), got {type(data_collator).__name__}."
+            )
+        if audio_features == "collator":
+            self.device_features = None
+        self._waveform_collator = (
+            data_collator
+            if isinstance(data_collator, WaveformCollator)
+            else getattr(data_collator, "waveforms", None)
+        )
+        self._crops_logged = False
         callbacks = [*(callbacks or []), _ParameterProjectionCallback()]
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)
         _record_training_provenance(callbacks, train_dataset)
-        if train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
+        if isinstance(train_dataset, StreamedDataset):
+            train_dataset = StreamingPairs(train_dataset, languages=train_languages, seed=args.seed)
+        elif train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
             train_dataset = CaptionPairDataset(train_dataset, languages=train_languages)
+        _check_dataloader_options(args, train_dataset, self.device_features is not None)
         super().__init__(
             model=model,
             args=args,
@@ -135,14 +225,61 @@ class AtrTrainer(Trainer):
             callbacks=callbacks,
             **kwargs,
         )
+        if embedding_chunk_size is not None and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            raise ValueError(
+                "embedding_chunk_size (gradient caching) runs with DDP or one process, not DeepSpeed/FSDP."
+            )
         self.model_accepts_loss_kwargs = False
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
         self.eval_scoring = eval_scoring
         self.skip_non_finite = skip_non_finite
+        self.embedding_chunk_size = embedding_chunk_size
         self.skipped_non_finite_steps = 0
         self._objective_log_sums: dict[str, float] = defaultdict(float)
         self._objective_log_count = 0
+        self._process_stream: StreamingPairs | None = None
+
+    def _freeze_unread_logit_scales(self, model: Any) -> None:
+        """``requires_grad=False`` on the scoring head's logit scales the objective's loss does not depend on."""
+        head = getattr(model, "scoring_head", None)
+        read = self.objective.logit_scales_read()
+        frozen = []
+        for name in sorted(LOGIT_SCALE_NAMES - read):
+            parameter = getattr(head, name, None)
+            if isinstance(parameter, torch.nn.Parameter) and parameter.requires_grad:
+                parameter.requires_grad_(False)
+                frozen.append(name)
+        if frozen:
+            logger.info(
+                f"Objective {self.objective.name!r} does not read {frozen}: frozen (no gradient, no update)."
+            )
+
+    @staticmethod
+    def _pop_metadata(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            key: inputs.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in inputs
+        }
+
+    def _device_audio_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The model inputs of a batch: waveforms featurised on the training device when the collator made them."""
+        if self.device_features is None:
+            return inputs
+        cropped = inputs.get(CROPPED)
+        if (
+            not self._crops_logged
+            and cropped is not None
+            and bool(cropped.any())
+            and self._waveform_collator is not None
+        ):
+            logger.warning(
+                f"{int(cropped.sum())} of {cropped.numel()} clips in a training batch were longer than the feature "
+                f"extractor's window and were {self._waveform_collator.crop_description()}. Logged once."
+            )
+            self._crops_logged = True
+        if WAVEFORMS not in inputs:
+            return inputs
+        return featurize_waveforms(inputs, self.device_features, device=self.args.device)
 
     def compute_loss(
         self,
@@ -151,12 +288,16 @@ class AtrTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
-        metadata = {
-            key: inputs.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in inputs
-        }
-        outputs = model(**inputs)
-        audio_embeds = outputs.audio_embeds
-        text_embeds = group_caption_embeds(outputs.text_embeds, audio_embeds.shape[0], metadata)
+        metadata = self._pop_metadata(inputs)
+        outputs = model(**self._device_audio_inputs(inputs))
+        loss = self._objective_loss(model, outputs.audio_embeds, outputs.text_embeds, metadata)
+        return (loss, outputs) if return_outputs else loss
+
+    def _objective_loss(
+        self, model: Any, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, metadata: dict[str, Any]
+    ) -> torch.Tensor:
+        """The objective's loss on this process's embeddings (gathered over processes first), logs collected."""
+        text_embeds = group_caption_embeds(text_embeds, audio_embeds.shape[0], metadata)
         if is_distributed():
             audio_embeds, text_embeds = gather_rows(audio_embeds), gather_rows(text_embeds)
             metadata = gather_batch_metadata(metadata)
@@ -168,14 +309,100 @@ class AtrTrainer(Trainer):
             )
             problem = self._non_finite(loss=objective_output.loss)
         if problem is not None:
-            loss = self._handle_non_finite(model, problem, objective_output)
-        else:
-            loss = objective_output.loss
-            if model.training:
-                for key, value in objective_output.logs.items():
-                    self._objective_log_sums[key] += float(value)
-                self._objective_log_count += 1
-        return (loss, outputs) if return_outputs else loss
+            return self._handle_non_finite(model, problem, objective_output)
+        if model.training:
+            for key, value in objective_output.logs.items():
+                self._objective_log_sums[key] += float(value)
+            self._objective_log_count += 1
+        return objective_output.loss
+
+    def training_step(
+        self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        """``Trainer.training_step``, or with ``embedding_chunk_size`` one gradient-cached step.
+
+        Cached: the batch stays where the collator left it and moves to the device chunk by chunk
+        (:func:`~hf_atr.training.grad_cache.cached_embedding_backward`); the objective's backward goes through
+        ``accelerator.backward`` (so fp16 gradient scaling applies to every gradient), the encoders' backward runs
+        under ``no_sync`` and, under several processes, the gradients are averaged once at the end of the
+        accumulation cycle, as DDP would.
+        """
+        if self.embedding_chunk_size is None:
+            return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        metadata = self._prepare_input(self._pop_metadata(dict(inputs)))
+        model_inputs = {key: value for key, value in inputs.items() if key not in metadata}
+        chunks = split_batch(
+            model_inputs, self.embedding_chunk_size, int(metadata.get("captions_per_audio", 1))
+        )
+
+        def embed(chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+            outputs = model(**self._device_audio_inputs(self._prepare_input(chunk)))
+            return outputs.audio_embeds, outputs.text_embeds
+
+        def objective_backward(audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
+            with self.compute_loss_context_manager():
+                loss = self._objective_loss(model, audio_embeds, text_embeds, metadata)
+            self.accelerator.backward(loss / self.current_gradient_accumulation_steps)
+            return loss.detach()
+
+        with self.accelerator.no_sync(model):
+            loss = cached_embedding_backward(
+                embed,
+                chunks,
+                objective_backward,
+                model=self.accelerator.unwrap_model(model),
+                devices=[self.args.device],
+            )
+        if is_distributed() and self.accelerator.sync_gradients:
+            average_gradients(list(model.parameters()))
+        return loss / self.current_gradient_accumulation_steps
+
+    def get_train_dataloader(self) -> Any:
+        """The Trainer's loader, or for a stream a per-process loader over this process's shards.
+
+        Streams bypass ``accelerator.prepare``: for an ``IterableDataset`` accelerate would either read every batch
+        on rank 0 and dispatch it (``dispatch_batches``, its default for iterable datasets) or wrap the stream in an
+        ``IterableDatasetShard`` that makes every rank read every item and keep its share. Each rank reads its own
+        shards instead (:func:`~hf_atr.training.streaming.stream_data_loader`: read here, collated in the workers);
+        the Trainer moves each batch to the device.
+        """
+        if not isinstance(self.train_dataset, StreamingPairs):
+            self._process_stream = None
+            return super().get_train_dataloader()
+        if self.args.accelerator_config.dispatch_batches:
+            raise ValueError(
+                "accelerator_config.dispatch_batches=True is not used with streamed training: each process reads "
+                "its own shards. Leave it unset."
+            )
+        stream = self.train_dataset.for_process(self.args.process_index, self.args.world_size)
+        self._process_stream = stream
+        workers = self.args.dataloader_num_workers
+        return stream_data_loader(
+            stream,
+            self._train_batch_size,
+            self.data_collator,
+            num_workers=workers,
+            pin_memory=self.args.dataloader_pin_memory,
+            persistent_workers=self.args.dataloader_persistent_workers and workers > 0,
+            prefetch_factor=self.args.dataloader_prefetch_factor if workers > 0 else None,
+            multiprocessing_context=self.args.dataloader_multiprocessing_context if workers > 0 else None,
+            in_order=self.args.dataloader_in_order,
+            # Its own generator: creating the iterator then draws the workers' base seed from it, not from torch's
+            # global generator, whose state a resumed run restores from the checkpoint.
+            generator=torch.Generator().manual_seed(self.args.seed),
+        )
+
+    def _init_training_state(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        """For a stream, the batches to skip on resume go to the stream (skipped before decoding), not to the
+        Trainer's ``skip_first_batches`` (which would collate, hence decode, every skipped batch)."""
+        epochs_trained, batches_trained = super()._init_training_state(*args, **kwargs)
+        if self._process_stream is None:
+            return epochs_trained, batches_trained
+        self._process_stream.resume_after(batches_trained * self._train_batch_size)
+        return epochs_trained, 0
 
     @staticmethod
     def _non_finite(**tensors: torch.Tensor) -> str | None:

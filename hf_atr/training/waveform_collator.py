@@ -22,11 +22,13 @@ from ..features.base import BatchedFeatureExtractor
 from ..features.registry import batched_features_for
 from ..features.spectrogram import pad_waveforms
 from ..processing_atr import model_audio_inputs
-from .collator import AtrDataCollator
+from .collator import EPOCH, AtrDataCollator
 
 WAVEFORMS = "waveforms"
 WAVEFORM_LENGTHS = "waveform_lengths"
 RANDOM_CHOICES = "feature_random_choices"
+CROPPED = "waveform_cropped"
+"""Batch entry: ``(batch,)`` bool, True for the clips that were longer than the window and were cut to it."""
 CROPS = ("random", "start")
 
 
@@ -47,19 +49,23 @@ class WaveformCollator(AtrDataCollator):
     reads the whole clip and is never cut) is cut to it:
 
     - ``crop="random"`` (default): at an offset drawn uniformly, seeded by ``(seed, epoch, audio_id,
-      caption_language, caption_index)``. For AST and Whisper this is training augmentation (the
-      extractor itself reads the start); for CLAP rand_trunc it is the extractor's own crop.
+      caption_language, caption_index)``, so a long clip shows a different window every epoch. For AST,
+      Whisper and PANNs this is training augmentation (the extractor itself reads the start); for CLAP
+      rand_trunc it is the extractor's own crop.
     - ``crop="start"``: AST and Whisper keep the start, exactly what their extractors read; CLAP
       rand_trunc still draws its crop as above (that is its extractor's behaviour).
 
     The remaining random choices (CLAP fusion's three crops, the clip forced ``is_longer``) are drawn with
-    a generator seeded by ``(seed, epoch, the batch's items)``. Call :meth:`set_epoch` before each epoch's
-    iterator is created (with ``persistent_workers=False``, the DataLoader's default, workers get a fresh
-    copy of the collator every epoch).
+    a generator seeded by ``(seed, epoch, the batch's items)``. The epoch is the item's ``epoch`` entry when it
+    has one (:class:`~hf_atr.training.CaptionPairDataset` and the streaming pairs tag their items, so the
+    epoch reaches every worker, persistent or not), otherwise the collator's own (:meth:`set_epoch`, before
+    each epoch's iterator is created: with ``persistent_workers=False``, the DataLoader's default, workers get
+    a fresh copy of the collator every epoch).
 
     Returns, besides the captions and metadata of :class:`AtrDataCollator`: ``waveforms: (batch,
-    samples)`` float32 zero-padded, ``waveform_lengths: (batch,)`` and ``feature_random_choices`` (a dict
-    of ``(batch, ...)`` tensors). :func:`featurize_waveforms` turns them into model inputs on the device.
+    samples)`` float32 zero-padded, ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict
+    of ``(batch, ...)`` tensors) and ``waveform_cropped: (batch,)`` bool (clips cut to the window).
+    :func:`featurize_waveforms` turns them into model inputs on the device.
 
     Raises:
         ValueError: the processor's feature extractor has no batched torch implementation.
@@ -91,21 +97,34 @@ class WaveformCollator(AtrDataCollator):
             (audio_id, row.get("caption_language", ""), row.get("caption_index", ""))
             for audio_id, row in zip(audio_ids, rows)
         ]
+        epochs = [int(row.get(EPOCH, self.epoch)) for row in rows]
         waveforms, source_lengths = [], []
-        for key, row in zip(item_keys, rows):
+        for key, epoch, row in zip(item_keys, epochs, rows):
             if "audio" not in row:
                 raise ValueError(f"Clip {key[0]!r} has no 'audio' column to decode (columns: {sorted(row)}).")
             waveform = decode_audio(row["audio"], self.features.sampling_rate, source=key[0])
             source_lengths.append(len(waveform))
-            waveforms.append(
-                self.cut(waveform, np.random.default_rng(item_seed(self.seed, self.epoch, *key)))
-            )
+            waveforms.append(self.cut(waveform, np.random.default_rng(item_seed(self.seed, epoch, *key))))
         padded, lengths = pad_waveforms(waveforms)
-        generator = torch.Generator().manual_seed(item_seed(self.seed, self.epoch, *item_keys))
-        random_choices = self.features.draw_random_choices(
-            lengths, generator, source_lengths=torch.tensor(source_lengths)
+        generator = torch.Generator().manual_seed(item_seed(self.seed, epochs, *item_keys))
+        source_lengths = torch.tensor(source_lengths)
+        random_choices = self.features.draw_random_choices(lengths, generator, source_lengths=source_lengths)
+        return {
+            WAVEFORMS: padded,
+            WAVEFORM_LENGTHS: lengths,
+            RANDOM_CHOICES: random_choices,
+            CROPPED: source_lengths > lengths,
+        }
+
+    def crop_description(self) -> str:
+        """How clips longer than the window are cut, in words (for the trainer's log)."""
+        window = self.features.window_samples / self.features.sampling_rate
+        if self.crop == "start" and not self.features.random_window:
+            return f"cut to their first {window:g} s (crop='start')"
+        return (
+            f"cut to a {window:g}-s window at a random offset, drawn anew every epoch and seeded by "
+            f"(seed={self.seed}, epoch, clip)"
         )
-        return {WAVEFORMS: padded, WAVEFORM_LENGTHS: lengths, RANDOM_CHOICES: random_choices}
 
     def cut(self, waveform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """``waveform`` cut to the extractor's window (see the class docstring)."""
@@ -134,7 +153,8 @@ def featurize_waveforms(
         generator: for noise the extractor adds (Whisper's ``dither``).
 
     Returns:
-        A new dict: the batch without ``waveforms``, ``waveform_lengths`` and ``feature_random_choices``,
+        A new dict: the batch without ``waveforms``, ``waveform_lengths``, ``feature_random_choices`` and
+        ``waveform_cropped``,
         with the extractor's outputs named as the model takes them (e.g. ``input_values``, ``is_longer``,
         ``audio_attention_mask``).
     """
@@ -147,6 +167,7 @@ def featurize_waveforms(
     waveforms = batch.pop(WAVEFORMS)
     lengths = batch.pop(WAVEFORM_LENGTHS)
     random_choices = batch.pop(RANDOM_CHOICES, {})
+    batch.pop(CROPPED, None)
     if device is not None:
         waveforms = waveforms.to(device)
     outputs = features(waveforms, lengths, random_source=generator, random_choices=random_choices)

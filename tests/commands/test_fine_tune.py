@@ -18,6 +18,8 @@ from hf_atr.cli import main
 from hf_atr.commands.fine_tune import objective_config, run_train_command, run_training
 from hf_atr.commands.train_arguments import ObjectiveArguments, parse_train_arguments
 from hf_atr.data.schema import corpus_provenance
+from hf_atr.data.shards import write_audio_text_shards
+from hf_atr.training.streaming import StreamingPairs
 from hf_atr.training.trainer import AtrTrainer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -412,3 +414,76 @@ def test_languages_train_on_translations(in_tmp, towers):
     )  # fmt: skip
     assert result.final.protocol["languages"] == ["eng", "fra"] and "MRV" in result.final.metrics
     assert corpus_provenance(corpus["train"])["corpus"] == "Audio folder"
+
+
+def _saved_corpus_with_shards(folder: Path) -> None:
+    """A folder corpus saved with train and test splits, and its training clips written as 2 WebDataset shards."""
+    from hf_atr.data.audio_text_folder import load_audio_text_folder
+
+    for split, clips in (("train", 8), ("test", 4)):
+        write_sound_folder(folder / "corpus" / split, clips=clips, seed=len(split))
+    corpus = load_audio_text_folder(folder / "corpus")
+    corpus.save_to_disk(folder / "saved")
+    write_audio_text_shards(corpus["train"], folder / "shards", num_shards=2)
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["shards", "saved splits"])
+def test_training_at_scale_flags_reach_the_trainer(in_tmp, towers, monkeypatch, streamed):
+    """--train_shards (streamed), --audio_features device and --embedding_chunk_size: what AtrTrainer trains with."""
+    audio_tower, text_tower = towers
+    _saved_corpus_with_shards(in_tmp)
+    seen = {}
+    training_step = AtrTrainer.training_step
+
+    def recording_step(self, model, inputs, *args, **kwargs):
+        seen.setdefault("train_dataset", self.train_dataset)
+        seen.setdefault("chunk", self.embedding_chunk_size)
+        seen.setdefault("batch_keys", set(inputs))
+        seen.setdefault("device_features", self.device_features is not None)
+        return training_step(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(AtrTrainer, "training_step", recording_step)
+    data = ["--train_shards", "shards/*.tar", "--no_exclude_test_overlap"] if streamed else []
+    result = run_training(
+        parse_train_arguments(
+            ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",
+             "--output_dir", "run", "--audio_features", "device", "--embedding_chunk_size", "3", *data, *QUICK]
+        )
+    )  # fmt: skip
+    assert seen["chunk"] == 3 and seen["device_features"] and "waveforms" in seen["batch_keys"]
+    assert isinstance(seen["train_dataset"], StreamingPairs) == streamed
+    assert result.final.protocol["clips"] == 4 and result.train_metrics["train_loss"] > 0
+    card = (in_tmp / "run" / "model" / "README.md").read_text()
+    assert ("shards shards/*.tar" in card) == streamed
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--no_exclude_test_overlap"], "--train_shards streams the training data, which has no length: give "
+         "--max_steps."),
+        (["--max_steps", "2"], "The overlap filter (--exclude_test_overlap) does not run on streamed shards. Filter "
+         "the corpus before writing them"),
+        (["--max_steps", "2", "--no_exclude_test_overlap", "--blocklist", "b.json"], "The overlap filter "
+         "(--blocklist) does not run on streamed shards."),
+        (["--max_steps", "2", "--no_exclude_test_overlap", "--test_size", "2"], "--test_size holds a test split out "
+         "of the training clips, which --train_shards streams"),
+        (["--max_steps", "2", "--no_exclude_test_overlap", "--objective", "ask"], "Objective 'ask' cannot train from "
+         "a stream: it needs the whole training set at hand"),
+    ],
+)  # fmt: skip
+def test_streaming_errors_stop_the_run_before_features_are_extracted(
+    in_tmp, towers, monkeypatch, flags, message
+):
+    audio_tower, text_tower = towers
+    _saved_corpus_with_shards(in_tmp)
+    monkeypatch.setattr(
+        "hf_atr.commands.fine_tune.extract_features", lambda *args: pytest.fail("features were extracted")
+    )
+    arguments = parse_train_arguments(
+        ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",
+         "--output_dir", "run", "--train_shards", "shards/*.tar", *flags]
+    )  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        run_train_command(arguments)
+    assert str(exit_info.value).startswith(f"hf-atr train: {message}")

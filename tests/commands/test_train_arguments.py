@@ -24,7 +24,7 @@ def test_flags_fill_the_dataclasses_and_training_arguments(tmp_path):
          "--loader_options", '{"splits": ["train", "test"]}', "--map_cutoffs", "10", "16",
          "--output_dir", str(tmp_path), "--max_steps", "7", "--learning_rate", "1e-4", "--no_exclude_test_overlap"]
     )  # fmt: skip
-    start, data, objective, evaluation, training = arguments
+    start, data, objective, evaluation, scale, training = arguments
     assert (start.audio_model, start.text_model, start.freeze_text, start.freeze_audio) == (
         "a",
         "t",
@@ -37,6 +37,18 @@ def test_flags_fill_the_dataclasses_and_training_arguments(tmp_path):
     assert objective.objective == "triplet" and objective.objective_args == {"margin": 0.3}
     assert evaluation.map_cutoffs == [10, 16] and evaluation.eval_scoring == "head"
     assert training.output_dir == str(tmp_path) and training.max_steps == 7 and training.learning_rate == 1e-4
+    assert (scale.train_shards, scale.audio_features, scale.embedding_chunk_size) == ([], "collator", None)
+    assert (scale.stream_captions, scale.shuffle_buffer_size) == ("random", 1000)
+
+
+def test_training_at_scale_flags():
+    *_, scale, training = parse_train_arguments(
+        ["--dataset", "clotho", "--train_shards", "a/*.tar", "b/*.tar", "--stream_captions", "all",
+         "--shuffle_buffer_size", "0", "--audio_features", "device", "--embedding_chunk_size", "64",
+         "--max_steps", "100"]
+    )  # fmt: skip
+    assert scale.train_shards == ["a/*.tar", "b/*.tar"] and scale.stream_captions == "all"
+    assert (scale.shuffle_buffer_size, scale.audio_features, scale.embedding_chunk_size) == (0, "device", 64)
 
 
 @pytest.mark.parametrize("suffix", ["yaml", "json"])
@@ -54,7 +66,7 @@ def test_a_config_file_with_flags_overriding_it(tmp_path, suffix):
     }
     config = tmp_path / f"run.{suffix}"
     config.write_text(json.dumps(values))  # JSON is YAML too
-    start, data, objective, _, training = parse_train_arguments([str(config), "--max_steps", "9"])
+    start, data, objective, _, _, training = parse_train_arguments([str(config), "--max_steps", "9"])
     assert training.max_steps == 9 and training.learning_rate == 1e-4  # the flag wins over the file
     assert training.output_dir == str(tmp_path / "from-file") and start.freeze_audio is True
     assert (data.dataset, data.data_dir, data.languages) == ("audiofolder", "~/sounds", ["fra"])
@@ -108,6 +120,22 @@ def test_config_file_errors(tmp_path, capsys):
             ["--dataset", "x", "--max_steps", "many"],
             "argument --max_steps/--max-steps: invalid int value: 'many'",
         ),
+        (
+            ["--dataset", "x", "--audio_features", "gpu"],
+            "--audio_features must be one of ['device', 'collator'], got 'gpu'.",
+        ),
+        (
+            ["--dataset", "x", "--stream_captions", "first"],
+            "--stream_captions must be one of ['random', 'all'], got 'first'.",
+        ),
+        (
+            ["--dataset", "x", "--shuffle_buffer_size", "-1"],
+            "--shuffle_buffer_size must be 0 or more, got -1.",
+        ),
+        (
+            ["--dataset", "x", "--embedding_chunk_size", "0"],
+            "embedding_chunk_size must be a positive int, got 0.",
+        ),
     ],
 )
 def test_bad_arguments_are_named(flags, message, capsys):
@@ -126,6 +154,9 @@ def test_train_help_through_the_command_line(capsys):
         "--test_size TEST_SIZE",
         "--objective_args OBJECTIVE_ARGS",
         "--relevance RELEVANCE",
+        "training at scale:",
+        "--train_shards",
+        "--embedding_chunk_size EMBEDDING_CHUNK_SIZE",
         "--per_device_train_batch_size",  # TrainingArguments
         "--gradient_accumulation_steps",
         "flags override the file",

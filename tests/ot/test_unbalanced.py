@@ -106,3 +106,15 @@ def test_unbalanced_rejects_bad_input():
         unbalanced_sinkhorn_plan(torch.full((2, 2), float("nan")), 0.1, 0.1)
     with pytest.raises(ValueError, match="unknown `grad_mode` 'one_step'"):
         unbalanced_sinkhorn_plan(cost, 0.1, 0.1, grad_mode="one_step")
+
+
+@pytest.mark.parametrize("dtype, rtol", [(torch.float64, 1e-8), (torch.float32, 1e-4)])
+def test_plan_of_tiny_mass_is_finite_and_equals_the_log_domain_iterations(dtype, rtol):
+    """Costs of 11–12 at reg 0.03 (DART's feature cost at batch 4096: channel distances grow like √batch): the
+    plan keeps about e^-87 of the mass. The scalings used to overflow (float32: NaN plan) or to be absorbed at
+    every iteration without converging (float64: a plan 10^5 times too small)."""
+    cost = 11.0 + torch.rand(16, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    reference = unbalanced_sinkhorn_plan(cost, 0.03, 0.05, tol=1e-12, max_iter=20000, grad_mode="autograd")
+    plan = unbalanced_sinkhorn_plan(cost.to(dtype), 0.03, 0.05, tol=1e-9, max_iter=5000)
+    assert torch.isfinite(plan).all() and 1e-39 < float(reference.sum()) < 1e-36
+    torch.testing.assert_close(plan.double(), reference, rtol=0, atol=rtol * float(reference.max()))

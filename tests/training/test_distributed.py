@@ -1,7 +1,9 @@
-"""A real 2-process CPU (gloo) run matches a 1-process run with the same global batch."""
+"""Real 2-process CPU (gloo) runs: they match a 1-process run with the same global batch, cache gradients
+exactly, leave no trainable parameter without a gradient, and stream each rank's own shards."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,6 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
+from tiny_models import feature_dataset
+
+from hf_atr.objectives.registry import available_objectives
+from hf_atr.training.streaming import StreamingPairs
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 
@@ -51,3 +58,38 @@ def test_two_processes_reproduce_one_process_with_the_same_global_batch(tmp_path
     if objective == "dart":
         ema = "feature_transport.reliability_ema"
         assert two["objective_state"][ema] == pytest.approx(one["objective_state"][ema], rel=1e-3, abs=1e-6)
+
+
+SCALE_WORKER = Path(__file__).with_name("scale_worker.py")
+
+
+@pytest.mark.slow
+def test_two_processes_cache_gradients_exactly_leave_no_unused_parameter_and_split_the_shards(tmp_path):
+    """One 2-process gloo job (see scale_worker.py): for every objective, DDP with find_unused_parameters=False
+    finds a gradient on every trainable parameter at every step, and gradient caching reaches the parameters of
+    uncached training (float64, dropout off); a streamed run reads each rank's own shards."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    _run([*torchrun, str(SCALE_WORKER), str(tmp_path)], tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["missing"] == {name: [[], []] for name in available_objectives()}
+    for name in available_objectives():
+        for state in (
+            "",
+            ".objective",
+        ):  # the parameters, and the objective's state (DART's EMA, its counter)
+            whole = load_file(str(tmp_path / f"{name}-whole{state}.safetensors"))
+            cached = load_file(str(tmp_path / f"{name}-cached{state}.safetensors"))
+            assert cached.keys() == whole.keys()
+            for key, expected in whole.items():
+                torch.testing.assert_close(cached[key], expected, rtol=1e-5, atol=1e-5, msg=f"{name}: {key}")
+    assert (
+        int(load_file(str(tmp_path / "dart-cached.objective.safetensors"))["feature_transport.num_updates"])
+        == 2
+    )
+    stream = StreamingPairs(feature_dataset(16).to_iterable_dataset(num_shards=4), shuffle_buffer_size=4)
+    for rank, collated in enumerate(report["collated"]):
+        assert len(collated) == 8  # two batches of four: one epoch of the rank's two shards
+        own_shards = {item["audio_id"] for item in itertools.islice(iter(stream.for_process(rank, 2)), 8)}
+        assert set(collated) == own_shards
+    first, second = (set(collated) for collated in report["collated"])
+    assert first.isdisjoint(second) and first | second == {f"clip{index}" for index in range(16)}

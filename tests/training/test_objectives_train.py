@@ -2,9 +2,12 @@
 
 ``TrainingArguments(bf16=True, use_cpu=True)`` runs the model's forward under bfloat16 autocast
 (accelerate); the objective must still see float32 embeddings with autocast off (issue 11 §3).
-``fp16=True`` is accepted on CPU, but accelerate applies no autocast there (the forward runs in float32):
-it is checked to train, which is all it does. Training past chance is tested on real synthcaps audio in
-``test_objectives_synthcaps.py``.
+``fp16=True`` is accepted on CPU, but accelerate applies neither autocast nor gradient scaling there (it enables
+both only on accelerators): the forward runs in float32, which is checked. Its CUDA path (float16 autocast of the
+forward, ``GradScaler`` loss scaling and unscaling before clipping and the step) is run here with torch's CPU
+equivalents of the same classes: ``accelerator.native_amp`` on, so accelerate wraps the forward in
+``torch.autocast("cpu", dtype=torch.float16)``, and a ``torch.amp.GradScaler("cpu")`` as its scaler. Gradient-cached
+steps run under both. Training past chance is tested on real synthcaps audio in ``test_objectives_synthcaps.py``.
 """
 
 from __future__ import annotations
@@ -13,56 +16,27 @@ import math
 
 import pytest
 import torch
-from tiny_models import (
-    LANGUAGES,
-    feature_dataset,
-    make_model,
-    make_processor,
-    multilingual_features,
-    training_args,
-)
+from tiny_models import feature_dataset, make_model, make_processor, training_args
+from training_setups import objective_setup
 
 from hf_atr import AtrTrainer
-from hf_atr.objectives.registry import available_objectives, build_objective, default_scoring
-from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
-from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.multilingual import MultilingualCollator, RandomLanguageDataset
+from hf_atr.objectives.registry import available_objectives, default_scoring
 
 
-def training_setup(name: str, processor):
-    """``(objective, train_dataset, data_collator, callbacks)`` as an ATR user trains ``name``."""
-    objective = build_objective({"name": name})
-    if name == "kcl":
-        return objective, multilingual_features(24), MultilingualCollator(processor, languages=LANGUAGES), []
-    if name == "cacl":
-        clips = RandomLanguageDataset(multilingual_features(24), LANGUAGES, include_english=False)
-        return objective, clips, MultilingualCollator(processor, languages=LANGUAGES, mode="cacl"), []
-    if name == "random_language":
-        return (
-            objective,
-            RandomLanguageDataset(multilingual_features(24), LANGUAGES),
-            AtrDataCollator(processor),
-            [],
-        )
-    dataset = feature_dataset(24)
-    callbacks = []
-    if name == "ask":
-        objective = build_objective({"name": "ask", "num_prototypes": 4})
-        callbacks = [
-            KnowledgeBaseRefreshCallback(objective, processor, dataset, refresh=False, show_progress=False)
-        ]
-    return objective, dataset, None, callbacks
-
-
-def train_three_steps(tmp_path, name: str, **precision):
+def train_three_steps(
+    tmp_path, name: str, embedding_chunk_size=None, cpu_float16_amp: bool = False, **precision
+):
     processor = make_processor()
-    objective, dataset, collator, callbacks = training_setup(name, processor)
+    objective, dataset, collator, callbacks = objective_setup(name, processor)
     model = make_model(processor=processor, objective={"name": name})
     seen = []
     objective.register_forward_pre_hook(
         lambda module, inputs: seen.append(
             (inputs[0].dtype, inputs[1].dtype, torch.is_autocast_enabled("cpu"))
         )
+    )
+    model.audio_projection.register_forward_hook(  # in training steps (not ASK's knowledge-base encoding)
+        lambda module, inputs, output: seen.append(("forward", output.dtype)) if module.training else None
     )
     trainer = AtrTrainer(
         model=model,
@@ -72,26 +46,72 @@ def train_three_steps(tmp_path, name: str, **precision):
         objective=objective,
         data_collator=collator,
         callbacks=callbacks,
+        embedding_chunk_size=embedding_chunk_size,
     )
+    if cpu_float16_amp:
+        trainer.accelerator.native_amp = (
+            True  # what accelerate sets for fp16 on CUDA, read when the model is prepared
+        )
+        trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    initial = {key: value.clone() for key, value in model.state_dict().items()}
     trainer.train()
-    return trainer, seen
+    return trainer, seen, initial
 
 
+def assert_trained(trainer, initial: dict) -> None:
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
+    parameters = trainer.model.state_dict()
+    assert all(torch.isfinite(value).all() for value in parameters.values() if value.is_floating_point())
+    for module in ("audio_projection.weight", "text_projection.weight"):
+        assert not torch.equal(parameters[module], initial[module]), f"{module} did not change"
+
+
+def objective_inputs(seen: list) -> set:
+    return {record for record in seen if record[0] != "forward"}
+
+
+def forward_dtypes(seen: list) -> set:
+    return {record[1] for record in seen if record[0] == "forward"}
+
+
+CHUNKING = pytest.mark.parametrize("embedding_chunk_size", [None, 3], ids=["whole batch", "gradient cached"])
+
+
+@CHUNKING
 @pytest.mark.parametrize("name", available_objectives())
-def test_every_objective_trains_under_bf16_on_cpu_in_float32(tmp_path, name):
-    trainer, seen = train_three_steps(tmp_path, name, bf16=True)
+def test_every_objective_trains_under_bf16_on_cpu_in_float32(tmp_path, name, embedding_chunk_size):
+    trainer, seen, initial = train_three_steps(tmp_path, name, embedding_chunk_size, bf16=True)
     assert trainer.accelerator.mixed_precision == "bf16"
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
-    assert seen and all(record == (torch.float32, torch.float32, False) for record in seen)
-    assert all(torch.isfinite(parameter).all() for parameter in trainer.model.parameters())
+    assert forward_dtypes(seen) == {torch.bfloat16}
+    assert objective_inputs(seen) == {(torch.float32, torch.float32, False)}
+    assert_trained(trainer, initial)
 
 
-def test_fp16_on_cpu_trains_without_autocast(tmp_path):
-    trainer, seen = train_three_steps(tmp_path, "iot", fp16=True)
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
-    assert all(record == (torch.float32, torch.float32, False) for record in seen)
+@CHUNKING
+@pytest.mark.parametrize("name", available_objectives())
+def test_every_objective_trains_under_float16_autocast_with_gradient_scaling(
+    tmp_path, name, embedding_chunk_size
+):
+    """accelerate's fp16 path (autocast + GradScaler) with the CPU's float16 autocast and CPU GradScaler."""
+    trainer, seen, initial = train_three_steps(
+        tmp_path, name, embedding_chunk_size, cpu_float16_amp=True, fp16=True
+    )
+    scaler = trainer.accelerator.scaler
+    assert trainer.accelerator.mixed_precision == "fp16"
+    assert forward_dtypes(seen) == {torch.float16}
+    assert objective_inputs(seen) == {(torch.float32, torch.float32, False)}
+    # Finite scaled gradients: no step skipped, the scale kept, and the steps applied unscaled gradients.
+    assert scaler.get_scale() == 2.0**10 and scaler._scale is not None
+    assert_trained(trainer, initial)
+
+
+def test_fp16_on_cpu_as_accelerate_sets_it_up_trains_in_float32(tmp_path):
+    trainer, seen, initial = train_three_steps(tmp_path, "iot", fp16=True)
+    assert trainer.accelerator.scaler is None and not trainer.accelerator.native_amp
+    assert forward_dtypes(seen) == {torch.float32}
+    assert objective_inputs(seen) == {(torch.float32, torch.float32, False)}
+    assert_trained(trainer, initial)
 
 
 @pytest.mark.slow

@@ -12,7 +12,9 @@ from tiny_models import feature_dataset, make_model, make_processor, training_ar
 from hf_atr import AtrTrainer
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.objectives.registry import Objective, ObjectiveOutput
+from hf_atr.training.collator import AtrDataCollator
 from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError
+from hf_atr.training.waveform_collator import WaveformCollator
 
 
 class CountingContrastive(ContrastiveObjective):
@@ -310,4 +312,38 @@ def test_objective_parameters_outside_the_optimizer_are_refused(tmp_path):
             args=training_args(tmp_path),
             processing_class=processor,
             objective=LearnableMarginObjective(),
+        )
+
+
+def test_audio_feature_options_are_checked(tmp_path):
+    processor = make_processor()
+    with pytest.raises(ValueError, match="audio_features must be one of \\('device', 'collator'\\) or None"):
+        AtrTrainer(
+            model=make_model(), args=training_args(tmp_path), processing_class=processor, audio_features="gpu"
+        )
+    with pytest.raises(
+        ValueError, match="audio_features='device' needs a collator that prepares waveforms.*AtrDataCollator"
+    ):
+        AtrTrainer(
+            model=make_model(),
+            args=training_args(tmp_path),
+            processing_class=processor,
+            audio_features="device",
+            data_collator=AtrDataCollator(processor),
+        )
+    default = AtrTrainer(
+        model=make_model(), args=training_args(tmp_path), processing_class=processor, audio_features="device"
+    )
+    assert (
+        isinstance(default.data_collator, WaveformCollator)
+        and default.data_collator.seed == default.args.seed
+    )
+    assert default.device_features is default.data_collator.features
+    with pytest.raises(ValueError, match="dataloader_persistent_workers=True keeps each worker's first copy"):
+        AtrTrainer(
+            model=make_model(),
+            args=training_args(tmp_path, dataloader_num_workers=2, dataloader_persistent_workers=True),
+            train_dataset=feature_dataset(4),
+            processing_class=processor,
+            audio_features="device",
         )

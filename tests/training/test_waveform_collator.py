@@ -12,6 +12,7 @@ from hf_atr import AtrProcessor
 from hf_atr.data.audio import decode_audio, encode_wav
 from hf_atr.data.schema import atr_features, finalize_audio_column
 from hf_atr.training.collator import METADATA_KEYS, CaptionPairDataset
+from hf_atr.training.multilingual import MultilingualCollator
 from hf_atr.training.waveform_collator import WaveformCollator, featurize_waveforms, item_seed
 
 FILE_RATE = 44100
@@ -65,7 +66,7 @@ def test_random_crops_are_reproducible_whatever_the_workers_and_change_with_the_
     in_process = _batches(collator, pairs, num_workers=0)
     for first, second in zip(in_workers, in_process):
         torch.testing.assert_close(first["waveforms"], second["waveforms"], rtol=0, atol=0)
-    collator.set_epoch(1)
+    pairs.set_epoch(1)  # what the Trainer's data loader calls; the items carry their epoch to the workers
     next_epoch = _batches(collator, pairs, num_workers=2)
     waveforms = torch.cat([batch["waveforms"] for batch in in_workers])
     moved = torch.cat([batch["waveforms"] for batch in next_epoch])
@@ -79,6 +80,12 @@ def test_random_crops_are_reproducible_whatever_the_workers_and_change_with_the_
         o for o in range(len(decoded) - len(crop) + 1) if np.array_equal(decoded[o : o + len(crop)], crop)
     ]
     assert len(offsets) == 1 and offsets[0] > 0
+    # Rows without an epoch (bare clips) take the collator's own.
+    clips = [{key: value for key, value in pairs[item].items() if key != "epoch"} for item in range(2, 4)]
+    first = collator(clips)["waveforms"]
+    collator.set_epoch(1)
+    torch.testing.assert_close(collator(clips)["waveforms"], moved[2:4], rtol=0, atol=0)
+    assert not torch.equal(first, moved[2:4])
 
 
 def _clap_processor(truncation: str) -> AtrProcessor:
@@ -136,3 +143,20 @@ def test_item_seeds_are_stable_and_distinct():
     assert item_seed(0, 1, "clip", "eng", 2) == item_seed(0, 1, "clip", "eng", 2) < 2**63
     seeds = {item_seed(0, epoch, "clip", "eng", index) for epoch in range(3) for index in range(3)}
     assert len(seeds) == 9
+
+
+def test_multilingual_batches_take_their_audio_from_the_waveform_collator():
+    processor = make_processor("ast")
+    clips = _clips([0.5, 2.0]).add_column(
+        "translations", [{"fra": [f"un son {i}", f"encore {i}"]} for i in range(2)]
+    )
+    waveforms = WaveformCollator(processor, seed=3)
+    collator = MultilingualCollator(processor, languages=["eng", "fra"], waveforms=waveforms)
+    assert collator.features is waveforms.features
+    (batch,) = _batches(
+        collator, [dict(clips[index], caption_index=0) for index in range(2)], 0, batch_size=2
+    )
+    assert batch["input_ids"].shape[0] == 4 and batch["captions_per_audio"] == 2
+    assert batch["waveform_cropped"].tolist() == [False, True]
+    inputs = featurize_waveforms(batch, collator.features)
+    assert inputs["input_values"].shape[0] == 2

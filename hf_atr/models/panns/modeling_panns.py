@@ -152,6 +152,9 @@ class PannsModel(PannsPreTrainedModel):
     ``fc1``); SpecAugment and mixup, which PANNs applies to its own AudioSet training, are not included.
     """
 
+    pooler_module_names = ("fc1",)
+    """Modules that feed ``pooler_output`` only (:func:`hf_atr.towers.pooler_modules`)."""
+
     def __init__(self, config: PannsConfig) -> None:
         super().__init__(config)
         self.bn0 = nn.BatchNorm2d(config.num_mel_bins)
