@@ -408,9 +408,21 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         setup = objective_training_setup(
             objective, stream, processor, languages=data.languages, seed=training.seed, waveforms=waveforms
         )
-    test_features = extract_features(processor, corpus.test, "test", data, training)
+    windowing = evaluation.windowing()
+    # The evaluator reads the test clips' audio itself, so that its protocol counts (and names) the clips cut to
+    # the extractor's window, or embeds them window by window; a split saved with only its features is used as is.
+    test_clips = (
+        corpus.test
+        if "audio" in corpus.test.column_names
+        else extract_features(processor, corpus.test, "test", data, training)
+    )
+    if windowing is not None and "audio" not in test_clips.column_names:
+        raise ValueError(
+            f"--eval_window_pooling needs the test clips' audio; the test split has only the columns "
+            f"{test_clips.column_names}."
+        )
     evaluator = RetrievalEvaluator(  # built now: a bad relevance file stops the run before training
-        test_features,
+        test_clips,
         processor,
         languages=data.languages,
         batch_size=training.per_device_eval_batch_size,
@@ -419,6 +431,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         relevance_threshold=evaluation.relevance_threshold,
         map_cutoffs=evaluation.map_cutoffs,
         scoring=evaluation.eval_scoring,
+        windowing=windowing,
     )
     if setup is None:
         train_clips = (  # on the device: the workers decode the raw audio

@@ -28,6 +28,8 @@ from ..evaluation.retrieval import DEFAULT_MAP_CUTOFFS
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, TrainingArguments
 
+    from ..windowing import Windowing
+
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 FEATURES_CACHE_SUBDIRECTORY = "hf_atr_features"
 """Default home of the extracted features: this folder of the datasets cache (``HF_DATASETS_CACHE``)."""
@@ -296,6 +298,25 @@ class TestEvaluationArguments:
             "help": "scores from the model's scoring head, or from the entropic OT plan (ot_plan, m-LTM Eq. 5)"
         },
     )
+    eval_window_pooling: str | None = field(
+        default=None,
+        metadata={
+            "help": "test evaluation: embed clips longer than the feature extractor's window window by window and "
+            "pool them (mean or max; recorded in the protocol); default: the model's own protocol, which cuts "
+            "such clips to the window (named in a warning)",
+            "choices": ["mean", "max"],
+        },
+    )
+    eval_window_seconds: float | None = field(
+        default=None,
+        metadata={
+            "help": "--eval_window_pooling: window length in seconds (default: the extractor's window)"
+        },
+    )
+    eval_hop_seconds: float | None = field(
+        default=None,
+        metadata={"help": "--eval_window_pooling: distance between window starts (default: half the window)"},
+    )
 
     def __post_init__(self) -> None:
         from ..evaluation.evaluator import (
@@ -308,6 +329,40 @@ class TestEvaluationArguments:
             raise ValueError(
                 f"--eval_scoring must be one of {list(SCORING_MODES)}, got {self.eval_scoring!r}."
             )
+        if self.eval_window_pooling is None:
+            given = [
+                f"--{name}"
+                for name in ("eval_window_seconds", "eval_hop_seconds")
+                if getattr(self, name) is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{' and '.join(given)} set(s) the windows of --eval_window_pooling; give it too."
+                )
+        try:  # a window or hop that is not a positive number of seconds fails here, before training
+            self.windowing()
+        except ValueError as error:
+            raise ValueError(
+                str(error)
+                .replace("window_seconds", "--eval_window_seconds")
+                .replace("hop_seconds", "--eval_hop_seconds")
+            ) from error
+
+    def windowing(self) -> Windowing | None:
+        """The test evaluation's :class:`~hf_atr.windowing.Windowing`, or ``None`` for the model's own protocol.
+
+        Raises:
+            ValueError: a window or hop that is not a positive number of seconds.
+        """
+        if self.eval_window_pooling is None:
+            return None
+        from ..windowing import Windowing
+
+        return Windowing(
+            window_seconds=self.eval_window_seconds,
+            hop_seconds=self.eval_hop_seconds,
+            pooling=self.eval_window_pooling,
+        )
 
 
 class TrainArguments(NamedTuple):

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 import torch
 from tiny_models import SOUNDS, make_model, make_processor, save_tiny_clap_checkpoint, write_sound_folder
@@ -329,12 +330,16 @@ def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp,
     argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
             "--data_dir", "sounds", "--output_dir", "run", "--features_cache_dir", "features", *QUICK]  # fmt: skip
     run_training(parse_train_arguments(argv))
-    assert sum(extracted) == 6 + 2 and len(list((in_tmp / "features").glob("*.arrow"))) == 2
+    # the training split into the cache; the test split read from its audio by the evaluator (its protocol counts
+    # the clips cut to the window)
+    assert sum(extracted) == 6 + 2 and [path.name[:6] for path in (in_tmp / "features").glob("*.arrow")] == [
+        "train-"
+    ]
     run_training(parse_train_arguments(argv))
-    assert sum(extracted) == 6 + 2  # the second run read both splits' features
+    assert sum(extracted) == 6 + 2 + 2  # the second run read the training split's features
     write_sound_folder(in_tmp / "sounds" / "train", clips=6, seed=7)  # same names, other audio
     run_training(parse_train_arguments(argv))
-    assert sum(extracted) == 6 + 2 + 6 and len(list((in_tmp / "features").glob("train-*.arrow"))) == 2
+    assert sum(extracted) == 6 + 2 + 2 + 6 + 2 and len(list((in_tmp / "features").glob("train-*.arrow"))) == 2
 
 
 def test_a_dataset_saved_with_its_features_is_used_as_it_is(in_tmp, monkeypatch):
@@ -487,3 +492,48 @@ def test_streaming_errors_stop_the_run_before_features_are_extracted(
     with pytest.raises(SystemExit) as exit_info:
         run_train_command(arguments)
     assert str(exit_info.value).startswith(f"hf-atr train: {message}")
+
+
+def _lengthen_clips(folder: Path, repeats: int) -> None:
+    """Each WAV of ``folder`` played ``repeats`` times in a row (longer than the tiny AST's 1-s window)."""
+    import soundfile
+
+    for path in folder.glob("*.wav"):
+        waveform, rate = soundfile.read(path, dtype="float32")
+        soundfile.write(
+            path,
+            np.tile(waveform * np.linspace(0.5, 1.0, len(waveform) * repeats)[: len(waveform)], repeats),
+            rate,
+        )
+
+
+def test_the_test_split_is_evaluated_window_by_window_on_request(in_tmp, towers):
+    """--eval_window_pooling embeds long test clips window by window and pools them, as `hf-atr evaluate
+    --window-pooling` does on the saved model; without it the clips are cut to the window and counted."""
+    from hf_atr.data.audio_text_folder import load_audio_text_folder
+    from hf_atr.evaluation.evaluator import RetrievalEvaluator
+    from hf_atr.processing_atr import AtrProcessor
+    from hf_atr.windowing import Windowing
+
+    audio_tower, text_tower = towers
+    for split, clips in (("train", 8), ("test", 4)):
+        write_sound_folder(in_tmp / "corpus" / split, clips=clips, seed=len(split))
+    _lengthen_clips(in_tmp / "corpus" / "test", repeats=3)
+    load_audio_text_folder(in_tmp / "corpus").save_to_disk(in_tmp / "saved")
+    start = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved", *QUICK]
+    windowed = run_training(
+        parse_train_arguments([*start, "--output_dir", "windowed", "--eval_window_pooling", "max",
+                               "--eval_hop_seconds", "0.5"])
+    ).final  # fmt: skip
+    assert windowed.protocol["window_pooling"] == {"pooling": "max", "window_seconds": pytest.approx(1.015),
+                                                   "hop_seconds": 0.5}  # fmt: skip
+    assert windowed.protocol["clips_cut_to_window"] == 0
+    model = AutoModel.from_pretrained(in_tmp / "windowed" / "model")
+    reference = RetrievalEvaluator(
+        datasets.load_from_disk(str(in_tmp / "saved"))["test"],
+        AtrProcessor.from_pretrained(in_tmp / "windowed" / "model"),
+        windowing=Windowing(hop_seconds=0.5, pooling="max"),
+    )(model)
+    assert windowed.metrics == pytest.approx(reference, abs=1e-9)
+    cut = run_training(parse_train_arguments([*start, "--output_dir", "cut"])).final
+    assert cut.protocol["clips_cut_to_window"] == 4 and cut.protocol["window_pooling"] is None

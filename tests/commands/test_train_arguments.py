@@ -136,6 +136,18 @@ def test_config_file_errors(tmp_path, capsys):
             ["--dataset", "x", "--embedding_chunk_size", "0"],
             "embedding_chunk_size must be a positive int, got 0.",
         ),
+        (
+            ["--dataset", "x", "--eval_window_seconds", "2"],
+            "--eval_window_seconds set(s) the windows of --eval_window_pooling; give it too.",
+        ),
+        (
+            ["--dataset", "x", "--eval_window_pooling", "mean", "--eval_hop_seconds", "-1"],
+            "--eval_hop_seconds must be a positive number of seconds, got -1.0.",
+        ),
+        (
+            ["--dataset", "x", "--eval_window_pooling", "median"],
+            "argument --eval_window_pooling/--eval-window-pooling: invalid choice: 'median' (choose from 'mean', 'max')",
+        ),
     ],
 )
 def test_bad_arguments_are_named(flags, message, capsys):
