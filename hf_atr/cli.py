@@ -209,8 +209,26 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--zero-shot the confusion matrix and per-class accuracy).",
     )
     parser.add_argument("--model", required=True, help="directory (or Hub id) of a saved model + processor")
-    parser.add_argument("--dataset", required=True, help="a `save_to_disk` directory, or `synthcaps`")
+    parser.add_argument(
+        "--dataset",
+        required=True,
+        help="a `save_to_disk` directory, `synthcaps`, or a loader name (audiocaps, clotho, esc50, wavcaps, "
+        "audiofolder) with --data-dir",
+    )
     parser.add_argument("--split", default="test", help="split of a DatasetDict (default: test)")
+    loader = parser.add_argument_group("a corpus read by its loader (--dataset audiocaps|clotho|esc50|...)")
+    loader.add_argument(
+        "--data-dir", default=None, help="the corpus in its official layout (WavCaps: its JSON file)"
+    )
+    loader.add_argument(
+        "--missing",
+        choices=("error", "skip"),
+        default=None,
+        help="rows whose audio file is missing: stop (the loader's default) or skip them with a warning",
+    )
+    loader.add_argument(
+        "--encoding", default=None, help="text encoding of the metadata files (default: utf-8)"
+    )
     parser.add_argument(
         "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
     )
@@ -719,7 +737,44 @@ def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
             raise SystemExit(f"synthcaps has no captions in {unknown}; choose from {list(LANGUAGES)}.")
         synthcaps = load_synthcaps(num_train=0, num_validation=0, num_test=args.num_test, languages=languages)
         return synthcaps["test"], "test"
+    from hf_atr.data.corpora import CORPUS_LOADERS
+
+    if args.dataset in CORPUS_LOADERS:
+        return _loaded_split(args)
+    given = [flag for flag, value in (("--data-dir", args.data_dir), ("--missing", args.missing),
+                                      ("--encoding", args.encoding)) if value is not None]  # fmt: skip
+    if given:
+        raise SystemExit(
+            f"hf-atr evaluate: {', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a corpus read by its "
+            f"loader (--dataset "
+            f"{'|'.join(CORPUS_LOADERS)}); --dataset {args.dataset} is read as a saved dataset."
+        )
     return _saved_split(Path(args.dataset).expanduser(), args.split)
+
+
+def _loaded_split(args: argparse.Namespace) -> tuple[Any, str]:
+    """Split ``--split`` of the corpus that loader ``--dataset`` reads from ``--data-dir`` (only that split, where
+    the loader can choose)."""
+    from hf_atr.data.corpora import load_corpus, loader_options
+
+    if args.data_dir is None:
+        raise SystemExit(
+            f"hf-atr evaluate: --dataset {args.dataset} reads the corpus in --data-dir DIR; give it."
+        )
+    options = {"missing": args.missing, "encoding": args.encoding}
+    if "splits" in loader_options(args.dataset):
+        options["splits"] = [args.split]
+    try:
+        corpus = load_corpus(args.dataset, args.data_dir, **options)
+    except (
+        FileNotFoundError,
+        ValueError,
+    ) as error:  # CorpusFormatError, MetadataEncodingError are ValueErrors
+        raise SystemExit(f"hf-atr evaluate: {error}") from error
+    if args.split not in corpus:
+        raise SystemExit(f"hf-atr evaluate: {args.dataset} in {args.data_dir} has no split {args.split!r}; "
+                         f"splits: {sorted(corpus)}.")  # fmt: skip
+    return corpus[args.split], args.split
 
 
 def _saved_split(path: Path, split: str) -> tuple[Any, str | None]:

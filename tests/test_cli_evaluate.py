@@ -7,7 +7,14 @@ import re
 
 import pytest
 from datasets import DatasetDict
-from tiny_models import WORD_CLASSES, feature_dataset, make_model, make_processor, training_args
+from tiny_models import (
+    WORD_CLASSES,
+    feature_dataset,
+    make_model,
+    make_processor,
+    training_args,
+    write_sound_folder,
+)
 
 from hf_atr import AtrTrainer
 from hf_atr.cli import main
@@ -116,3 +123,37 @@ def test_zero_shot_report_of_a_trained_model(trained, tmp_path, capsys):
 def test_evaluate_options_that_do_not_fit_are_refused(trained, extra, message):
     with pytest.raises(SystemExit, match=message):
         main(["evaluate", "--model", str(trained / "model"), "--dataset", str(trained / "data"), *extra])
+
+
+def test_a_corpus_read_by_its_loader_equals_the_saved_corpus(trained, tmp_path, capsys):
+    """--dataset LOADER --data-dir DIR reads the corpus as `hf-atr train` does; the metrics and the corpus in the
+    protocol are those of the same corpus loaded and saved first."""
+    from hf_atr.data.audio_text_folder import load_audio_text_folder
+
+    write_sound_folder(tmp_path / "corpus" / "test", clips=6, seed=3)
+    load_audio_text_folder(tmp_path / "corpus").save_to_disk(str(tmp_path / "saved"))
+    model = ["evaluate", "--model", str(trained / "model")]
+    main([*model, "--dataset", "audiofolder", "--data-dir", str(tmp_path / "corpus"), "--output",
+          str(tmp_path / "loaded.json")])  # fmt: skip
+    main([*model, "--dataset", str(tmp_path / "saved"), "--output", str(tmp_path / "saved.json")])
+    loaded, saved = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("loaded", "saved"))
+    assert loaded["metrics"] == pytest.approx(saved["metrics"], abs=1e-9)
+    assert loaded["protocol"]["clips"] == 6 and loaded["protocol"]["corpus"] == saved["protocol"]["corpus"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--dataset", "clotho"], r"--dataset clotho reads the corpus in --data-dir DIR; give it\."),
+        (["--dataset", "audiofolder", "--data-dir", "{corpus}", "--split", "validation"],
+         r"hf-atr evaluate: .*corpus: no metadata rows for split\(s\) \['validation'\]\."),
+        (["--dataset", "audiofolder", "--data-dir", "{corpus}/nowhere"], r"hf-atr evaluate: data_dir .*/corpus/nowhere is not a directory\."),
+        (["--dataset", "{saved}", "--missing", "skip"],
+         r"--missing applies to a corpus read by its loader \(--dataset audiocaps\|clotho"),
+    ],
+)  # fmt: skip
+def test_loader_options_that_do_not_fit_are_refused(trained, tmp_path, extra, message):
+    write_sound_folder(tmp_path / "corpus" / "test", clips=2)
+    extra = [value.format(corpus=tmp_path / "corpus", saved=trained / "data") for value in extra]
+    with pytest.raises(SystemExit, match=message):
+        main(["evaluate", "--model", str(trained / "model"), *extra])
