@@ -14,9 +14,11 @@ Every process runs the same steps (``torchrun`` / ``accelerate launch -m hf_atr.
    written). Mistakes in either stop the run before any model is loaded;
 2. the seed (``--seed``) is set, then the starting point becomes a model and its processor
    (:func:`load_starting_point`);
-3. audio features are extracted once per split into Arrow files named after what determines them
-   (:func:`feature_cache_key`): the main process writes them, the others and later runs read them. The test
-   split comes first and its evaluator is built before training, so a bad relevance file stops the run early.
+3. audio features of the training and validation splits are extracted once into Arrow files named after what
+   determines them (:func:`feature_cache_key`): the main process writes them, the others and later runs read
+   them. The test split's evaluator is built first, so a bad relevance file stops the run early; it reads the
+   test clips' audio itself, so that its protocol counts the clips cut to the extractor's window (or, with
+   ``--eval_window_pooling``, embeds them window by window).
    Streamed training clips, and with ``--audio_features device`` all training clips, keep their raw audio:
    the DataLoader workers decode it, and the features of each batch are computed on the training device;
 4. :class:`~hf_atr.AtrTrainer` trains (checkpoints in ``--output_dir``; gradient-cached with
@@ -31,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,6 @@ from ..data.overlap import read_wavcaps_blocklist, remove_overlap
 from ..data.schema import ENGLISH, describe_dataset
 from ..data.shards import load_audio_text_shards
 from ..evaluation.evaluator import RetrievalEvaluator
-from ..evaluation.tables import results_table
 from ..hub import push_to_hub
 from ..model_card import ModelCardCallback
 from ..modeling_atr import AtrDualEncoderModel
@@ -492,32 +492,6 @@ def run_training(arguments: TrainArguments) -> TrainResult:
     return TrainResult(final, train_output.metrics, starting_point, corpus.test_name)
 
 
-def run_train_command(arguments: TrainArguments) -> int:
-    """``hf-atr train``: run, then print the test results; returns the exit status."""
-    try:
-        result = run_training(arguments)
-    except (ValueError, FileNotFoundError) as error:
-        raise SystemExit(f"hf-atr train: {error}") from error
-    if result.final is None:
-        return 0
-    final = result.final
-    languages = arguments.data.languages
-    print()
-    print(f"Fine-tuned {result.starting_point}; test retrieval on {result.test_name} ({final.protocol['clips']} "
-          f"clips, {final.protocol['captions']} captions; ties count against the relevant item), in %:")  # fmt: skip
-    print(results_table(final.metrics, languages if len(languages) > 1 else None))
-    official = final.protocol.get("official_clips")
-    if official and final.protocol["clips"] < official:
-        print(
-            f"Incomplete test set: {final.protocol['clips']} of the {official} clips of the official split."
-        )
-    print(
-        f"Model, processor and card saved to {final.model_dir}; metrics and protocol in {final.metrics_file}."
-    )
-    sys.stdout.flush()
-    return 0
-
-
 __all__ = [
     "TrainResult",
     "TrainingData",
@@ -527,7 +501,6 @@ __all__ = [
     "load_starting_point",
     "load_training_data",
     "objective_config",
-    "run_train_command",
     "run_training",
     "training_objective",
 ]

@@ -2,13 +2,18 @@
 
 Building that parser imports transformers (``TrainingArguments``), so it is built only when ``train`` runs
 (``hf-atr train --help`` included), and ``hf-atr --help`` stays light. The arguments are in
-:mod:`hf_atr.commands.train_arguments`, the work in :mod:`hf_atr.commands.fine_tune`.
+:mod:`hf_atr.commands.train_arguments`, the work in :mod:`hf_atr.commands.fine_tune`; this module prints its
+outcome.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .train_arguments import TrainArguments
 
 TRAIN_HELP = (
     "fine-tune a model on a corpus or your own folder, evaluate it on the test split, save it with its card"
@@ -32,9 +37,36 @@ def run_train(args: argparse.Namespace) -> int:
     from .train_arguments import parse_train_arguments
 
     arguments = parse_train_arguments(args.arguments)
-    from .fine_tune import run_train_command
-
     return run_train_command(arguments)
 
 
-__all__ = ["add_train_parser", "run_train"]
+def run_train_command(arguments: TrainArguments) -> int:
+    """``hf-atr train``: run, then print the test results; returns the exit status."""
+    from ..evaluation.tables import results_table
+    from .fine_tune import run_training
+
+    try:
+        result = run_training(arguments)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"hf-atr train: {error}") from error
+    if result.final is None:
+        return 0
+    final = result.final
+    languages = arguments.data.languages
+    print()
+    print(f"Fine-tuned {result.starting_point}; test retrieval on {result.test_name} ({final.protocol['clips']} "
+          f"clips, {final.protocol['captions']} captions; ties count against the relevant item), in %:")  # fmt: skip
+    print(results_table(final.metrics, languages if len(languages) > 1 else None))
+    official = final.protocol.get("official_clips")
+    if official and final.protocol["clips"] < official:
+        print(
+            f"Incomplete test set: {final.protocol['clips']} of the {official} clips of the official split."
+        )
+    print(
+        f"Model, processor and card saved to {final.model_dir}; metrics and protocol in {final.metrics_file}."
+    )
+    sys.stdout.flush()
+    return 0
+
+
+__all__ = ["add_train_parser", "run_train", "run_train_command"]

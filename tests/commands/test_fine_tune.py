@@ -16,7 +16,8 @@ from tiny_models import SOUNDS, make_model, make_processor, save_tiny_clap_check
 from transformers import AutoModel
 
 from hf_atr.cli import main
-from hf_atr.commands.fine_tune import objective_config, run_train_command, run_training
+from hf_atr.commands.fine_tune import objective_config, run_training
+from hf_atr.commands.train import run_train_command
 from hf_atr.commands.train_arguments import ObjectiveArguments, parse_train_arguments
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.shards import write_audio_text_shards
