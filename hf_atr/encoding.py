@@ -301,6 +301,47 @@ def _row_name(row: Mapping[str, Any], index: int) -> str:
     return str(index)
 
 
+def encode_audio_clips(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    windowing: Windowing | None = None,
+    batch_size: int = 64,
+    show_progress: bool = False,
+    strict: bool = True,
+    description: str = "Encoding audio",
+) -> AudioEmbeddings:
+    """One entry per clip of ``dataset``: :func:`encode_audio_windows` with its windows pooled.
+
+    Without ``windowing``, or when the extractor handles long audio itself and no window length is given
+    (CLAP fusion, :meth:`~hf_atr.windowing.Windowing.splits_clips`), each clip is one forward pass of what
+    the processor prepares (the model's own protocol; clips the extractor cuts are named in one warning).
+    Otherwise a clip longer than the window is embedded window by window and pooled (``windowing.pooling``)
+    into one entry spanning the whole clip (``starts`` 0, ``ends`` its duration). Arguments as
+    :func:`encode_audio_windows`.
+    """
+    common = {
+        "batch_size": batch_size,
+        "show_progress": show_progress,
+        "strict": strict,
+        "description": description,
+    }
+    if windowing is None or not windowing.splits_clips(processor.feature_extractor):
+        return encode_audio_windows(model, processor, dataset, **common)
+    encoded = encode_audio_windows(model, processor, dataset, windowing=windowing, **common)
+    clips = encoded.kept_clips
+    return AudioEmbeddings(
+        embeddings=encoded.pooled(windowing.pooling),
+        clip_indices=torch.tensor(clips, dtype=torch.long),
+        starts=torch.zeros(len(clips), dtype=torch.float64),
+        ends=torch.tensor([encoded.durations[clip] for clip in clips], dtype=torch.float64),
+        skipped=encoded.skipped,
+        durations=encoded.durations,
+        cut_clips=encoded.cut_clips,
+    )
+
+
 def encode_audio(
     model: Any,
     processor: AtrProcessor,
@@ -318,16 +359,12 @@ def encode_audio(
     Without ``windowing`` each clip is one forward pass of what the processor prepares (the model's own
     protocol; clips the extractor cuts to its window are named in one warning). With it, a clip longer
     than the window is embedded window by window and pooled (``windowing.pooling``), unless the extractor
-    handles long audio itself (CLAP fusion, :meth:`~hf_atr.windowing.Windowing.splits_clips`).
-    Every clip must decode (:func:`encode_audio_windows` with ``strict=False`` skips and reports instead).
+    handles long audio itself (CLAP fusion, :meth:`~hf_atr.windowing.Windowing.splits_clips`); see
+    :func:`encode_audio_clips`. Every clip must decode (:func:`encode_audio_clips` with ``strict=False``
+    skips and reports instead).
     """
-    if windowing is not None and windowing.splits_clips(processor.feature_extractor):
-        encoded = encode_audio_windows(
-            model, processor, dataset, windowing=windowing, batch_size=batch_size, show_progress=show_progress
-        )
-        return encoded.pooled(windowing.pooling)
-    return encode_audio_windows(
-        model, processor, dataset, batch_size=batch_size, show_progress=show_progress
+    return encode_audio_clips(
+        model, processor, dataset, windowing=windowing, batch_size=batch_size, show_progress=show_progress
     ).embeddings
 
 
@@ -482,6 +519,7 @@ __all__ = [
     "caption_table",
     "check_templates",
     "encode_audio",
+    "encode_audio_clips",
     "encode_audio_windows",
     "encode_labels",
     "encode_pairs",

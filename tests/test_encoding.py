@@ -19,6 +19,7 @@ from hf_atr.encoding import (
     caption_table,
     check_templates,
     encode_audio,
+    encode_audio_clips,
     encode_audio_windows,
     encode_labels,
     encode_pairs,
@@ -225,3 +226,29 @@ def test_encode_labels_refuses_bad_labels_and_templates(tiny_setup, labels, temp
     model, processor, _ = tiny_setup
     with pytest.raises(ValueError, match=message):
         encode_labels(model, processor, labels, templates)
+
+
+def test_encode_audio_clips_pools_each_clips_windows_into_one_entry_spanning_it(raw_setup, tmp_path):
+    model, processor = raw_setup
+    windowing = Windowing(pooling="max")
+    window, hop = windowing.samples(processor.feature_extractor)
+    (tmp_path / "empty.wav").write_bytes(b"")
+    long_clip = synthetic_clip(3 * window, SAMPLING_RATE)
+    rows = [
+        {"audio": long_clip, "audio_id": "long"},
+        {"audio": str(tmp_path / "empty.wav"), "audio_id": "empty"},
+        {"audio": synthetic_clip(SAMPLING_RATE // 2, SAMPLING_RATE, seed=1), "audio_id": "short"},
+    ]
+    clips = encode_audio_clips(model, processor, rows, windowing=windowing, strict=False)
+    windows = encode_audio_windows(model, processor, rows, windowing=windowing, strict=False)
+    assert clips.clip_indices.tolist() == [0, 2] and [item.name for item in clips.skipped] == ["empty"]
+    assert clips.starts.tolist() == [0.0, 0.0]
+    assert clips.ends.tolist() == [3 * window / SAMPLING_RATE, 0.5]
+    long_windows = windows.embeddings[windows.clip_indices == 0]
+    assert len(long_windows) == len(window_bounds(len(long_clip), window, hop)) > 1
+    torch.testing.assert_close(clips.embeddings[0], pool_window_embeddings(long_windows, "max"))
+    # Without windowing: the model's own protocol, one forward pass per clip (as encode_audio_windows).
+    own = encode_audio_clips(model, processor, rows, strict=False)
+    torch.testing.assert_close(
+        own.embeddings, encode_audio_windows(model, processor, rows, strict=False).embeddings
+    )

@@ -13,7 +13,7 @@ from transformers.utils import logging
 
 from ..data.relevance import load_relevance_judgements
 from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
-from ..encoding import CaptionTable, SkippedAudio, caption_table, encode_audio_windows, encode_text
+from ..encoding import CaptionTable, SkippedAudio, caption_table, encode_audio_clips, encode_text
 from ..objectives.mltm import ground_cost
 from ..objectives.registry import build_objective
 from ..ot import sinkhorn_log_plan
@@ -311,12 +311,11 @@ def encode_evaluation_clips(
     :class:`~hf_atr.data.audio.AudioDecodeError` with ``strict=True``.
     """
     where = describe_split(split, capital=False)
-    windowed = windowing is not None and windowing.splits_clips(processor.feature_extractor)
-    encoded = encode_audio_windows(
+    encoded = encode_audio_clips(
         model,
         processor,
         dataset,
-        windowing=windowing if windowed else None,
+        windowing=windowing,
         batch_size=batch_size,
         show_progress=show_progress,
         strict=strict,
@@ -334,7 +333,7 @@ def encode_evaluation_clips(
             f"their captions or labels: {named}{more}. The metrics cover the other clips."
         )
     return EvaluatedClips(
-        embeddings=encoded.pooled(windowing.pooling) if windowed else encoded.embeddings,
+        embeddings=encoded.embeddings,
         kept=encoded.kept_clips,
         skipped=encoded.skipped,
         cut_clips=encoded.cut_clips,

@@ -43,6 +43,7 @@ from hf_atr.encoding import (
     AudioEmbeddings,
     SkippedAudio,
     encode_audio,
+    encode_audio_clips,
     encode_audio_windows,
     encode_labels,
     encode_text,
@@ -470,21 +471,9 @@ class AudioTextRetrievalPipeline(Pipeline):
     ) -> AudioEmbeddings:
         """The index entries of some clips: one per window (with spans), or one pooled entry per clip."""
         common = {"batch_size": options.batch_size, "strict": options.strict}
-        extractor = self.processor.feature_extractor
-        if windowing is None or (options.pool and not windowing.splits_clips(extractor)):
-            return encode_audio_windows(self.model, self.processor, part, **common)
-        encoded = encode_audio_windows(self.model, self.processor, part, windowing=windowing, **common)
-        if not options.pool:
-            return encoded
-        clips = encoded.kept_clips
-        return AudioEmbeddings(
-            embeddings=encoded.pooled(windowing.pooling),
-            clip_indices=torch.tensor(clips, dtype=torch.long),
-            starts=torch.zeros(len(clips), dtype=torch.float64),
-            ends=torch.tensor([encoded.durations[clip] for clip in clips], dtype=torch.float64),
-            skipped=encoded.skipped,
-            durations=encoded.durations,
-        )
+        if windowing is not None and not options.pool:
+            return encode_audio_windows(self.model, self.processor, part, windowing=windowing, **common)
+        return encode_audio_clips(self.model, self.processor, part, windowing=windowing, **common)
 
     def _index_captions(
         self, captions: Sequence[str], ids: Sequence[str], batch_size: int, show_progress: bool, append: bool
