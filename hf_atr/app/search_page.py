@@ -92,7 +92,7 @@ class SearchPage:
                 "",
                 *self._slots([]),
             ]
-        found = len(answer.results)
+        found = len(answer.hits)
         status = (
             f"{found} file{'s' if found != 1 else ''} for {_escaped(answer.query)} ({time.perf_counter() - started:.2f} s)"
             if found
