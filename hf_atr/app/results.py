@@ -63,12 +63,16 @@ class SearchResult:
 
 @dataclass(frozen=True)
 class Answer:
-    """What one query gave: the ranked ``results``, the pipeline's ``hits`` as ``hf-atr search --json`` prints
-    them (:meth:`hits_json`), and how the query is named on the page."""
+    """What one query gave: how the query is named on the page, and the pipeline's ``hits`` (ranked as
+    :attr:`results`, printed as ``hf-atr search --json`` prints them by :meth:`hits_json`)."""
 
     query: str
-    results: list[SearchResult]
     hits: list[dict[str, Any]]
+
+    @property
+    def results(self) -> list[SearchResult]:
+        """The hits as ranked results, best first."""
+        return [SearchResult.from_hit(rank, hit) for rank, hit in enumerate(self.hits, start=1)]
 
     def hits_json(self) -> str:
         """The hits as ``hf-atr search --json`` prints them."""
@@ -88,7 +92,7 @@ def search_text(pipe: Any, text: str | None, top_k: int) -> Answer:
         hits = pipe(text, top_k=top_k)
     except (FileNotFoundError, ValueError) as error:
         raise QueryError(str(error)) from error
-    return _answer(f"“{text}”", hits)
+    return Answer(f"“{text}”", hits)
 
 
 def search_example(pipe: Any, audio_path: str | os.PathLike | None, top_k: int) -> Answer:
@@ -110,11 +114,7 @@ def search_example(pipe: Any, audio_path: str | os.PathLike | None, top_k: int) 
         ) from error
     except (FileNotFoundError, ValueError) as error:
         raise QueryError(str(error)) from error
-    return _answer(f"sounds like {name}", hits)
-
-
-def _answer(query: str, hits: list[dict[str, Any]]) -> Answer:
-    return Answer(query, [SearchResult.from_hit(rank, hit) for rank, hit in enumerate(hits, start=1)], hits)
+    return Answer(f"sounds like {name}", hits)
 
 
 class ExcerptWriter:

@@ -84,21 +84,19 @@ class SearchPage:
         try:
             answer = ask()
         except QueryError as error:
-            return [_message(str(error)), "", *self._slots([])]
+            message = str(error)
         except Exception as error:  # the page's boundary: say what failed, keep the traceback in the terminal
             logger.error("The search page's query failed", exc_info=True)
-            return [
-                _message(f"The search failed: {type(error).__name__}: {error} (details in the terminal)."),
-                "",
-                *self._slots([]),
-            ]
-        found = len(answer.results)
-        status = (
-            f"{found} file{'s' if found != 1 else ''} for {_escaped(answer.query)} ({time.perf_counter() - started:.2f} s)"
-            if found
-            else f"Nothing found for {_escaped(answer.query)}."
-        )
-        return [status, answer.hits_json(), *self._slots(answer.results)]
+            message = f"The search failed: {type(error).__name__}: {error} (details in the terminal)."
+        else:
+            found = len(answer.hits)
+            status = (
+                f"{found} file{'s' if found != 1 else ''} for {_escaped(answer.query)} ({time.perf_counter() - started:.2f} s)"
+                if found
+                else f"Nothing found for {_escaped(answer.query)}."
+            )
+            return [status, answer.hits_json(), *self._slots(answer.results)]
+        return [_message(message), "", *self._slots([])]
 
     def _slots(self, results: list[SearchResult]) -> list[Any]:
         values: list[Any] = []

@@ -169,8 +169,7 @@ def read_audio_span(
             audio_file.seek(first)
             frames = audio_file.read(last - first, dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
-        raise AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).") from error
+        raise _unreadable(name, error) from error
     return frames, rate
 
 
@@ -232,10 +231,7 @@ def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndar
     try:
         frames, rate = soundfile.read(file, dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
-        raise AudioDecodeError(
-            name, f"the audio is unreadable or corrupt ({reason}).{_cut_off_hint(file)}"
-        ) from error
+        raise _unreadable(name, error, _cut_off_hint(file)) from error
     declared = declared_wav_frames(file)
     if declared is not None and len(frames) < declared:
         logger.warning(
@@ -245,6 +241,13 @@ def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndar
         )
     # soundfile returns (frames, channels); averaging the channels is the down-mix documented above.
     return frames.mean(axis=1, dtype=np.float32), rate
+
+
+def _unreadable(name: str, error: Exception, hint: str = "") -> AudioDecodeError:
+    """The error for audio that soundfile fails to decode: libsndfile's own reason (without the file name
+    ``str(error)`` adds), then ``hint``."""
+    reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
+    return AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).{hint}")
 
 
 def _cut_off_hint(file: str | os.PathLike | io.BytesIO) -> str:
