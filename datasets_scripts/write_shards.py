@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from datasets import load_from_disk
 
-from hf_atr.data.corpus_utils import MISSING_POLICIES, expand_path
+from hf_atr.data.corpus_utils import MISSING_POLICIES, exit_on_input_error, expand_path
 from hf_atr.data.shards import DEFAULT_CLIPS_PER_SHARD, SHARD_FORMATS, write_audio_text_shards
 
 
@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    dataset = load_from_disk(str(args.dataset_dir))
+    with exit_on_input_error(parser):
+        dataset = load_from_disk(str(args.dataset_dir))
     splits = args.splits or list(dataset)
     unknown = sorted(set(splits) - set(dataset))
     if unknown:
@@ -62,14 +63,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for split in splits:
         clips = dataset[split]
         num_shards = None if args.num_shards is None else min(args.num_shards, max(1, len(clips)))
-        report = write_audio_text_shards(
-            clips,
-            args.output_dir / split,
-            shard_format=args.format,
-            num_shards=num_shards,
-            clips_per_shard=args.clips_per_shard,
-            missing=args.missing,
-        )
+        with exit_on_input_error(
+            parser
+        ):  # a bad clip under --missing error: its message, the splits before kept
+            report = write_audio_text_shards(
+                clips,
+                args.output_dir / split,
+                shard_format=args.format,
+                num_shards=num_shards,
+                clips_per_shard=args.clips_per_shard,
+                missing=args.missing,
+            )
         print(
             f"{split}: {report.clips} clips in {len(report.files)} {args.format} shards in {args.output_dir / split}"
         )

@@ -143,3 +143,14 @@ def test_the_script_writes_every_split(tmp_path, monkeypatch, capsys):
         and "test: 2 clips in 2 webdataset shards" in printed
     )
     assert len(list((tmp_path / "shards" / "train").glob("*.tar"))) == 4
+
+
+def test_the_script_names_a_missing_dataset_in_one_line(tmp_path, monkeypatch, capsys):
+    script = str(Path(__file__).parents[2] / "datasets_scripts" / "write_shards.py")
+    monkeypatch.setattr(
+        sys, "argv", [script, str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "shards")]
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(script, run_name="__main__")
+    assert exit_info.value.code == 1
+    assert f"write_shards.py: error: Directory {tmp_path / 'nowhere'} not found" in capsys.readouterr().err
