@@ -51,11 +51,6 @@ _SHARD_SUFFIXES = {".tar": "webdataset", ".parquet": "parquet"}
 _STRUCT_COLUMNS = ("audio", "audio_id", "captions", "translations")
 
 
-def shard_features(translation_languages: Iterable[str] = ()) -> Features:
-    """The features of shard rows: the shared schema with ``audio`` as a ``{"bytes", "path"}`` struct."""
-    return atr_features(translation_languages)
-
-
 def webdataset_features(translation_languages: Iterable[str] = ()) -> Features:
     """Explicit features for ``load_dataset("webdataset", ...)``: the audio members as bytes, the JSON's fields."""
     metadata = {"text": List(Value("string")), "audio_id": Value("string")}
@@ -152,7 +147,7 @@ def load_audio_text_shards(
         features=webdataset_features(languages),
     )
     return samples.map(
-        _WebDatasetRow(languages), remove_columns=list(samples.features), features=shard_features(languages)
+        _WebDatasetRow(languages), remove_columns=list(samples.features), features=atr_features(languages)
     )
 
 
@@ -325,4 +320,4 @@ def _write_parquet(path: Path, records: list[tuple[int, dict, bytes, str]], lang
             shard_row["translations"] = row.get("translations") or dict.fromkeys(languages)
         rows.append(shard_row)
     # The table carries the features in its schema metadata, so datasets reads the struct back as written.
-    parquet.write_table(Dataset.from_list(rows, features=shard_features(languages)).data.table, path)
+    parquet.write_table(Dataset.from_list(rows, features=atr_features(languages)).data.table, path)
