@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow.parquet as parquet
 import soundfile
-from datasets import Audio, Dataset, Features, IterableDataset, List, Value, load_dataset
+from datasets import Audio, ClassLabel, Dataset, Features, IterableDataset, List, Value, load_dataset
 
 from .audio import AudioDecodeError
 from .corpus_utils import check_missing_policy
@@ -49,11 +49,6 @@ DEFAULT_CLIPS_PER_SHARD = 512
 _SOUNDFILE_EXTENSIONS = {"WAV": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
 _SHARD_SUFFIXES = {".tar": "webdataset", ".parquet": "parquet"}
 _STRUCT_COLUMNS = ("audio", "audio_id", "captions", "translations")
-
-
-def shard_features(translation_languages: Iterable[str] = ()) -> Features:
-    """The features of shard rows: the shared schema with ``audio`` as a ``{"bytes", "path"}`` struct."""
-    return atr_features(translation_languages)
 
 
 def webdataset_features(translation_languages: Iterable[str] = ()) -> Features:
@@ -152,7 +147,7 @@ def load_audio_text_shards(
         features=webdataset_features(languages),
     )
     return samples.map(
-        _WebDatasetRow(languages), remove_columns=list(samples.features), features=shard_features(languages)
+        _WebDatasetRow(languages), remove_columns=list(samples.features), features=atr_features(languages)
     )
 
 
@@ -249,6 +244,8 @@ def write_audio_text_shards(
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     languages = list(dataset.features["translations"]) if "translations" in dataset.column_names else []
+    # Only the columns a shard can hold are read: a row of, say, precomputed features costs milliseconds to read.
+    dataset = dataset.select_columns(_written_columns(dataset.features))
     report = ShardWriteReport()
     sizes = {}
     for shard_index, rows in enumerate(_shard_ranges(len(dataset), num_shards)):
@@ -277,6 +274,15 @@ def write_audio_text_shards(
     if shard_format == "webdataset":
         (output_dir / SIZES_FILE).write_text(json.dumps(sizes, indent=1))
     return report
+
+
+def _written_columns(features: Features) -> list[str]:
+    """The columns a shard can hold: the shared schema's, and those whose values can be plain (``original_data``)."""
+    return [
+        name
+        for name, feature in features.items()
+        if name in _STRUCT_COLUMNS or isinstance(feature, (Value, ClassLabel))
+    ]
 
 
 def _write_tar(path: Path, records: list[tuple[int, dict, bytes, str]], languages: Sequence[str]) -> None:
@@ -314,4 +320,4 @@ def _write_parquet(path: Path, records: list[tuple[int, dict, bytes, str]], lang
             shard_row["translations"] = row.get("translations") or dict.fromkeys(languages)
         rows.append(shard_row)
     # The table carries the features in its schema metadata, so datasets reads the struct back as written.
-    parquet.write_table(Dataset.from_list(rows, features=shard_features(languages)).data.table, path)
+    parquet.write_table(Dataset.from_list(rows, features=atr_features(languages)).data.table, path)
