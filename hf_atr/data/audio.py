@@ -184,8 +184,18 @@ def check_audio_file(path: str | os.PathLike) -> Any:
     name = str(path)
     if not Path(path).is_file():
         raise AudioDecodeError(name, "the audio file does not exist.")
+    return _checked_header(path, name)
+
+
+def check_audio_bytes(data: bytes, name: str) -> Any:
+    """:func:`check_audio_file` for an audio file's bytes held in memory (``name`` heads the error message)."""
+    return _checked_header(io.BytesIO(data), name)
+
+
+def _checked_header(source: Any, name: str) -> Any:
+    """``soundfile.info`` of a path or file object, refusing what cannot be read or holds no audio."""
     try:
-        info = soundfile.info(path)
+        info = soundfile.info(source)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
         raise AudioDecodeError(name, f"the audio file is unreadable or corrupt ({error}).") from error
     if info.channels < 1:

@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as parquet
-import soundfile
 from datasets import Audio, ClassLabel, Dataset, Features, IterableDataset, List, Value, load_dataset
 
-from .audio import AudioDecodeError
+from .audio import AudioDecodeError, check_audio_bytes
 from .corpus_utils import check_missing_policy
 from .schema import atr_features
 
@@ -173,14 +172,7 @@ def _audio_bytes(audio: Any, audio_id: str) -> tuple[bytes, str]:
         if not path or not Path(path).is_file():
             raise AudioDecodeError(f"Clip {audio_id!r}", f"no audio bytes and no readable file at {path!r}.")
         data = Path(path).read_bytes()
-    try:
-        info = soundfile.info(io.BytesIO(data))
-    except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        raise AudioDecodeError(
-            f"Clip {audio_id!r}", f"the audio is unreadable or corrupt ({error})."
-        ) from error
-    if info.frames <= 0 or info.channels < 1:
-        raise AudioDecodeError(f"Clip {audio_id!r}", "the audio has no samples.")
+    info = check_audio_bytes(data, f"Clip {audio_id!r}")
     extension = _SOUNDFILE_EXTENSIONS.get(info.format)
     if extension is None:
         raise AudioDecodeError(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import logging
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import soundfile
 
 from hf_atr.data.audio import (
     AudioDecodeError,
+    check_audio_bytes,
     check_audio_file,
     declared_wav_frames,
     decode_audio,
@@ -125,6 +127,17 @@ def test_corrupt_file_names_the_file(tmp_path):
         decode_audio(str(corrupt))
     with pytest.raises(AudioDecodeError, match=r"broken clip\.wav: the audio file is unreadable or corrupt"):
         check_audio_file(corrupt)
+
+
+def test_audio_bytes_are_checked_from_their_header():
+    info = check_audio_bytes(encode_wav(np.zeros(1600, dtype=np.float32), 16000), "Clip 'a'")
+    assert (info.frames, info.samplerate, info.channels) == (1600, 16000, 1)
+    with pytest.raises(AudioDecodeError, match=r"Clip 'b': the audio file is unreadable or corrupt"):
+        check_audio_bytes(b"RIFF\x00\x00not really audio", "Clip 'b'")
+    empty = io.BytesIO()
+    soundfile.write(empty, np.zeros(0, dtype=np.float32), 16000, format="WAV")
+    with pytest.raises(AudioDecodeError, match=r"Clip 'c': the audio file has zero length"):
+        check_audio_bytes(empty.getvalue(), "Clip 'c'")
 
 
 def test_corrupt_bytes_name_the_source():

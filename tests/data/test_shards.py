@@ -107,7 +107,7 @@ def test_bad_clips_are_skipped_and_reported_or_raise(tmp_path):
     rows = _clips(3).to_list()
     rows[1]["audio"] = {"bytes": b"not audio", "path": "clip.1.wav"}
     broken = finalize_audio_column(Dataset.from_list(rows, features=atr_features(with_label=True)))
-    with pytest.raises(AudioDecodeError, match="Clip 'clip.1': the audio is unreadable or corrupt"):
+    with pytest.raises(AudioDecodeError, match="Clip 'clip.1': the audio file is unreadable or corrupt"):
         write_audio_text_shards(broken, tmp_path / "strict")
     report = write_audio_text_shards(broken, tmp_path / "lenient", missing="skip", shard_format="parquet")
     assert report.clips == 2 and [audio_id for audio_id, _ in report.skipped] == ["clip.1"]
