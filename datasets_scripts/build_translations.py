@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="A translation file; LANG is ISO 639-1 (fr), ISO 639-3 (fra) or NLLB (fra_Latn); SPLIT restricts it to one split. Repeat.",
     )
     parser.add_argument(
-        "--key", help="Key column/field of the translation files (default: audiocap_id, else file_name, ...)."
+        "--key",
+        help="Key column/field of the translation files (default: audiocap_id, else file_name, ...; "
+        "ML-CLAP JSON: wav, id or audio, whichever names a clip).",
     )
     add_encoding_argument(parser)
     add_export_arguments(parser)

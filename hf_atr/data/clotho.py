@@ -10,15 +10,20 @@ quotes; captions contain quoted commas):
 Audio of a split is in the first existing folder of ``development/`` / ``clotho_audio_development/`` /
 ``train/`` (``validation/`` / ``clotho_audio_validation/`` / ``val/``, ``evaluation/`` /
 ``clotho_audio_evaluation/`` / ``test/``) under ``audio_dir`` (default ``data_dir``), whatever the CSV
-layout; without such a folder the audio is directly in ``audio_dir``.
+layout; without such a folder the audio is directly in ``audio_dir`` (a flat folder).
+
+Clotho has file names in two splits (different recordings under one name). With per-split folders each
+split reads its own file. In a flat folder one file cannot be both, so a file name that another split
+whose audio is also in that folder lists too is an error naming both CSV rows (skipped and reported under
+``missing="skip"``): loading one split then also reads the other splits' caption CSVs that are present.
 
 When ``clotho_metadata_<split>.csv`` (Clotho's own metadata, ISO-8859-1 in v2.x) is in ``data_dir``, its
 ``sound_id`` gives each clip's ``source_id`` (``freesound:<sound_id>``), which the overlap filter
 (:mod:`hf_atr.data.overlap`) matches against web-scale corpora built from Freesound.
 
 Clotho's splits become the ``DatasetDict`` splits ``train`` (development), ``validation`` and ``test``
-(evaluation), the names every hf-atr corpus uses; ``splits=`` accepts either name. Splits are loaded
-independently, so a file name that occurs in two splits (it does in Clotho) gives one row in each.
+(evaluation), the names every hf-atr corpus uses; ``splits=`` accepts either name. With per-split
+folders, a file name that occurs in two splits gives one row in each, with that split's captions.
 ``audio_id`` is the CSV's ``file_name``.
 """
 
@@ -128,7 +133,7 @@ def load_clotho(
     if not data_dir.is_dir():
         raise FileNotFoundError(f"Clotho data_dir {data_dir} is not a directory.")
     chosen = select_splits(splits, _SPLIT_ALIASES, "Clotho")
-    captions_files = {split: _captions_file(data_dir, split) for split in chosen}
+    captions_files = {split: _captions_file(data_dir, split) for split in CLOTHO_SPLITS}
     if splits is None:
         chosen = [split for split in chosen if captions_files[split] is not None]
         if not chosen:
@@ -143,22 +148,35 @@ def load_clotho(
                 f"{clotho_captions_file(data_dir, split).name} or {WAVCAPS_CSV_NAMES[split]}.csv."
             )
     root = audio_root(data_dir, audio_dir, None)
+    split_dirs = {split: split_audio_dir(root, _audio_folders(split)) for split in CLOTHO_SPLITS}
+    # A flat folder holds the audio of every split without a folder of its own: a file name that two of
+    # them list names one file, which cannot belong to both.
+    flat = [split for split in CLOTHO_SPLITS if split_dirs[split] == root and captions_files[split]]
+    flat_csvs = {split: captions_files[split][0] for split in flat}
+    first_rows = _first_rows(flat_csvs, encoding) if len(flat) > 1 and set(flat) & set(chosen) else {}
     loaded, sources = {}, {}
     for split in chosen:
         csv_path, layout = captions_files[split]
         clotho_split = CLOTHO_SPLITS[split]
-        split_dir = split_audio_dir(
-            root, [clotho_split, f"clotho_audio_{clotho_split}", WAVCAPS_CSV_NAMES[split]]
-        )
+        split_dir = split_dirs[split]
+        other_rows = {
+            other: rows for other, rows in first_rows.items() if other != split and split in first_rows
+        }
+        if other_rows:
+            logger.info(
+                f"Clotho {split}: audio in the flat folder {split_dir} with that of split(s) "
+                f"{list(other_rows)}: file names checked against "
+                f"{[flat_csvs[other].name for other in other_rows]}."
+            )
         problems = CorpusProblems(missing, "Clotho", split)
         sound_ids, metadata_files = _sound_ids(clotho_metadata_file(data_dir, split))
-        rows = _split_rows(csv_path, split_dir, problems, encoding, sound_ids)
+        rows = _split_rows(csv_path, split_dir, problems, encoding, sound_ids, other_rows)
         problems.log_summary()
         provenance = split_provenance(
             "Clotho",
             layout,
             split,
-            [csv_path, *metadata_files],
+            [csv_path, *metadata_files, *[flat_csvs[other] for other in other_rows]],
             (CLOTHO_RELEASE, CLOTHO_OFFICIAL_CLIPS[split]),
             problems,
             corpus_split=clotho_split,
@@ -168,6 +186,26 @@ def load_clotho(
         sources[split] = str(csv_path)
         logger.info(f"Clotho {split}: {len(rows)} clips from {csv_path}, audio in {split_dir}")
     return assemble_splits(loaded, "Clotho", missing, sources)
+
+
+def _audio_folders(split: str) -> list[str]:
+    """The folder names that hold a split's audio under ``audio_dir``, in the order they are looked for."""
+    clotho_split = CLOTHO_SPLITS[split]
+    return [clotho_split, f"clotho_audio_{clotho_split}", WAVCAPS_CSV_NAMES[split]]
+
+
+def _first_rows(csv_paths: dict[str, Path], encoding: str) -> dict[str, dict[str, str]]:
+    """``split -> {file_name: "<csv>, line <n>"}``: the first row of each file name in the captions CSVs
+    ``csv_paths`` (split -> CSV)."""
+    first_rows: dict[str, dict[str, str]] = {}
+    for split, csv_path in csv_paths.items():
+        _, records = read_csv_records(csv_path, ("file_name",), encoding)
+        rows = first_rows[split] = {}
+        for record in records:
+            file_name = record.values.get("file_name")
+            if file_name and file_name not in rows:
+                rows[file_name] = location(csv_path, record.line)
+    return first_rows
 
 
 def _sound_ids(metadata_path: Path) -> tuple[dict[str, str], list[Path]]:
@@ -190,8 +228,15 @@ def _sound_ids(metadata_path: Path) -> tuple[dict[str, str], list[Path]]:
 
 
 def _split_rows(
-    csv_path: Path, split_dir: Path, problems: CorpusProblems, encoding: str, sound_ids: dict[str, str]
+    csv_path: Path,
+    split_dir: Path,
+    problems: CorpusProblems,
+    encoding: str,
+    sound_ids: dict[str, str],
+    other_rows: dict[str, dict[str, str]],
 ) -> list[dict]:
+    """The rows of one split's captions CSV; ``other_rows`` holds the file names of the other splits whose
+    audio is in the same flat folder (:func:`_first_rows`), which this split's rows may not use."""
     header, records = read_csv_records(csv_path, ("file_name",), encoding)
     columns = [column for column in caption_columns(header) if column != "caption"]
     if not columns:
@@ -206,6 +251,16 @@ def _split_rows(
         file_name = record.values.get("file_name")
         if problem is None and file_name in first_line:
             problem = f"{location(csv_path, record.line)}: file_name {file_name!r} already on line {first_line[file_name]}."
+        elsewhere = [
+            f"split '{other}' at {rows[file_name]}" for other, rows in other_rows.items() if file_name in rows
+        ]
+        if problem is None and elsewhere:
+            problem = (
+                f"{location(csv_path, record.line)}: file_name {file_name!r} is also in "
+                f"{'; '.join(elsewhere)}, and the audio of both splits is in the one folder {split_dir}, so "
+                "its file cannot belong to both; put each split's audio in its own folder (development/, "
+                "validation/, evaluation/)."
+            )
         if problem is not None:
             problems.flag(CorpusFormatError(problem))
             continue

@@ -24,6 +24,10 @@ file (absolute, or relative to the JSON file or ``audio_dir``), its ``wav`` fiel
 else the first file of ``audio_dir`` named after the ``audio`` / ``wav`` file name or the id
 (``<id>``, ``<id stem>.flac``, ``<id>.flac``, ``<id stem>.wav``, ``<id>.wav``).
 
+A record whose ``id`` is ``"Not found"`` (WavCaps' placeholder where it found no source id: 6 records of
+its Clotho ``val.json``) identifies no clip: it is a missing record, left out and reported (file, record
+number, reason) under either ``missing`` policy, and counted as ``missing_records`` in the provenance.
+
 ``audio_id`` is the record's ``id`` (else its audio file name); ``source_id`` comes from the id
 (:mod:`hf_atr.data.source_ids`), so the overlap filter (:mod:`hf_atr.data.overlap`) can remove the Clotho
 clips of FreeSound and the AudioCaps clips of AudioSet_SL.
@@ -83,6 +87,10 @@ _SOURCE_IDS: dict[str, Callable[[str], str | None]] = {
 _PLACEHOLDER_AUDIO = "wav_path"
 """The ``audio`` value of every record of the released JSON files: not a path."""
 
+_PLACEHOLDER_ID = "Not found"
+"""The ``id`` WavCaps wrote where it found no source id for a clip (6 records of its Clotho ``val.json``):
+not an id. Such records are missing records: left out and reported, never kept, never a duplicate."""
+
 
 def wavcaps_source(json_file: str | os.PathLike, source: str | None = None) -> str | None:
     """The WavCaps source of a JSON file: ``source`` (any letter case) when given, else from the file name
@@ -118,7 +126,8 @@ def load_wavcaps(
             it from the file (:func:`wavcaps_source`). Without a source, ``source_id`` is ``None``.
         missing: ``"error"`` raises on the first record without caption or id, repeated id, or absent or
             unreadable audio, naming the file and record; ``"skip"`` drops them and logs how many and
-            which. No clip at all is an error.
+            which. No clip at all is an error. Records with the placeholder id ``"Not found"`` are left out
+            and reported under both policies.
         split: the name of the one split.
         encoding: text encoding of the JSON file.
 
@@ -138,7 +147,8 @@ def load_wavcaps(
         raise FileNotFoundError(f"audio_dir {root} is not a directory.")
     records = _read_records(json_path, encoding)
     problems = CorpusProblems(missing, "WavCaps", split)
-    rows = _rows(json_path, records, root.resolve(), source, problems)
+    placeholders = _placeholder_records(json_path, records)
+    rows = _rows(json_path, records, root.resolve(), source, problems, placeholders)
     problems.log_summary()
     provenance = split_provenance(
         "WavCaps",
@@ -148,6 +158,7 @@ def load_wavcaps(
         (f"WavCaps {source}", WAVCAPS_OFFICIAL_CLIPS[source]) if source else None,
         problems,
         source=source,
+        missing_records=len(placeholders),
     )
     dataset = build_split(rows, atr_features(with_source_id=True), provenance)
     logger.info(f"WavCaps {source or json_path.name}: {len(rows)} clips from {json_path}, audio in {root}")
@@ -166,14 +177,52 @@ def _read_records(json_path: Path, encoding: str) -> list:
     return records
 
 
+def _placeholder_records(json_path: Path, records: list) -> set[int]:
+    """The numbers (from 1) of the records whose ``id`` is WavCaps' placeholder :data:`_PLACEHOLDER_ID`,
+    reported in one warning naming each record and its audio."""
+    numbers = {
+        number
+        for number, record in enumerate(records, start=1)
+        if isinstance(record, dict) and str(record.get("id", "")).strip() == _PLACEHOLDER_ID
+    }
+    if numbers:
+        listed = "\n  ".join(
+            f"{json_path}, record {number}: id {_PLACEHOLDER_ID!r} is a placeholder, not an id "
+            f"(audio {_audio_name(records[number - 1])!r})"
+            for number in sorted(numbers)
+        )
+        logger.warning(
+            f"{json_path}: left out {len(numbers)} missing record(s): WavCaps found no source id for them "
+            f"and wrote {_PLACEHOLDER_ID!r} instead, so they identify no clip:\n  {listed}"
+        )
+    return numbers
+
+
+def _audio_name(record: dict) -> str | None:
+    """The file name of a record's ``audio`` (unless the placeholder) or ``wav`` field, else ``None``."""
+    for field in ("audio", "wav"):
+        value = record.get(field)
+        if isinstance(value, str) and value.strip() and value != _PLACEHOLDER_AUDIO:
+            return PurePath(value).name
+    return None
+
+
 def _rows(
-    json_path: Path, records: list, root: Path, source: str | None, problems: CorpusProblems
+    json_path: Path,
+    records: list,
+    root: Path,
+    source: str | None,
+    problems: CorpusProblems,
+    placeholders: set[int],
 ) -> list[dict]:
+    """The rows of the records, but the missing records numbered in ``placeholders``."""
     available = list_files(root)
     to_source_id = _SOURCE_IDS.get(source, lambda identifier: None)
     first_record: dict[str, int] = {}
     rows = []
     for number, record in enumerate(records, start=1):
+        if number in placeholders:
+            continue
         where = f"{json_path}, record {number}"
         problem = _record_problem(record, where)
         audio_id = None if problem else _audio_id(record)
@@ -214,11 +263,7 @@ def _record_problem(record: object, where: str) -> str | None:
 def _audio_id(record: dict) -> str | None:
     if record.get("id") not in (None, ""):
         return str(record["id"])
-    for field in ("audio", "wav"):
-        value = record.get(field)
-        if isinstance(value, str) and value.strip() and value != _PLACEHOLDER_AUDIO:
-            return PurePath(value).name
-    return None
+    return _audio_name(record)
 
 
 def _audio_path(record: dict, json_dir: Path, root: Path, available: set[str]) -> Path:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 import runpy
 import shutil
 from pathlib import Path
@@ -78,6 +79,76 @@ def test_file_name_in_two_splits_stays_in_both(tmp_path, synthcaps):
     assert shared[0] in loaded["train"]["audio_id"] and shared[0] in loaded["validation"]["audio_id"]
     assert loaded["validation"][-1]["captions"] == [f"other {k}" for k in range(1, 6)]
     assert loaded["train"][0]["captions"] == shared[1:]
+
+
+def _flatten_audio(corpus: Path, folders: tuple[str, ...]) -> None:
+    """Move the audio of the split ``folders`` directly into ``corpus`` (the flat-folder fallback)."""
+    for folder in folders:
+        for audio_file in (corpus / folder).iterdir():
+            audio_file.rename(corpus / audio_file.name)
+        (corpus / folder).rmdir()
+
+
+def test_flat_folder_refuses_a_file_name_of_two_splits(tmp_path, synthcaps, caplog):
+    # The official layout; real Clotho has 4 file names in two splits, here the development clip of line 3
+    # is also listed in evaluation, with its own captions.
+    corpus = write_clotho_layout(synthcaps, tmp_path / "clotho")
+    shared = _read(corpus / "clotho_captions_development.csv")[2][0]
+    evaluation_csv = corpus / "clotho_captions_evaluation.csv"
+    evaluation_rows = _read(evaluation_csv)
+    _write(evaluation_csv, [*evaluation_rows, [shared, *[f"a pug struggles {k}" for k in range(1, 6)]]])
+    evaluation_line = len(evaluation_rows) + 1
+    _flatten_audio(corpus, ("development", "validation", "evaluation"))
+    expected = (
+        rf"clotho_captions_evaluation\.csv, line {evaluation_line}: file_name {re.escape(repr(shared))} is "
+        rf"also in split 'train' at {re.escape(str(corpus / 'clotho_captions_development.csv'))}, line 3, and "
+        rf"the audio of both splits is in the one folder {re.escape(str(corpus.resolve()))}, so its file "
+        r"cannot belong to both; put each split's audio in its own folder"
+    )
+    with pytest.raises(CorpusFormatError, match=expected):
+        load_clotho(corpus, splits="test")
+    with pytest.raises(
+        CorpusFormatError, match=r"clotho_captions_development\.csv, line 3: .* also in split 'test'"
+    ):
+        load_clotho(corpus, splits="train")
+    with caplog.at_level(logging.WARNING):
+        loaded = load_clotho(corpus, missing="skip")
+    train_names = [row[0] for row in _read(corpus / "clotho_captions_development.csv")[1:]]
+    assert loaded["train"]["audio_id"] == [name for name in train_names if name != shared]
+    assert shared not in loaded["test"]["audio_id"]
+    assert len(loaded["test"]) == len(evaluation_rows) - 1
+    assert "Clotho split 'train': skipped 1 clip(s)/row(s)" in caplog.text
+    assert "Clotho split 'test': skipped 1 clip(s)/row(s)" in caplog.text
+    provenance = corpus_provenance(loaded["test"])
+    assert provenance["skipped"] == 1
+    assert provenance["metadata"] == [
+        "clotho_captions_evaluation.csv",
+        "clotho_captions_development.csv",
+        "clotho_captions_validation.csv",
+    ]
+    # Validation shares no name: it loads whole, and says which other files it read.
+    validation = load_clotho(corpus, splits="validation")["validation"]
+    assert len(validation) == len(synthcaps["validation"])
+    assert corpus_provenance(validation)["metadata"][1:] == [
+        "clotho_captions_development.csv",
+        "clotho_captions_evaluation.csv",
+    ]
+
+
+def test_flat_folder_for_one_split_beside_per_split_folders(tmp_path, synthcaps):
+    corpus = write_clotho_layout(synthcaps, tmp_path / "clotho")
+    shared = _read(corpus / "clotho_captions_development.csv")[1][0]
+    evaluation_csv = corpus / "clotho_captions_evaluation.csv"
+    _write(evaluation_csv, [*_read(evaluation_csv), [shared, *[f"other {k}" for k in range(1, 6)]]])
+    shutil.copy(corpus / "development" / shared, corpus / "evaluation" / shared)
+    _flatten_audio(corpus, ("evaluation",))
+    # development/ is its own folder: the flat folder holds only evaluation's file of that name.
+    loaded = load_clotho(corpus, splits=["train", "test"])
+    assert loaded["test"][-1]["audio_id"] == shared
+    assert loaded["test"][-1]["captions"] == [f"other {k}" for k in range(1, 6)]
+    assert Path(loaded["test"][-1]["audio"]["path"]).parent == corpus.resolve()
+    assert Path(loaded["train"][0]["audio"]["path"]).parent == (corpus / "development").resolve()
+    assert corpus_provenance(loaded["test"])["metadata"] == ["clotho_captions_evaluation.csv"]
 
 
 def test_missing_and_corrupt_audio(tmp_path, synthcaps, caplog):

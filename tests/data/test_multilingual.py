@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import logging
 import re
@@ -188,41 +189,232 @@ def test_one_csv_with_language_columns_beside_english(tmp_path, synthcaps, cloth
     assert translated["train"]["translations"] == [{"fra": None, "deu": None}] * len(base["train"])
 
 
-@pytest.mark.parametrize("container", ["list", "data", "jsonl"])
-def test_json_with_nllb_source_languages(tmp_path, synthcaps, clotho, container):
-    _, base = clotho
-    records = []
-    for audio_id, original in zip(base["test"]["audio_id"], synthcaps["test"]):
-        record = {"file_name": audio_id}
-        for k, caption in enumerate(original["translations"]["jpn"], start=1):
-            record[f"caption_{k}"] = caption
-            record[f"source_lang_{k}"] = "jpn_Jpan"
-        records.append(record)
-    path = tmp_path / ("test_jpn.jsonl" if container == "jsonl" else "test_jpn.json")
+# ML-CLAP's JSON (github.com/zyyan4/ml-clap, data/Clotho/test.json, data/AudioCaps/test.json): records with
+# caption_k and its NLLB code in source_lang_k, "wav" (the clip under the authors' data folder), "audio" (a
+# path on their machine), "duration", "id" (an md5 hash for Clotho, Y<youtube id>.wav for AudioCaps) and
+# "duration_sample"; tools/prepare_ml_caps_json_to_wds.py groups a record's captions by source_lang_k.
+NLLB = {"eng": "eng_Latn", "fra": "fra_Latn", "deu": "deu_Latn", "jpn": "jpn_Jpan"}
+CLOTHO_FOLDERS = {
+    "train": ("train", "development"),
+    "validation": ("val", "validation"),
+    "test": ("test", "evaluation"),
+}
+
+
+def _ml_clap_record(wav: str, audio: str, identifier: str, captions: dict[str, list[str]]) -> dict:
+    """One record of ML-CLAP's JSON, fields in the order of its files; ``captions``: NLLB code -> captions."""
+    slots = [(code, text) for code, texts in captions.items() for text in texts]
+    record: dict = {f"caption_{k}": text for k, (_, text) in enumerate(slots, start=1)}
+    record.update(wav=wav, audio=audio, duration=10.0, id=identifier, duration_sample=160000)
+    record.update({f"source_lang_{k}": code for k, (code, _) in enumerate(slots, start=1)})
+    return record
+
+
+def _clotho_ml_clap_record(split: str, file_name: str, captions: dict[str, list[str]]) -> dict:
+    folder, clotho_folder = CLOTHO_FOLDERS[split]
+    return _ml_clap_record(
+        f"Clotho/waveforms/{folder}/{file_name}",
+        f"/path/clotho/clotho_v2/wav/16k/{clotho_folder}/{file_name}",
+        hashlib.md5(file_name.encode()).hexdigest() + ".wav",
+        captions,
+    )
+
+
+def _write_ml_clap(path: Path, records: list[dict], container: str = "ml-clap") -> Path:
     if container == "jsonl":
         path.write_text(
             "\n".join(json.dumps(record, ensure_ascii=False) for record in records), encoding="utf-8"
         )
+    elif container == "list":
+        path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
     else:
-        path.write_text(json.dumps(records if container == "list" else {"data": records}), encoding="utf-8")
+        document = {
+            "data": records,
+            "num_captions_per_audio": sum(key.startswith("caption_") for key in records[0]),
+        }
+        path.write_text(json.dumps(document, ensure_ascii=False, indent=4), encoding="utf-8")
+    return path
+
+
+def _clotho_ml_clap_file(path: Path, base, synthcaps, split: str, languages: tuple[str, ...]) -> Path:
+    """An ML-CLAP file for one Clotho split: each record with the English captions and ``languages``."""
+    records = [
+        _clotho_ml_clap_record(
+            split,
+            file_name,
+            {NLLB["eng"]: english, **{NLLB[lang]: original["translations"][lang] for lang in languages}},
+        )
+        for file_name, english, original in zip(
+            base[split]["audio_id"], base[split]["captions"], synthcaps[split]
+        )
+    ]
+    return _write_ml_clap(path, records)
+
+
+def _expected(synthcaps, split: str, languages: tuple[str, ...]) -> list[dict]:
+    return [{lang: row[lang] for lang in languages} for row in synthcaps[split]["translations"]]
+
+
+def test_ml_clap_clotho_records_join_by_their_wav_file_name(tmp_path, synthcaps, clotho, caplog):
+    _, base = clotho
+    path = _clotho_ml_clap_file(tmp_path / "clotho_test_ml.json", base, synthcaps, "test", ("jpn", "fra"))
+    for key in (None, "wav", "audio"):
+        with caplog.at_level(logging.INFO, logger="hf_atr"):
+            translated = load_translations(base, {"jpn": {"test": path}, "fr": {"test": path}}, key=key)
+        assert translated["test"]["translations"] == _expected(synthcaps, "test", ("jpn", "fra"))
+        assert translated["train"]["translations"] == [{"jpn": None, "fra": None}] * len(base["train"])
+    clips = len(base["test"])
+    assert (
+        f"jpn: {path}: joined {clips} clip(s) of split(s) ['test']: {clips} by their key, 0 by their English "
+        "captions; 0 record(s) matched no clip." in caplog.text
+    )
+
+
+def test_ml_clap_clotho_hash_ids_and_renamed_files_join_by_english_captions(
+    tmp_path, synthcaps, clotho, caplog
+):
+    _, base = clotho
+    path = _clotho_ml_clap_file(tmp_path / "clotho_val_ml.json", base, synthcaps, "validation", ("deu",))
+    records = json.loads(path.read_text(encoding="utf-8"))["data"]
+    # The id is a hash that names no clip; a name may be written differently (WavCaps' own Clotho JSON has
+    # "Grillons-d&#39;Italie-Ardeche.wav", HTML-escaped), and the English captions may come in another order.
+    renamed = next(index for index, name in enumerate(base["validation"]["audio_id"]) if '"' in name)
+    for field in ("wav", "audio"):
+        records[renamed][field] = records[renamed][field].replace('"', "&quot;")
+    for k_from, k_to in ((1, 3), (6, 8)):  # English slots 1 <-> 3 and their German translations alike
+        records[0][f"caption_{k_from}"], records[0][f"caption_{k_to}"] = (
+            records[0][f"caption_{k_to}"],
+            records[0][f"caption_{k_from}"],
+        )
+    _write_ml_clap(path, records)
+    expected = _expected(synthcaps, "validation", ("deu",))
+    with caplog.at_level(logging.INFO, logger="hf_atr"):
+        translated = load_translations(base, {"de": {"validation": path}})
+    assert translated["validation"]["translations"] == expected
+    clips = len(base["validation"])
+    assert (
+        f"joined {clips} clip(s) of split(s) ['validation']: {clips - 1} by their key, 1 by their English"
+        in caplog.text
+    )
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="hf_atr"):
+        by_id = load_translations(base, {"de": {"validation": path}}, key="id")
+    assert by_id["validation"]["translations"] == expected
+    assert (
+        f"joined {clips} clip(s) of split(s) ['validation']: 0 by their key, {clips} by their English"
+        in caplog.text
+    )
+
+
+def test_ml_clap_caption_of_several_clips_is_reported_not_guessed(tmp_path, synthcaps, clotho, caplog):
+    corpus, base = clotho
+    validation = corpus / "clotho_captions_validation.csv"
+    rows = _read(validation)
+    rows[2][1:] = rows[1][1:]  # two validation clips with the same five captions
+    _write(validation, rows)
+    base = load_clotho(corpus)
+    path = _clotho_ml_clap_file(tmp_path / "clotho_val_ml.json", base, synthcaps, "validation", ("fra",))
+    with caplog.at_level(logging.WARNING):
+        translated = load_translations(base, {"fra": {"validation": path}}, key="id")
+    third = synthcaps["validation"][2]["translations"]["fra"]
+    assert translated["validation"]["translations"] == [{"fra": None}, {"fra": None}, {"fra": third}]
+    names = base["validation"]["audio_id"]
+    assert (
+        f"fra: 2 record(s) of {path} name no clip, and their English captions are those of several clips "
+        f"(not joined, never guessed): {path}, record 1 matches {names[0]!r} (split 'validation' row 0) and "
+        f"{names[1]!r} (split 'validation' row 1)" in caplog.text
+    )
+    # By the file names in "wav", the same records join to their own clips.
+    assert load_translations(base, {"fra": {"validation": path}})["validation"]["translations"] == [
+        {"fra": row["translations"]["fra"]} for row in synthcaps["validation"]
+    ]
+
+
+def test_ml_clap_audiocaps_records_join_through_their_youtube_ids(tmp_path, synthcaps):
+    corpus = write_audiocaps_layout(synthcaps, tmp_path / "audiocaps")
+    base = load_audiocaps(corpus)
+    records = []
+    for youtube_id, english, original in zip(
+        base["test"]["audio_id"], base["test"]["captions"], synthcaps["test"]
+    ):
+        captions = {NLLB["eng"]: english, NLLB["fra"]: original["translations"]["fra"]}
+        records.append(
+            _ml_clap_record(
+                f"AudioCaps/waveforms/test/Y{youtube_id}.wav", f"/path/audiocaps/16k/Y{youtube_id}.wav",
+                f"Y{youtube_id}.wav", captions,
+            )
+        )  # fmt: skip
+    path = _write_ml_clap(tmp_path / "audiocaps_test_ml.json", records)
+    for key in (None, "id", "wav"):
+        translated = load_translations(base, {"fra": {"test": path}}, key=key)
+        assert translated["test"]["translations"] == _expected(synthcaps, "test", ("fra",))
+
+
+@pytest.mark.parametrize("container", ["ml-clap", "list", "jsonl"])
+def test_ml_clap_layout_with_one_language_per_file(tmp_path, synthcaps, clotho, container):
+    _, base = clotho
+    records = [
+        _clotho_ml_clap_record("test", file_name, {NLLB["jpn"]: original["translations"]["jpn"]})
+        for file_name, original in zip(base["test"]["audio_id"], synthcaps["test"])
+    ]
+    path = _write_ml_clap(
+        tmp_path / ("test_jpn.jsonl" if container == "jsonl" else "test_jpn.json"), records, container
+    )
     translated = load_translations(base, {"jpn_Jpan": {"test": path}})
-    assert translated["test"]["translations"] == [
-        {"jpn": row["jpn"]} for row in synthcaps["test"]["translations"]
+    assert translated["test"]["translations"] == _expected(synthcaps, "test", ("jpn",))
+    assert (
+        load_translations(base, {"ja": {"test": path}})["test"]["translations"]
+        == translated["test"]["translations"]
+    )
+
+
+def test_malformed_ml_clap_files(tmp_path, synthcaps, clotho):
+    _, base = clotho
+    path = _clotho_ml_clap_file(tmp_path / "test.json", base, synthcaps, "test", ())
+    with pytest.raises(
+        CorpusFormatError,
+        match=r"test\.json: none of its 2 record\(s\) has a caption in fra \(its source_lang_k fields name "
+        r"\['eng_Latn'\]\); load it as one of those languages or give the fra file\.",
+    ):
+        load_translations(base, {"fra": {"test": path}})
+    records = [
+        _clotho_ml_clap_record("test", name, {NLLB["jpn"]: original["translations"]["jpn"]})
+        for name, original in zip(base["test"]["audio_id"], synthcaps["test"])
     ]
     records[1]["source_lang_3"] = "zho_Hans"
-    path = tmp_path / "mixed.json"
-    path.write_text(json.dumps(records), encoding="utf-8")
-    with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: caption_3 is in 'zho_Hans'"):
-        load_translations(base, {"jpn": {"test": path}})
-    records[1]["source_lang_3"] = "ja"
-    path.write_text(json.dumps(records), encoding="utf-8")
-    assert load_translations(base, {"ja": {"test": path}})["test"]["translations"] == [
-        {"jpn": row["jpn"]} for row in synthcaps["test"]["translations"]
-    ]
+    mixed = _write_ml_clap(tmp_path / "mixed.json", records)
+    with pytest.raises(
+        CorpusFormatError, match=r"mixed\.json, record 2: 4 jpn caption\(s\) for clip .* which has 5"
+    ):
+        load_translations(base, {"jpn": {"test": mixed}})
     records[1]["source_lang_3"] = "jp"
-    path.write_text(json.dumps(records), encoding="utf-8")
+    _write_ml_clap(mixed, records)
     with pytest.raises(CorpusFormatError, match=r"mixed\.json, record 2: Language code 'jp' is not an ISO"):
-        load_translations(base, {"jpn": {"test": path}})
+        load_translations(base, {"jpn": {"test": mixed}})
+    records = json.loads(
+        _clotho_ml_clap_file(tmp_path / "t.json", base, synthcaps, "test", ("fra",)).read_text()
+    )["data"]
+    del records[0]["caption_10"], records[0]["source_lang_10"]
+    _write_ml_clap(tmp_path / "t.json", records)
+    with pytest.raises(
+        CorpusFormatError, match=r"t\.json, record 1: 4 caption\(s\) in fra but 5 in English \(eng_Latn\)"
+    ):
+        load_translations(base, {"fra": {"test": tmp_path / "t.json"}})
+    for record in records:
+        record["wav"] = record["audio"] = "Clotho/waveforms/test/another clip.wav"
+        record["caption_1"] = "English captions of another clip"
+    _write_ml_clap(tmp_path / "t.json", records[1:])
+    with pytest.raises(
+        CorpusFormatError, match=r"t\.json: none of its records matches a clip of split\(s\) \['test'\]"
+    ):
+        load_translations(base, {"fra": {"test": tmp_path / "t.json"}})
+    for field in ("wav", "audio", "id"):
+        del records[1][field]
+    _write_ml_clap(tmp_path / "t.json", records[1:])
+    with pytest.raises(
+        CorpusFormatError, match=r"t\.json, record 1: none of the key fields \[.*'wav', 'id', 'audio'\]"
+    ):
+        load_translations(base, {"fra": {"test": tmp_path / "t.json"}})
 
 
 def test_malformed_translation_files(tmp_path, synthcaps, clotho):

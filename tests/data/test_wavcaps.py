@@ -112,7 +112,7 @@ def test_each_source_of_the_release(
     provenance = corpus_provenance(train)
     assert provenance["corpus"] == "WavCaps" and provenance["source"] == folder
     assert provenance["official_release"] == f"WavCaps {folder}" and provenance["clips_found"] == 2
-    assert provenance["metadata"] == [file_name]
+    assert provenance["metadata"] == [file_name] and provenance["missing_records"] == 0
     assert wavcaps_source(json_path) == folder
 
 
@@ -140,6 +140,49 @@ def test_audio_fields_caption_slots_and_unknown_source(tmp_path, caplog):
     ]
     with pytest.raises(ValueError, match="Unknown WavCaps source 'Freesound.org'"):
         load_wavcaps(json_path, source="Freesound.org")
+
+
+def _clotho_val_record(name: str, identifier: str, seed: int) -> dict:
+    """A record of WavCaps' own Clotho ``val.json`` (``retrieval/data/Clotho/json_files/``), field by field."""
+    return {
+        **{f"caption_{k}": f"{name} caption {k} {seed}." for k in range(1, 6)},
+        "wav": f"Clotho/waveforms/val/{name}",
+        "audio": f"/mnt/fast/nobackup/users/xm00178/data/Clotho/waveforms/val/{name}",
+        "id": identifier,
+        "duration": 17.531,
+    }
+
+
+@pytest.mark.parametrize("missing", ["error", "skip"])
+def test_placeholder_ids_are_missing_records_not_duplicates(tmp_path, caplog, missing):
+    # val.json has 6 records with the id "Not found" (the first is record 9); their audio exists.
+    names = [f"clip {index}.wav" for index in range(1, 13)]
+    placeholders = {9: names[8], 11: names[10], 12: names[11]}
+    records = [
+        _clotho_val_record(name, "Not found" if number in placeholders else str(100000 + number), number)
+        for number, name in enumerate(names, start=1)
+    ]
+    json_path = tmp_path / "json_files" / "Clotho" / "val.json"
+    json_path.parent.mkdir(parents=True)
+    json_path.write_text(json.dumps({"data": records, "num_captions_per_audio": 5}), encoding="utf-8")
+    for seed, name in enumerate(names):
+        _write_flac(tmp_path / "Clotho" / "waveforms" / "val" / name, seed)
+    with caplog.at_level(logging.WARNING):
+        train = load_wavcaps(json_path, audio_dir=tmp_path, missing=missing)["train"]
+    kept = [number for number in range(1, 13) if number not in placeholders]
+    assert train["audio_id"] == [str(100000 + number) for number in kept]
+    assert train["captions"][0] == [f"clip 1.wav caption {k} 1." for k in range(1, 6)]
+    assert [Path(row["path"]).name for row in train["audio"]] == [names[number - 1] for number in kept]
+    assert f"{json_path}: left out 3 missing record(s): WavCaps found no source id for them" in caplog.text
+    for number, name in placeholders.items():
+        assert (
+            f"{json_path}, record {number}: id 'Not found' is a placeholder, not an id (audio {name!r})"
+            in caplog.text
+        )
+    assert "already in record" not in caplog.text
+    provenance = corpus_provenance(train)
+    assert provenance["missing_records"] == 3 and provenance["skipped"] == 0
+    assert provenance["clips_found"] == 9
 
 
 def test_bad_records_are_named_or_skipped(tmp_path, caplog):
