@@ -700,9 +700,8 @@ def _zero_shot_table(results: dict[str, dict[str, Any]], chance: dict[str, float
     for name in names:
         cells = [text(name, figures.get(name)) for figures in results.values()]
         cells.append("" if name == "clips" else text(name, chance.get(name)))
-        lines.append(
-            f"  {name:<{label_width}}" + "".join(f"  {cell:>{width}}" for cell, width in zip(cells, widths))
-        )
+        row = f"  {name:<{label_width}}" + "".join(f"  {cell:>{width}}" for cell, width in zip(cells, widths))
+        lines.append(row.rstrip())
     return lines
 
 
