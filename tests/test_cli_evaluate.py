@@ -129,6 +129,11 @@ def test_zero_shot_report_of_a_trained_model(trained, tmp_path, capsys):
         (["--split", "all"], r"several splits \(--split all\) apply to --zero-shot"),
         (["--zero-shot", "--split", ","], r"--split ',' names no split"),
         (
+            ["--zero-shot", "--min-clips", "-3"],
+            r"hf-atr evaluate: min_clips must be a whole number of clips, 0 or more",
+        ),
+        (["--min-clips", "3"], r"--min-clips applies to --zero-shot"),
+        (
             ["--zero-shot", "--split", "test,nope"],
             r"--split: .*data has no split\(s\) \['nope'\]; its splits: \['test'\]",
         ),

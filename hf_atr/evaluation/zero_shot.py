@@ -175,7 +175,8 @@ class ZeroShotEvaluator:
 
     Raises:
         ValueError: on an empty dataset, a missing label column, a clip without a label, or a label that is not
-            among `labels` (naming the rows); several splits of which one is named ``"all"``.
+            among `labels` (naming the rows); several splits of which one is named ``"all"``; a negative
+            `min_clips`.
     """
 
     def __init__(
@@ -193,6 +194,10 @@ class ZeroShotEvaluator:
         strict: bool = False,
         min_clips: int | None = None,
     ) -> None:
+        if min_clips is not None and (
+            isinstance(min_clips, bool) or not isinstance(min_clips, int) or min_clips < 0
+        ):
+            raise ValueError(f"min_clips must be a whole number of clips, 0 or more; got {min_clips!r}.")
         dataset, split_rows = _concatenated(dataset)
         if split is None and split_rows:
             split = "+".join(split_rows)

@@ -116,6 +116,16 @@ def test_given_labels_fix_the_classes_and_their_order():
         (lambda: labelled_clips(4), {"labels": ["dog", "dog"]}, r"labels lists \['dog'\] more than once"),
         (lambda: labelled_clips(4), {"labels": []}, "labels must be a non-empty list"),
         (lambda: labelled_clips(4), {"templates": ["no placeholder"]}, "must be a string containing"),
+        (
+            lambda: labelled_clips(4),
+            {"min_clips": -1},
+            r"min_clips must be a whole number of clips, 0 or more; got -1",
+        ),
+        (
+            lambda: labelled_clips(4),
+            {"min_clips": 2.5},
+            r"min_clips must be a whole number of clips, 0 or more; got 2\.5",
+        ),
     ],
 )
 def test_bad_datasets_and_labels_are_refused_with_the_rows(make_dataset, kwargs, message):
