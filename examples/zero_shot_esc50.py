@@ -11,12 +11,16 @@ of all folds are encoded once; each fold's metrics are those of its rows:
 - ``mAP@10``: audio -> class mAP@10, i.e. the mean reciprocal rank of the true class within the top 10;
 - ``class_to_audio_mAP@10``: each class text retrieving the fold's clips of that class.
 
+Every fold is classified among all the classes of ``meta/esc50.csv`` (50 in the release, recorded by the loader
+however few clips a fold holds), and chance is printed under the table.
+
 ``--report DIR`` writes the confusion matrix and per-class accuracy over the evaluated folds, with a
 ``report.html`` (needs ``pip install 'hf-atr[plots]'``).
 
-Each fold's clip count is printed; a fold with fewer clips than ``--min-clips`` (default: one per class)
-gets no metrics (clips skipped with ``--missing skip`` can leave a fold nearly empty, and its numbers
-would mean nothing).
+Each fold's clip count is printed; a fold with fewer clips than ``--min-clips`` (default: one per class,
+:func:`hf_atr.evaluation.zero_shot.minimum_clips`, the rule ``hf-atr evaluate --zero-shot`` flags by) gets no
+metrics (clips skipped with ``--missing skip`` can leave a fold nearly empty, and its numbers would mean
+nothing).
 
 Example::
 
@@ -32,15 +36,12 @@ import json
 from collections.abc import Sequence
 
 import torch
-from datasets import concatenate_datasets
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.data.corpus_utils import add_encoding_argument, exit_on_input_error, expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, load_esc50
-from hf_atr.evaluation.zero_shot import ZeroShotEvaluator
-
-METRICS = ("accuracy", "balanced_accuracy", "mAP@10", "class_to_audio_mAP@10")
-"""The columns printed per fold (``ZeroShotPredictions.metrics`` keys)."""
+from hf_atr.data.schema import class_list, corpus_provenance
+from hf_atr.evaluation.zero_shot import METRIC_NAMES, ZeroShotEvaluator, minimum_clips
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,12 +95,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
             missing=args.missing,
             encoding=args.encoding,
         )
-    class_names = sorted(set(concatenate_datasets(list(folds.values()))["label"]))
-
-    min_clips = args.min_clips if args.min_clips is not None else len(class_names)
+    classes = class_list(corpus_provenance(next(iter(folds.values()))))  # the 50 of esc50.csv, in its order
+    min_clips = args.min_clips if args.min_clips is not None else minimum_clips(len(classes))
     counts = {split: len(fold) for split, fold in folds.items()}
     evaluated = [split for split, count in counts.items() if count >= min_clips]
-    print(f"Zero-shot ESC-50, {len(class_names)} classes, templates {list(templates)}")
+    print(
+        f"Zero-shot ESC-50, {len(classes)} classes (chance accuracy {100 / len(classes):.2f} %), "
+        f"templates {list(templates)}"
+    )
     for split, count in counts.items():
         verdict = "" if split in evaluated else f" < {min_clips} (--min-clips): no metrics"
         print(f"{split}: {count} clip(s){verdict}")
@@ -109,32 +112,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
             "or lower --min-clips."
         )
 
-    clips = concatenate_datasets([folds[split] for split in evaluated])
     evaluator = ZeroShotEvaluator(
-        clips,
+        {split: folds[split] for split in evaluated},
         processor,
-        labels=class_names,
         templates=templates,
         batch_size=args.batch_size,
-        split="+".join(evaluated),
+        min_clips=min_clips,
     )
-    predictions = evaluator.predict(model)
-    results: dict[str, dict[str, float]] = {}
-    start = 0
-    for split in evaluated:
-        rows = range(start, start + counts[split])
-        fold = predictions.select(rows)  # clips that could not be decoded were left out (and named)
-        results[split] = {**fold.metrics(), "clips": len(fold.true_classes)}
-        start = rows.stop
-    if len(evaluated) > 1:
-        results["all"] = {**predictions.metrics(), "clips": len(predictions.true_classes)}
+    predictions = evaluator.predict(model)  # clips that could not be decoded are left out (and named)
+    results = evaluator.split_results(predictions)
 
-    print(f"{'split':>8} {'clips':>6} " + " ".join(f"{name:>22}" for name in METRICS))
+    print(f"{'split':>8} {'clips':>6} " + " ".join(f"{name:>22}" for name in METRIC_NAMES))
     for split, metrics in results.items():
         print(
             f"{split:>8} {metrics['clips']:>6} "
-            + " ".join(f"{100 * metrics[name]:>22.2f}" for name in METRICS)
+            + " ".join(
+                f"{100 * metrics[name]:>22.2f}" if name in metrics else f"{'—':>22}" for name in METRIC_NAMES
+            )
         )
+    chance = evaluator.protocol["chance"]
+    print(
+        f"{'chance':>8} {'':>6} "
+        + " ".join(
+            f"{100 * chance[name]:>22.2f}" if name in chance else f"{'—':>22}" for name in METRIC_NAMES
+        )
+    )
     if args.output_json is not None:
         args.output_json.write_text(json.dumps(results, indent=2))
     if args.report is not None:

@@ -78,7 +78,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     model = AtrDualEncoderModel.from_pretrained(args.model).eval()
     processor = AtrProcessor.from_pretrained(args.model)
     evaluator = ZeroShotEvaluator(
-        clips, processor, templates=args.templates, batch_size=args.batch_size, split=args.audio_dir.name
+        clips,
+        processor,
+        labels=sorted(set(clips["label"])),  # the folder's classes are the names found in it
+        templates=args.templates,
+        batch_size=args.batch_size,
+        split=args.audio_dir.name,
     )
     predictions = evaluator.predict(model)
     metrics = predictions.metrics()

@@ -52,6 +52,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 SYNTHCAPS = "synthcaps"
+ALL_SPLITS = "all"
+"""``hf-atr evaluate --zero-shot --split all``: every split of the dataset."""
 DEFAULT_SAVE_EVERY = 1000
 """``hf-atr index`` saves the index after this many files (and at the end, and when it stops early)."""
 
@@ -180,7 +182,12 @@ RETRIEVAL_OPTIONS = {
     "--relevance-missing": "relevance_missing",
 }
 """``hf-atr evaluate`` options of retrieval (option -> attribute), refused with ``--zero-shot``."""
-ZERO_SHOT_OPTIONS = {"--labels": "labels", "--label-column": "label_column", "--template": "templates"}
+ZERO_SHOT_OPTIONS = {
+    "--labels": "labels",
+    "--label-column": "label_column",
+    "--template": "templates",
+    "--min-clips": "min_clips",
+}
 """``hf-atr evaluate`` options of ``--zero-shot`` (option -> attribute), refused without it."""
 
 
@@ -215,7 +222,12 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a `save_to_disk` directory, `synthcaps`, or a loader name (audiocaps, clotho, esc50, wavcaps, "
         "audiofolder) with --data-dir",
     )
-    parser.add_argument("--split", default="test", help="split of a DatasetDict (default: test)")
+    parser.add_argument(
+        "--split",
+        default="test",
+        help="split of a DatasetDict (default: test); with --zero-shot several, comma-separated (fold2,fold4), or "
+        f"`{ALL_SPLITS}` for every split: encoded once, figures per split and over all of them",
+    )
     loader = parser.add_argument_group("a corpus read by its loader (--dataset audiocaps|clotho|esc50|...)")
     loader.add_argument(
         "--data-dir", default=None, help="the corpus in its official layout (WavCaps: its JSON file)"
@@ -297,7 +309,8 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--labels",
         nargs="+",
         default=None,
-        help="the classes to choose from (default: the split's distinct labels); every clip's label must be one",
+        help="the classes to choose from (default: the dataset's class list, as the ESC-50 loader records all 50, "
+        "else the split's distinct labels, with a warning); every clip's label must be one",
     )
     zero_shot.add_argument(
         "--label-column", default=None, help="the column holding each clip's class (default: label)"
@@ -308,6 +321,13 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=None,
         help="prompt template with {} or {class}; repeat to average several (default: 'This is a sound of {class}.')",
+    )
+    zero_shot.add_argument(
+        "--min-clips",
+        type=int,
+        default=None,
+        help="a split with fewer clips is flagged as too few to measure (default: the number of classes, one clip "
+        "per class)",
     )
     parser.set_defaults(handler=run_evaluate)
     return parser
@@ -591,9 +611,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     model_path = checked_model(args.model)
     model = AutoModel.from_pretrained(model_path)
     processor = AutoProcessor.from_pretrained(model_path)
-    build_evaluator = _zero_shot_evaluator if args.zero_shot else _retrieval_evaluator
+    if args.zero_shot:
+        return _run_zero_shot(args, model, processor, dataset, split, windowing)
     try:
-        evaluator = build_evaluator(args, dataset, split, processor, windowing)
+        evaluator = _retrieval_evaluator(args, dataset, split, processor, windowing)
         if args.report:
             try:
                 report = evaluator.report(model, args.report)
@@ -605,33 +626,100 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"hf-atr evaluate: {error}") from error
     protocol = evaluator.protocol
-    skipped = f", {len(protocol['skipped_clips'])} clip(s) skipped" if protocol["skipped_clips"] else ""
-    where = f"{args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips{skipped}"
-    if args.zero_shot:
-        print(
-            f"Zero-shot classification on {where}, {protocol['classes']} classes, templates "
-            f"{protocol['templates']}; a tie with the true class counts against it); in %:"
-        )
-    else:
-        relevance = (
-            f"relevance judgements {protocol['relevance_file']}"
-            if protocol["relevance"] == "judgements"
-            else "each caption's own clip relevant"
-        )
-        print(
-            f"Retrieval on {where}, {protocol['captions']} captions, {relevance}; ties count against the relevant "
-            "item); recall and mAP in %, ranks 1-based:"
-        )
+    relevance = (
+        f"relevance judgements {protocol['relevance_file']}"
+        if protocol["relevance"] == "judgements"
+        else "each caption's own clip relevant"
+    )
+    print(
+        f"Retrieval on {_evaluated_set(args, split, protocol)}, {protocol['captions']} captions, {relevance}; ties "
+        "count against the relevant item); recall and mAP in %, ranks 1-based:"
+    )
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
         print(f"  {name:<{width}}  {format_metric(name, value)}")
+    _write_output(args, {"metrics": metrics, "protocol": protocol}, None if not args.report else report.path)
+    return 0
+
+
+def _run_zero_shot(
+    args: argparse.Namespace, model: Any, processor: Any, dataset: Any, split: str | None, windowing: Any
+) -> int:
+    """``hf-atr evaluate --zero-shot``: the figures of every split evaluated (and of all of them), beside chance,
+    with the splits too small to measure flagged."""
+    from hf_atr.plots.canvas import require_matplotlib
+
+    try:
+        evaluator = _zero_shot_evaluator(args, dataset, split, processor, windowing)
+        if args.report:
+            try:
+                require_matplotlib()
+            except ImportError as error:
+                raise SystemExit(f"hf-atr evaluate --report: {error}") from error
+        predictions = evaluator.predict(model)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"hf-atr evaluate: {error}") from error
+    results = evaluator.split_results(predictions)
+    protocol = evaluator.protocol
+    print(
+        f"Zero-shot classification on {_evaluated_set(args, split, protocol)}, {protocol['classes']} classes from "
+        f"{protocol['classes_from']}, templates {protocol['templates']}; a tie with the true class counts against "
+        "it); in %, beside chance (the classes ranked at random):"
+    )
+    print("\n".join(_zero_shot_table(results, protocol["chance"])))
+    flagged = [
+        f"{name} ({figures['clips']} clips)" for name, figures in results.items() if figures["too_few_clips"]
+    ]
+    if flagged:
+        print(
+            f"Too few clips to measure {protocol['classes']} classes (fewer than {protocol['min_clips']}, "
+            f"--min-clips): {', '.join(flagged)}; these figures are not a measurement."
+        )
+    report_path = evaluator.write_report(predictions, args.report).path if args.report else None
+    whole = list(results.values())[-1]
+    metrics = {name: value for name, value in whole.items() if name not in ("clips", "too_few_clips")}
+    _write_output(args, {"metrics": metrics, "splits": results, "protocol": protocol}, report_path)
+    return 0
+
+
+def _zero_shot_table(results: dict[str, dict[str, Any]], chance: dict[str, float]) -> list[str]:
+    """The lines of the zero-shot results: a row per metric (and the clip count), a column per split and chance."""
+    from hf_atr.evaluation.tables import format_metric
+    from hf_atr.evaluation.zero_shot import METRIC_NAMES
+
+    def text(name: str, value: float | None) -> str:
+        return "—" if value is None else str(value) if name == "clips" else format_metric(name, value)
+
+    names = ["clips", *METRIC_NAMES]
+    columns = [*results, "chance"]
+    label_width = max(len(name) for name in names)
+    widths = [max(len(column), 6) for column in columns]
+    lines = [
+        "  " + " " * label_width + "".join(f"  {column:>{width}}" for column, width in zip(columns, widths))
+    ]
+    for name in names:
+        cells = [text(name, figures.get(name)) for figures in results.values()]
+        cells.append("" if name == "clips" else text(name, chance.get(name)))
+        row = f"  {name:<{label_width}}" + "".join(f"  {cell:>{width}}" for cell, width in zip(cells, widths))
+        lines.append(row.rstrip())
+    return lines
+
+
+def _evaluated_set(args: argparse.Namespace, split: str | None, protocol: dict[str, Any]) -> str:
+    """``"esc50 (fold3, 1 clips"``: what was evaluated, for the first line of the results (its parenthesis is
+    closed by the caller)."""
+    skipped = f", {len(protocol['skipped_clips'])} clip(s) skipped" if protocol["skipped_clips"] else ""
+    return f"{args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips{skipped}"
+
+
+def _write_output(args: argparse.Namespace, payload: dict[str, Any], report_path: Path | None) -> None:
+    """Write ``--output`` and say where it and the ``--report`` page are."""
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps({"metrics": metrics, "protocol": protocol}, indent=2))
+        Path(args.output).write_text(json.dumps(payload, indent=2))
         print(f"Metrics and protocol written to {args.output}")
-    if args.report:
-        print(f"Report written to {report.path} (figures beside it)")
-    return 0
+    if report_path is not None:
+        print(f"Report written to {report_path} (figures beside it)")
 
 
 def _refuse_options_of_the_other_mode(args: argparse.Namespace) -> None:
@@ -686,6 +774,7 @@ def _zero_shot_evaluator(
         split=split,
         windowing=windowing,
         strict=args.strict,
+        min_clips=args.min_clips,
     )
 
 
@@ -726,7 +815,8 @@ def _process_group() -> Iterator[Any]:
 
 
 def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
-    """The dataset to evaluate and its split name (``None`` for a saved single ``Dataset``)."""
+    """The dataset to evaluate and its split name (``None`` for a saved single ``Dataset``); with several splits
+    (``--zero-shot``), ``{split: rows}`` in the order named and their names joined by ``+``."""
     if args.dataset == SYNTHCAPS:
         from hf_atr.data.schema import LANGUAGES
         from hf_atr.data.synthcaps import load_synthcaps
@@ -737,10 +827,13 @@ def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
             raise SystemExit(f"synthcaps has no captions in {unknown}; choose from {list(LANGUAGES)}.")
         synthcaps = load_synthcaps(num_train=0, num_validation=0, num_test=args.num_test, languages=languages)
         return synthcaps["test"], "test"
+    from datasets import DatasetDict
+
     from hf_atr.data.corpora import CORPUS_LOADERS
 
+    names = _requested_splits(args)
     if args.dataset in CORPUS_LOADERS:
-        return _loaded_split(args)
+        return _chosen_splits(_loaded_corpus(args, names), names, f"{args.dataset} in {args.data_dir}")
     given = [flag for flag, value in (("--data-dir", args.data_dir), ("--missing", args.missing),
                                       ("--encoding", args.encoding)) if value is not None]  # fmt: skip
     if given:
@@ -749,43 +842,81 @@ def _evaluation_split(args: argparse.Namespace) -> tuple[Any, str | None]:
             f"loader (--dataset "
             f"{'|'.join(CORPUS_LOADERS)}); --dataset {args.dataset} is read as a saved dataset."
         )
-    return _saved_split(Path(args.dataset).expanduser(), args.split)
+    path = Path(args.dataset).expanduser()
+    loaded = _saved_dataset(path)
+    if isinstance(loaded, DatasetDict):
+        return _chosen_splits(loaded, names, str(path))
+    return loaded, None
 
 
-def _loaded_split(args: argparse.Namespace) -> tuple[Any, str]:
-    """Split ``--split`` of the corpus that loader ``--dataset`` reads from ``--data-dir`` (only that split, where
-    the loader can choose)."""
+def _requested_splits(args: argparse.Namespace) -> list[str] | None:
+    """The split names ``--split`` gives (``None``: every split); several apply to ``--zero-shot`` only."""
+    if args.split == ALL_SPLITS:
+        names = None
+    else:
+        names = list(dict.fromkeys(name.strip() for name in args.split.split(",") if name.strip()))
+        if not names:
+            raise SystemExit(f"hf-atr evaluate: --split {args.split!r} names no split.")
+    if not args.zero_shot and (names is None or len(names) > 1):
+        raise SystemExit(
+            f"hf-atr evaluate: several splits (--split {args.split}) apply to --zero-shot; retrieval evaluates one "
+            "split, whose clips are the gallery of its captions."
+        )
+    return names
+
+
+def _chosen_splits(corpus: Any, names: list[str] | None, where: str) -> tuple[Any, str]:
+    """The split named (its rows, its name) or the splits named (``{split: rows}``, their names joined by ``+``);
+    ``None``: every split of ``corpus``."""
+    names = list(corpus) if names is None else names
+    absent = [name for name in names if name not in corpus]
+    if absent:
+        raise SystemExit(
+            f"hf-atr evaluate: --split: {where} has no split(s) {absent}; its splits: {sorted(corpus)}."
+        )
+    if len(names) == 1:
+        return corpus[names[0]], names[0]
+    return {name: corpus[name] for name in names}, "+".join(names)
+
+
+def _loaded_corpus(args: argparse.Namespace, names: list[str] | None) -> Any:
+    """The corpus that loader ``--dataset`` reads from ``--data-dir``: only the splits named, where the loader can
+    choose (``splits``, or ESC-50's ``folds``)."""
     from hf_atr.data.corpora import load_corpus, loader_options
+    from hf_atr.data.esc50 import esc50_fold
 
     if args.data_dir is None:
         raise SystemExit(
             f"hf-atr evaluate: --dataset {args.dataset} reads the corpus in --data-dir DIR; give it."
         )
-    options = {"missing": args.missing, "encoding": args.encoding}
-    if "splits" in loader_options(args.dataset):
-        options["splits"] = [args.split]
+    options: dict[str, Any] = {"missing": args.missing, "encoding": args.encoding}
     try:
-        corpus = load_corpus(args.dataset, args.data_dir, **options)
-    except (
-        FileNotFoundError,
-        ValueError,
-    ) as error:  # CorpusFormatError, MetadataEncodingError are ValueErrors
+        if names is not None and "splits" in loader_options(args.dataset):
+            options["splits"] = names
+        elif names is not None and "folds" in loader_options(args.dataset):
+            options["folds"] = [esc50_fold(name) for name in names]
+        return load_corpus(args.dataset, args.data_dir, **options)
+    # CorpusFormatError and MetadataEncodingError are ValueErrors, as is a name that is not an ESC-50 fold.
+    except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"hf-atr evaluate: {error}") from error
-    if args.split not in corpus:
-        raise SystemExit(f"hf-atr evaluate: {args.dataset} in {args.data_dir} has no split {args.split!r}; "
-                         f"splits: {sorted(corpus)}.")  # fmt: skip
-    return corpus[args.split], args.split
 
 
-def _saved_split(path: Path, split: str) -> tuple[Any, str | None]:
-    """Split ``split`` of a DatasetDict saved in ``path`` (or the saved Dataset itself, split ``None``)."""
-    from datasets import DatasetDict, load_from_disk
+def _saved_dataset(path: Path) -> Any:
+    """The ``DatasetDict`` or ``Dataset`` saved in ``path``."""
+    from datasets import load_from_disk
 
     if not path.is_dir():
         raise SystemExit(
             f"--dataset {path} is neither `synthcaps` nor a directory saved with `save_to_disk`."
         )
-    loaded = load_from_disk(str(path))
+    return load_from_disk(str(path))
+
+
+def _saved_split(path: Path, split: str) -> tuple[Any, str | None]:
+    """Split ``split`` of a DatasetDict saved in ``path`` (or the saved Dataset itself, split ``None``)."""
+    from datasets import DatasetDict
+
+    loaded = _saved_dataset(path)
     if isinstance(loaded, DatasetDict):
         if split not in loaded:
             raise SystemExit(f"{path} has no split {split!r}; splits: {sorted(loaded)}.")

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from datasets import DatasetDict
+from esc50_release import write_esc50_release
 from tiny_models import (
     WORD_CLASSES,
     feature_dataset,
@@ -80,12 +81,15 @@ def test_zero_shot_report_of_a_trained_model(trained, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert (
         "Zero-shot classification on " in printed
-        and "16 clips, 8 classes, templates ['a {} sound', 'the {class}']" in printed
+        and "16 clips, 8 classes from the split's distinct labels (the dataset records no class list), templates "
+        "['a {} sound', 'the {class}']"
+        in printed
     )
-    accuracy = float(
-        next(line for line in printed.splitlines() if line.strip().startswith("accuracy")).split()[-1]
-    )
-    assert 0.0 <= accuracy <= 100.0
+    accuracy, chance = next(
+        line for line in printed.splitlines() if line.strip().startswith("accuracy")
+    ).split()[1:]
+    assert 0.0 <= float(accuracy) <= 100.0 and chance == "12.50"
+    assert "Too few clips" not in printed
     assert sorted(path.name for path in report_dir.iterdir()) == [
         "confusion_matrix.png",
         "per_class_accuracy.png",
@@ -118,6 +122,21 @@ def test_zero_shot_report_of_a_trained_model(trained, tmp_path, capsys):
             r"clip\(s\) have a 'label' that is not among the 2 labels",
         ),
         (["--zero-shot", "--label-column", "kind"], r"no 'kind' column"),
+        (
+            ["--split", "test,validation"],
+            r"several splits \(--split test,validation\) apply to --zero-shot; retrieval evaluates one split",
+        ),
+        (["--split", "all"], r"several splits \(--split all\) apply to --zero-shot"),
+        (["--zero-shot", "--split", ","], r"--split ',' names no split"),
+        (
+            ["--zero-shot", "--min-clips", "-3"],
+            r"hf-atr evaluate: min_clips must be a whole number of clips, 0 or more",
+        ),
+        (["--min-clips", "3"], r"--min-clips applies to --zero-shot"),
+        (
+            ["--zero-shot", "--split", "test,nope"],
+            r"--split: .*data has no split\(s\) \['nope'\]; its splits: \['test'\]",
+        ),
     ],
 )
 def test_evaluate_options_that_do_not_fit_are_refused(trained, extra, message):
@@ -157,3 +176,65 @@ def test_loader_options_that_do_not_fit_are_refused(trained, tmp_path, extra, me
     extra = [value.format(corpus=tmp_path / "corpus", saved=trained / "data") for value in extra]
     with pytest.raises(SystemExit, match=message):
         main(["evaluate", "--model", str(trained / "model"), *extra])
+
+
+@pytest.fixture(scope="module")
+def esc50_copy(tmp_path_factory):
+    """A partial copy of ESC-50: the release's esc50.csv, audio for 11 clips of fold 2, 1 of fold 3, 4 of fold 4."""
+    root = tmp_path_factory.mktemp("esc50") / "ESC-50-master"
+    write_esc50_release(root, {2: 11, 3: 1, 4: 4})
+    return root
+
+
+def _zero_shot_on_esc50(trained, esc50_copy, output, *extra):
+    argv = ["evaluate", "--model", str(trained / "model"), "--zero-shot", "--dataset", "esc50", "--data-dir",
+            str(esc50_copy), "--missing", "skip", "--output", str(output), *extra]  # fmt: skip
+    assert main(argv) == 0
+    return json.loads(output.read_text())
+
+
+def test_a_single_clip_fold_is_scored_among_the_50_classes_and_flagged(trained, esc50_copy, tmp_path, capsys):
+    result = _zero_shot_on_esc50(trained, esc50_copy, tmp_path / "fold3.json", "--split", "fold3")
+    printed = capsys.readouterr().out
+    assert (
+        "Zero-shot classification on esc50 (fold3, 1 clips, 50 classes from the dataset's class list"
+        in printed
+    )
+    rows = {line.split()[0]: line.split()[1:] for line in printed.splitlines() if line.startswith("  ")}
+    assert rows["clips"] == ["1"] and rows["accuracy"][1] == "2.00" and rows["mAP@10"][1] == "5.86"
+    assert rows["class_to_audio_mAP@10"][1] == "—"
+    assert (
+        "Too few clips to measure 50 classes (fewer than 50, --min-clips): fold3 (1 clips); these figures are not a "
+        "measurement." in printed
+    )
+    protocol = result["protocol"]
+    assert protocol["classes"] == 50 and protocol["chance"]["accuracy"] == 0.02 and protocol["too_few_clips"]
+    assert result["splits"]["fold3"]["too_few_clips"] and result["metrics"] == {
+        name: result["splits"]["fold3"][name] for name in result["metrics"]
+    }
+    _zero_shot_on_esc50(trained, esc50_copy, tmp_path / "min.json", "--split", "fold3", "--min-clips", "1")
+    assert "Too few clips" not in capsys.readouterr().out
+
+
+def test_several_folds_in_one_run_with_figures_per_fold(trained, esc50_copy, tmp_path, capsys):
+    several = _zero_shot_on_esc50(trained, esc50_copy, tmp_path / "several.json", "--split", "fold2,fold4")
+    printed = capsys.readouterr().out
+    assert "esc50 (fold2+fold4, 15 clips, 50 classes" in printed
+    assert re.search(r"^ +fold2 +fold4 +all +chance$", printed, re.MULTILINE)
+    assert [(name, figures["clips"]) for name, figures in several["splits"].items()] == [
+        ("fold2", 11), ("fold4", 4), ("all", 15)
+    ]  # fmt: skip
+    assert "fold2 (11 clips), fold4 (4 clips), all (15 clips)" in printed
+    alone = _zero_shot_on_esc50(trained, esc50_copy, tmp_path / "fold4.json", "--split", "fold4")
+    assert several["splits"]["fold4"] == pytest.approx(alone["splits"]["fold4"])
+    every = _zero_shot_on_esc50(trained, esc50_copy, tmp_path / "all.json", "--split", "all")
+    assert list(every["splits"]) == ["fold2", "fold3", "fold4", "all"]  # folds 1 and 5 have no audio here
+    assert every["splits"]["all"]["clips"] == 16 and every["protocol"]["split"] == "fold2+fold3+fold4"
+
+
+def test_a_split_that_esc50_does_not_have_is_refused(trained, esc50_copy):
+    with pytest.raises(
+        SystemExit, match=r"hf-atr evaluate: 'test' is not an ESC-50 split; its splits are \['fold1', 'fold2'"
+    ):
+        main(["evaluate", "--model", str(trained / "model"), "--zero-shot", "--dataset", "esc50", "--data-dir",
+              str(esc50_copy)])  # fmt: skip

@@ -20,7 +20,7 @@ from hf_atr.data.audio_text_folder import load_audio_text_folder
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.clotho import load_clotho
 from hf_atr.data.esc50 import load_esc50
-from hf_atr.data.schema import corpus_provenance, record_filter, set_corpus_provenance
+from hf_atr.data.schema import class_list, corpus_provenance, record_filter, set_corpus_provenance
 from hf_atr.data.wavcaps import load_wavcaps
 
 CORPUS_LOADERS: dict[str, Callable[..., DatasetDict]] = {
@@ -113,7 +113,8 @@ def hold_out_test_split(dataset: Dataset, size: float, seed: int = 0) -> tuple[D
     provenance gets a ``held_out_test_split`` filter record (``held_out``, ``clips_before``, ``seed``,
     ``clips_after``); the test part gets a provenance of its own, with the same record: split ``test``, layout
     ``held out at random from `<split>` (seed <seed>)``, ``official_clips`` ``None`` (no official release has
-    this split) and ``held_out_from`` the source's provenance. The input's provenance is unchanged.
+    this split), ``classes`` the source's class list (``None`` without one) and ``held_out_from`` the source's
+    provenance. The input's provenance is unchanged.
 
     Args:
         size: a fraction in (0, 1), or a whole number of clips (>= 1).
@@ -156,6 +157,7 @@ def _held_out_provenance(source: dict[str, Any] | None, record: dict[str, Any]) 
         "official_clips": None,
         "clips_found": record["clips_after"],
         "skipped": None,
+        "classes": class_list(source),
         "held_out_from": source,
         "filters": [record],
     }

@@ -8,18 +8,24 @@ tests on one fold or on all of them (``datasets.concatenate_datasets(list(datase
 The class becomes text through templates (:func:`class_prompts`): ``captions`` holds one caption per
 template, ``label`` the category as written in the CSV (``chirping_birds``), ``audio_id`` the file name,
 ``source_id`` ``freesound:<src_file>`` (ESC-50's clips are cut from Freesound recordings).
+
+Every fold's provenance records the corpus's class list (``classes``: every category of ``esc50.csv``, in the
+order of its ``target`` numbers), however few of its classes the fold holds: zero-shot classification scores a
+fold against all 50 classes (:func:`hf_atr.data.schema.class_list`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from datasets import DatasetDict
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
     CorpusProblems,
+    CsvRecord,
     assemble_splits,
     audio_value,
     build_split,
@@ -39,6 +45,8 @@ logger = get_logger(__name__)  # transformers logging, imported on the first mes
 ESC50_FOLDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 ESC50_CLIPS_PER_FOLD = 400
 """2,000 clips in 5 folds of 400 (50 classes x 8 clips per fold)."""
+ESC50_CLASSES = 50
+"""The number of classes in the release's ``esc50.csv``."""
 ESC50_DEFAULT_TEMPLATES: tuple[str, ...] = ("This is a sound of {class}.",)
 """Caption templates; ``{class}`` is replaced by the class name in words."""
 
@@ -46,6 +54,20 @@ ESC50_DEFAULT_TEMPLATES: tuple[str, ...] = ("This is a sound of {class}.",)
 def esc50_split_name(fold: int) -> str:
     """The ``DatasetDict`` split name of an ESC-50 fold (``3`` -> ``"fold3"``)."""
     return f"fold{fold}"
+
+
+def esc50_fold(split: str) -> int:
+    """The fold of an ESC-50 split name (``"fold3"`` -> ``3``).
+
+    Raises:
+        ValueError: a name that is not one of ``fold1`` ... ``fold5``.
+    """
+    for fold in ESC50_FOLDS:
+        if esc50_split_name(fold) == split:
+            return fold
+    raise ValueError(
+        f"{split!r} is not an ESC-50 split; its splits are {[esc50_split_name(fold) for fold in ESC50_FOLDS]}."
+    )
 
 
 def class_prompts(label: str, templates: Sequence[str] | None = None) -> list[str]:
@@ -90,13 +112,19 @@ def load_esc50(
 ) -> DatasetDict:
     """Load ESC-50 into a ``DatasetDict`` with one split per selected fold (``fold1`` ... ``fold5``).
 
+    The class list comes from every row of ``esc50.csv`` (all folds, clips present or not), ordered by
+    ``target`` (by name when the file has no ``target`` column); a file naming other than 50 classes is
+    loaded with a warning.
+
     Args:
         data_dir: the ESC-50 directory (with ``meta/esc50.csv`` and ``audio/``).
         folds: fold numbers (1-5) to load; ``None`` loads all five.
         templates: caption templates with ``{class}``; default :data:`ESC50_DEFAULT_TEMPLATES`.
         missing: ``"error"`` raises on the first absent or unreadable clip or malformed row (wrong field
             count, empty file name or category, fold not in 1-5), naming the file and CSV line;
-            ``"skip"`` drops them and logs how many and which. A fold left without clips is dropped with a
+            ``"skip"`` drops them and logs how many and which; a ``target`` that is not a whole number, or that
+            numbers two categories (or a category numbered twice), is such a malformed row. A fold left without
+            clips is dropped with a
             warning (``"skip"``) or refused (``"error"``).
         encoding: text encoding of ``esc50.csv``.
 
@@ -104,7 +132,7 @@ def load_esc50(
         ``DatasetDict`` of rows ``audio`` (``Audio(decode=False)``, absolute path), ``audio_id`` (file
         name), ``captions`` (one per template), ``label`` (the category) and ``source_id``
         (``freesound:<src_file>``); each fold's provenance (:func:`hf_atr.data.schema.corpus_provenance`)
-        counts its clips against the 400 of the release.
+        counts its clips against the 400 of the release and lists the classes (``classes``).
     """
     templates = _checked_templates(templates)
     chosen_folds = _checked_folds(folds)
@@ -114,11 +142,14 @@ def load_esc50(
     header, records = read_csv_records(csv_path, ("filename", "fold", "category"), encoding)
     problems = CorpusProblems(missing, "ESC-50", ",".join(map(esc50_split_name, chosen_folds)))
     rows_per_fold: dict[int, list[dict]] = {fold: [] for fold in chosen_folds}
+    classes = _ClassNumbering(csv_path, numbered="target" in header)
     for record in records:
         problem = record_problem(csv_path, record, header, non_empty=["filename", "fold", "category"])
         fold = _parse_fold(record.values["fold"]) if problem is None else None
         if problem is None and fold is None:
             problem = f"{location(csv_path, record.line)}: fold {record.values['fold']!r} is not one of {list(ESC50_FOLDS)}."
+        if problem is None:
+            problem = classes.add(record)
         if problem is not None:
             problems.flag(CorpusFormatError(problem))
             continue
@@ -139,16 +170,67 @@ def load_esc50(
             }
         )
     problems.log_summary()
+    class_names = classes.names()
+    if len(class_names) != ESC50_CLASSES:
+        logger.warning(
+            f"ESC-50: {csv_path} names {len(class_names)} classes where the release has {ESC50_CLASSES}; "
+            f"zero-shot classification chooses among these {len(class_names)}."
+        )
     features = atr_features(with_label=True, with_source_id=True)
     loaded = {}
     for fold, rows in rows_per_fold.items():
         split = esc50_split_name(fold)
         provenance = split_provenance(
-            "ESC-50", "official CSV (meta/esc50.csv)", split, [csv_path], ("ESC-50", ESC50_CLIPS_PER_FOLD)
+            "ESC-50",
+            "official CSV (meta/esc50.csv)",
+            split,
+            [csv_path],
+            ("ESC-50", ESC50_CLIPS_PER_FOLD),
+            classes=class_names,
         )
         loaded[split] = build_split(rows, features, provenance)
     logger.info(f"ESC-50: {sum(len(rows) for rows in rows_per_fold.values())} clips from {csv_path}")
     return assemble_splits(loaded, "ESC-50", missing, dict.fromkeys(loaded, str(csv_path)))
+
+
+class _ClassNumbering:
+    """The classes of ``esc50.csv`` by their ``target`` number, checked row by row for consistency."""
+
+    def __init__(self, csv_path: Path, numbered: bool) -> None:
+        self.csv_path = csv_path
+        self.numbered = numbered
+        self.category_of: dict[int, tuple[str, int]] = {}  # target -> (category, CSV line)
+        self.target_of: dict[str, tuple[int | None, int]] = {}  # category -> (target, CSV line)
+
+    def add(self, record: CsvRecord) -> str | None:
+        """Record the row's class; a message naming the row when its ``target`` is not a whole number or
+        disagrees with an earlier row's, ``None`` otherwise."""
+        where = location(self.csv_path, record.line)
+        category = record.values["category"].strip()
+        target = None
+        if self.numbered:
+            text = record.values["target"].strip()
+            if not text.isdigit():
+                return f"{where}: target {record.values['target']!r} is not a whole number."
+            target = int(text)
+            if target in self.category_of and self.category_of[target][0] != category:
+                other, line = self.category_of[target]
+                return f"{where}: target {target} is {category!r} here but {other!r} on line {line}."
+        if category in self.target_of and self.target_of[category][0] != target:
+            other_target, line = self.target_of[category]
+            return (
+                f"{where}: category {category!r} has target {target} here but {other_target} on line {line}."
+            )
+        self.target_of.setdefault(category, (target, record.line))
+        if target is not None:
+            self.category_of.setdefault(target, (category, record.line))
+        return None
+
+    def names(self) -> list[str]:
+        """The categories in ``target`` order (by name without numbers)."""
+        if not self.numbered:
+            return sorted(self.target_of)
+        return [self.category_of[target][0] for target in sorted(self.category_of)]
 
 
 def _checked_folds(folds: Iterable[int] | int | None) -> list[int]:

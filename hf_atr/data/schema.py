@@ -111,7 +111,9 @@ def set_corpus_provenance(dataset: Dataset, provenance: Mapping[str, Any]) -> Da
     ``layout``, ``split`` (the hf-atr name) and ``corpus_split`` (the corpus's own), ``metadata`` (file
     names read), ``official_release`` and ``official_clips`` (the size of that split in the official
     release, ``None`` when unknown), ``clips_found``, ``skipped`` (clips or rows dropped under
-    ``missing="skip"``) and ``filters`` (one record per filter applied afterwards, see :func:`record_filter`).
+    ``missing="skip"``) and ``filters`` (one record per filter applied afterwards, see :func:`record_filter`);
+    a labelled corpus with a class list of its own (ESC-50) adds ``classes``: all its classes in the corpus's
+    order, in every split, however few of them the split holds (:func:`class_list`).
 
     Stored as JSON in ``dataset.info.description``: ``DatasetInfo`` survives ``save_to_disk`` /
     ``load_from_disk`` and is carried over by ``select``, ``filter``, ``map``, ``add_column``,
@@ -156,6 +158,19 @@ def describe_dataset(dataset: Dataset, fallback: str) -> str:
     parts = provenance.get("concatenated") or [provenance]
     named = [f"{part['corpus']} {part.get('split') or ''}".strip() for part in parts if part.get("corpus")]
     return " + ".join(dict.fromkeys(named)) or fallback
+
+
+def class_list(provenance: Mapping[str, Any] | None) -> list[str] | None:
+    """The classes a provenance records (``classes``: the corpus's own class list, in its order); for a
+    concatenation, the list its parts share. ``None`` when a part records none or the parts' lists differ:
+    the dataset then has no class list of its own."""
+    if not provenance:
+        return None
+    parts = provenance.get("concatenated") or [provenance]
+    lists = [part.get("classes") for part in parts]
+    if any(not isinstance(classes, list) or not classes for classes in lists):
+        return None
+    return list(lists[0]) if all(classes == lists[0] for classes in lists) else None
 
 
 def official_clip_count(provenance: Mapping[str, Any] | None) -> int | None:

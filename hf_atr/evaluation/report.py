@@ -129,7 +129,8 @@ def write_zero_shot_report(
         confusion: `(n_classes, n_classes)` clip counts, rows the true class, columns the predicted one.
         class_names: the classes in the matrix's order.
         metrics: the flat metrics of :class:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator`.
-        protocol: how they were obtained (``ZeroShotEvaluator.protocol``).
+        protocol: how they were obtained (``ZeroShotEvaluator.protocol``); its ``chance`` figures fill the chance
+            column, its ``too_few_clips`` flag (with ``clips`` and ``min_clips``) adds a line to the note.
         title: the page's heading.
     """
     output_dir = Path(output_dir)
@@ -158,13 +159,25 @@ def write_zero_shot_report(
         [name, str(int(count)), "—" if count == 0 else f"{100 * correct:.1f}"]
         for name, count, correct in zip(class_names, clip_counts, accuracy)
     ]
-    metric_rows = [[name, format_metric(name, value)] for name, value in metrics.items()]
-    note = "Accuracy and mAP in %. Every clip is a query over the class prompts (audio → class)."
+    chance = protocol.get("chance") or {}
+    metric_rows = [
+        [name, format_metric(name, value), format_metric(name, chance[name]) if name in chance else "—"]
+        for name, value in metrics.items()
+    ]
+    note = (
+        "Accuracy and mAP in %, beside what a classifier ranking the classes at random scores (chance). Every clip "
+        "is a query over the class prompts (audio → class)."
+    )
+    if protocol.get("too_few_clips"):
+        note += (
+            f" Too few clips to measure: {protocol.get('clips')} clips for {len(class_names)} classes, fewer than "
+            f"{protocol.get('min_clips')}."
+        )
     return write_html_report(
         output_dir / REPORT_FILE,
         title,
         note,
-        [("Metrics", ["metric", "value"], metric_rows)],
+        [("Metrics", ["metric", "value", "chance"], metric_rows)],
         figures,
         protocol,
         appendix=[("Per class", ["class", "clips", "accuracy (%)"], class_rows)],

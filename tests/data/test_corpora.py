@@ -16,7 +16,13 @@ from hf_atr.data.corpora import (
     load_corpus,
     loader_options,
 )
-from hf_atr.data.schema import corpus_provenance, describe_dataset, official_clip_count, set_corpus_provenance
+from hf_atr.data.schema import (
+    class_list,
+    corpus_provenance,
+    describe_dataset,
+    official_clip_count,
+    set_corpus_provenance,
+)
 
 
 def _folder(root: Path, clips: int = 4) -> Path:
@@ -124,6 +130,17 @@ def test_hold_out_test_split_is_seeded_and_recorded(size, held_out):
     assert test_provenance["filters"] == [{**record, "clips_after": held_out}]
     assert corpus_provenance(source)["filters"] == []  # the input is untouched
     assert describe_dataset(test, "folder") == "Audio folder test"
+    assert test_provenance["classes"] is None  # the source has no class list
+
+
+def test_a_test_split_held_out_of_labelled_clips_keeps_their_class_list():
+    source = _clips(10, corpus="ESC-50", split="fold1", classes=["dog", "rooster", "pig"], filters=[])
+    train, test = hold_out_test_split(source, 3)
+    assert (
+        class_list(corpus_provenance(test))
+        == class_list(corpus_provenance(train))
+        == ["dog", "rooster", "pig"]
+    )
 
 
 @pytest.mark.parametrize("size", [0, -1, 1.5, 10, 20, 0.999])

@@ -2,16 +2,18 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 import runpy
 from pathlib import Path
 
 import pytest
 from datasets import Audio, DatasetDict, concatenate_datasets, load_from_disk
+from esc50_release import ESC50_CATEGORIES, esc50_rows, write_esc50_release
 
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusFormatError
-from hf_atr.data.esc50 import class_prompts, load_esc50
-from hf_atr.data.schema import corpus_provenance
+from hf_atr.data.esc50 import class_prompts, esc50_fold, load_esc50
+from hf_atr.data.schema import class_list, corpus_provenance
 from hf_atr.data.synthcaps import SOUND_EVENTS, write_esc50_layout
 
 SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_esc50.py"
@@ -182,3 +184,77 @@ def test_source_ids_provenance_and_a_fold_left_empty(esc50_dir, tmp_path, caplog
         == 0
     )
     assert list(load_from_disk(str(tmp_path / "saved"))) == ["fold1"]
+
+
+def test_every_fold_records_the_class_list_of_the_release(tmp_path, caplog):
+    """A partial copy of ESC-50 (its whole esc50.csv, audio for 1 clip of fold 3 and 4 of fold 2): each fold's
+    provenance lists the 50 classes in the order of their target, and keeps them through save_to_disk."""
+    written = write_esc50_release(tmp_path / "ESC-50-master", {3: 1, 2: 4})
+    with caplog.at_level(logging.WARNING):
+        loaded = load_esc50(tmp_path / "ESC-50-master", folds=[2, 3], missing="skip")
+    assert "classes where the release has" not in caplog.text
+    assert [len(loaded["fold2"]), len(loaded["fold3"])] == [4, 1]
+    assert loaded["fold3"]["label"] == ["dog"] and len(set(loaded["fold2"]["label"])) == 4
+    assert [row["category"] for row in written][:2] == ["dog", "dog"]
+    for fold in loaded.values():
+        assert class_list(corpus_provenance(fold)) == list(ESC50_CATEGORIES)
+    loaded.save_to_disk(str(tmp_path / "saved"))
+    reloaded = load_from_disk(str(tmp_path / "saved"))
+    assert class_list(corpus_provenance(reloaded["fold3"])) == list(ESC50_CATEGORIES)
+    both = concatenate_datasets([reloaded["fold2"], reloaded["fold3"]])
+    assert class_list(corpus_provenance(both)) == list(ESC50_CATEGORIES)
+
+
+def test_a_file_with_other_classes_or_no_target_column(esc50_dir, tmp_path, caplog):
+    """The class list is whatever esc50.csv names (here 13), said in a warning; without targets, sorted."""
+    with caplog.at_level(logging.WARNING):
+        loaded = load_esc50(esc50_dir, folds=1)
+    assert f"esc50.csv names {len(SOUND_EVENTS)} classes where the release has 50" in caplog.text
+    assert class_list(corpus_provenance(loaded["fold1"])) == list(SOUND_EVENTS)  # target order
+    corpus = _copy_corpus(esc50_dir, tmp_path)
+    rows = _metadata(esc50_dir)
+    with (corpus / "meta" / "esc50.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[name for name in rows[0] if name != "target"])
+        writer.writeheader()
+        writer.writerows({name: value for name, value in row.items() if name != "target"} for row in rows)
+    assert class_list(corpus_provenance(load_esc50(corpus, folds=1)["fold1"])) == sorted(SOUND_EVENTS)
+
+
+@pytest.mark.parametrize(
+    ("row", "changes", "message"),
+    [
+        (3, {"target": "x"}, r"line 5: target 'x' is not a whole number\."),
+        (3, {"target": ""}, r"line 5: target '' is not a whole number\."),
+        (3, {"target": "1"}, r"line 5: category 'dog' has target 1 here but 0 on line 2\."),
+        (20, {"target": "1"}, r"line 22: target 1 is 'pig' here but 'rooster' on line 10\."),
+        (3, {"category": "puppy"}, r"line 5: target 0 is 'puppy' here but 'dog' on line 2\."),
+        (300, {"category": "dog"}, r"line 302: target 37 is 'dog' here but 'clock_alarm' on line 298\."),
+    ],
+)
+def test_target_numbers_that_disagree_are_malformed_rows(tmp_path, caplog, row, changes, message):
+    """ESC-50's rows number each category by its target; a row of any fold that breaks the numbering is named
+    (fold 5 is loaded: its audio is absent, but the rows of fold 1 come first)."""
+    corpus = tmp_path / "ESC-50-master"
+    write_esc50_release(corpus, {1: 2})
+    rows = esc50_rows()
+    for name, value in changes.items():
+        rows[row][name] = value
+    with (corpus / "meta" / "esc50.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(CorpusFormatError, match=message):
+        load_esc50(corpus, folds=5)
+    with caplog.at_level(logging.INFO):  # every skipped row is listed at INFO
+        loaded = load_esc50(corpus, folds=1, missing="skip")
+    assert re.search(message, caplog.text)
+    assert class_list(corpus_provenance(loaded["fold1"])) == list(ESC50_CATEGORIES)
+
+
+def test_esc50_fold_reads_split_names():
+    assert [esc50_fold(f"fold{fold}") for fold in range(1, 6)] == [1, 2, 3, 4, 5]
+    for name in ("test", "fold6", "3"):
+        with pytest.raises(
+            ValueError, match=rf"^'{name}' is not an ESC-50 split; its splits are \['fold1', "
+        ):
+            esc50_fold(name)

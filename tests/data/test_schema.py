@@ -8,6 +8,7 @@ from hf_atr.data.schema import (
     atr_features,
     captions_in_language,
     check_caption,
+    class_list,
     corpus_provenance,
     finalize_audio_column,
     record_filter,
@@ -84,3 +85,15 @@ def test_provenance_survives_save_load_and_dataset_operations(tmp_path):
     assert corpus_provenance(both)["filters"] == [{"name": "overlap", "removed": 0}]
     dataset.info.description = "a description someone wrote"
     assert corpus_provenance(dataset) is None
+
+
+def test_class_list_is_the_recorded_list_shared_by_every_part():
+    dog_cat = {"corpus": "ESC-50", "split": "fold1", "classes": ["dog", "cat"]}
+    assert class_list(dog_cat) == ["dog", "cat"]
+    assert class_list({"concatenated": [dog_cat, {**dog_cat, "split": "fold2"}]}) == ["dog", "cat"]
+    folds = [set_corpus_provenance(Dataset.from_dict({"label": ["dog"]}), dog_cat) for _ in range(2)]
+    assert class_list(corpus_provenance(concatenate_datasets(folds))) == ["dog", "cat"]
+    assert class_list({"concatenated": [dog_cat, {"corpus": "Clotho", "split": "test"}]}) is None
+    assert class_list({"concatenated": [dog_cat, {**dog_cat, "classes": ["cat", "dog"]}]}) is None
+    assert class_list({"corpus": "Clotho"}) is None and class_list({"classes": []}) is None
+    assert class_list(None) is None

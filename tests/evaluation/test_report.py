@@ -94,11 +94,21 @@ def test_retrieval_report_without_transport_plan(tmp_path):
 def test_zero_shot_report_embeds_confusion_matrix_and_per_class_accuracy(tmp_path):
     confusion = np.array([[3, 1], [0, 0]])
     metrics = {"accuracy": 0.75, "balanced_accuracy": 0.75, "mAP@10": 0.875}
-    path = write_zero_shot_report(tmp_path, confusion, ["dog", "rain"], metrics, PROTOCOL, title="Zero-shot")
+    protocol = {**PROTOCOL, "clips": 4, "chance": {"accuracy": 0.5, "mAP@10": 0.75}, "min_clips": 2}
+    path = write_zero_shot_report(tmp_path, confusion, ["dog", "rain"], metrics, protocol, title="Zero-shot")
     page = path.read_text(encoding="utf-8")
     figures = [FIGURE_FILES["confusion"], FIGURE_FILES["per_class"]]
     assert embedded_images(page) == [(tmp_path / name).read_bytes() for name in figures]
-    assert "<tr><td>accuracy</td><td>75.00</td></tr>" in page
+    assert "<tr><th>metric</th><th>value</th><th>chance</th></tr>" in page
+    assert "<tr><td>accuracy</td><td>75.00</td><td>50.00</td></tr>" in page
+    assert "<tr><td>balanced_accuracy</td><td>75.00</td><td>—</td></tr>" in page  # no chance given for it
+    assert "<tr><td>mAP@10</td><td>87.50</td><td>75.00</td></tr>" in page
+    assert "Too few clips" not in page
     assert "<tr><td>dog</td><td>4</td><td>75.0</td></tr>" in page
     assert "<tr><td>rain</td><td>0</td><td>—</td></tr>" in page
     assert_offline(page)
+    flagged = {**protocol, "clips": 1, "too_few_clips": True}
+    one_clip = write_zero_shot_report(
+        tmp_path / "one", [[1, 0], [0, 0]], ["dog", "rain"], metrics, flagged, title="One clip"
+    ).read_text(encoding="utf-8")
+    assert "Too few clips to measure: 1 clips for 2 classes, fewer than 2." in one_clip

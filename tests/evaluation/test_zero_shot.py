@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
+from datasets import DatasetDict, load_from_disk
+from esc50_release import ESC50_CATEGORIES, write_esc50_release
 from tiny_models import WORD_CLASSES, feature_dataset, make_model, make_processor, raw_audio_dataset
 
 from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.esc50 import load_esc50
 from hf_atr.encoding import encode_audio, encode_labels
 from hf_atr.evaluation.evaluator import head_similarity
-from hf_atr.evaluation.zero_shot import ZeroShotEvaluator, ZeroShotPredictions
+from hf_atr.evaluation.zero_shot import (
+    CLASSES_FROM,
+    METRIC_NAMES,
+    ZeroShotEvaluator,
+    ZeroShotPredictions,
+    chance_levels,
+    minimum_clips,
+)
 from hf_atr.windowing import Windowing
 
 
@@ -104,6 +116,16 @@ def test_given_labels_fix_the_classes_and_their_order():
         (lambda: labelled_clips(4), {"labels": ["dog", "dog"]}, r"labels lists \['dog'\] more than once"),
         (lambda: labelled_clips(4), {"labels": []}, "labels must be a non-empty list"),
         (lambda: labelled_clips(4), {"templates": ["no placeholder"]}, "must be a string containing"),
+        (
+            lambda: labelled_clips(4),
+            {"min_clips": -1},
+            r"min_clips must be a whole number of clips, 0 or more; got -1",
+        ),
+        (
+            lambda: labelled_clips(4),
+            {"min_clips": 2.5},
+            r"min_clips must be a whole number of clips, 0 or more; got 2\.5",
+        ),
     ],
 )
 def test_bad_datasets_and_labels_are_refused_with_the_rows(make_dataset, kwargs, message):
@@ -155,3 +177,110 @@ def test_undecodable_clips_are_left_out_and_long_clips_pooled_as_asked():
         ZeroShotEvaluator(clips, processor, strict=True)(model)
     with pytest.raises(ValueError, match="Split 'test': no clip could be decoded; nothing to classify"):
         ZeroShotEvaluator(clips.select([1]), processor, split="test")(model)
+
+
+@pytest.fixture(scope="module")
+def esc50_folds(tmp_path_factory):
+    """ESC-50 as a user may hold it: the release's esc50.csv, audio for 1 clip of fold 3, 11 of fold 2 and 4 of
+    fold 4; loaded, saved and reloaded."""
+    root = tmp_path_factory.mktemp("esc50")
+    write_esc50_release(root / "ESC-50-master", {2: 11, 3: 1, 4: 4})
+    load_esc50(root / "ESC-50-master", folds=[2, 3, 4], missing="skip").save_to_disk(str(root / "saved"))
+    return load_from_disk(str(root / "saved"))
+
+
+@pytest.mark.parametrize("classes", [1, 3, 10, 12, 50])
+def test_chance_levels_are_the_figures_of_the_true_class_at_every_rank_equally(classes):
+    """n clips, the true class of clip r ranked r-th: the metrics of a ranking uniform over the ranks."""
+    rank_of_truth = torch.arange(classes)
+    scores = -((torch.arange(classes)[None, :] - rank_of_truth[:, None]) % classes).double()  # truth: 0
+    predictions = ZeroShotPredictions(
+        scores, torch.zeros(classes, dtype=torch.long), [f"c{i}" for i in range(classes)]
+    )
+    expected = predictions.metrics()
+    chance = chance_levels(classes)
+    assert list(chance) == ["accuracy", "balanced_accuracy", "mAP@10"]
+    assert chance["accuracy"] == pytest.approx(expected["accuracy"])
+    assert chance["mAP@10"] == pytest.approx(expected["mAP@10"])
+    assert chance["balanced_accuracy"] == chance["accuracy"]
+    assert minimum_clips(classes) == classes
+
+
+def test_a_single_clip_fold_is_scored_against_the_50_classes_and_flagged(esc50_folds, caplog):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    with caplog.at_level(logging.WARNING):
+        evaluator = ZeroShotEvaluator(esc50_folds["fold3"], processor, split="fold3")
+    assert evaluator.class_names == list(ESC50_CATEGORIES)
+    assert "Too few clips to measure 50 classes (fewer than 50): split 'fold3' (1 clips)" in caplog.text
+    assert "records no class list" not in caplog.text
+    predictions = evaluator.predict(model)
+    assert predictions.scores.shape == (1, 50) and predictions.true_classes.tolist() == [0]  # dog
+    protocol = evaluator.protocol
+    assert protocol["classes"] == 50 and protocol["classes_from"] == CLASSES_FROM["dataset"]
+    assert protocol["chance"]["accuracy"] == 0.02 and protocol["min_clips"] == 50
+    assert protocol["too_few_clips"] is True
+    assert evaluator.split_results(predictions) == {
+        "fold3": {"clips": 1, "too_few_clips": True, **predictions.metrics()}
+    }
+    enough = ZeroShotEvaluator(esc50_folds["fold2"], processor, min_clips=11)
+    assert enough.protocol["too_few_clips"] is False and enough.split_rows == {"all": range(11)}
+
+
+def test_several_folds_are_encoded_once_with_figures_per_fold(esc50_folds):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    evaluator = ZeroShotEvaluator(
+        DatasetDict({name: esc50_folds[name] for name in ("fold2", "fold4")}), processor, min_clips=5
+    )
+    assert evaluator.split == "fold2+fold4" and evaluator.split_rows == {
+        "fold2": range(11),
+        "fold4": range(11, 15),
+    }
+    predictions = evaluator.predict(model)
+    results = evaluator.split_results(predictions)
+    assert list(results) == ["fold2", "fold4", "all"]
+    assert [results[name]["clips"] for name in results] == [11, 4, 15]
+    assert [results[name]["too_few_clips"] for name in results] == [False, True, False]
+    for name in ("fold2", "fold4"):
+        alone = ZeroShotEvaluator(esc50_folds[name], processor, split=name)
+        alone_predictions = alone.predict(model)
+        rows = evaluator.split_rows[name]
+        torch.testing.assert_close(predictions.scores[rows.start : rows.stop], alone_predictions.scores)
+        assert {key: results[name][key] for key in METRIC_NAMES} == pytest.approx(alone_predictions.metrics())
+    assert {key: results["all"][key] for key in METRIC_NAMES} == pytest.approx(predictions.metrics())
+
+
+def test_a_dataset_without_a_class_list_uses_its_labels_and_says_so(caplog):
+    processor = make_processor()
+    with caplog.at_level(logging.WARNING):
+        evaluator = ZeroShotEvaluator(labelled_clips(16), processor, split="test")
+    assert evaluator.class_names == sorted(WORD_CLASSES)
+    assert (
+        "Split 'test': the dataset records no class list, so its clips are classified among the 8 distinct labels "
+        "they carry (chance 12.50 %); pass labels=[...] (`hf-atr evaluate --labels`)" in caplog.text
+    )
+    assert evaluator.protocol["classes_from"] == CLASSES_FROM["split"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        given = ZeroShotEvaluator(labelled_clips(16), processor, labels=WORD_CLASSES)
+    assert given.protocol["classes_from"] == CLASSES_FROM["labels"] and "class list" not in caplog.text
+
+
+def test_a_split_whose_clips_all_fail_to_decode_has_no_figures():
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = raw_audio_dataset([1.0, 1.0, 1.0], broken={1}, labels=True)
+    evaluator = ZeroShotEvaluator(
+        {"a": clips.select([0, 2]), "b": clips.select([1])}, processor, labels=WORD_CLASSES
+    )
+    results = evaluator.split_results(evaluator.predict(model))
+    assert results["b"] == {"clips": 0, "too_few_clips": True}
+    assert results["a"]["clips"] == results["all"]["clips"] == 2
+
+
+def test_splits_that_cannot_be_evaluated_together_are_refused():
+    with pytest.raises(ValueError, match=r"a split named 'all' cannot be evaluated with others"):
+        ZeroShotEvaluator({"all": labelled_clips(4), "test": labelled_clips(4)}, make_processor())
+    with pytest.raises(ValueError, match="No split to evaluate: the mapping of splits is empty"):
+        ZeroShotEvaluator({}, make_processor())

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import runpy
 from pathlib import Path
 
@@ -37,6 +38,8 @@ def test_counts_per_fold_and_no_metrics_for_a_fold_too_small(tmp_path, capsys):
     results = main(argv)
     output = capsys.readouterr().out
     classes = len(SOUND_EVENTS)
+    assert f"Zero-shot ESC-50, {classes} classes (chance accuracy 7.69 %)" in output
+    assert re.search(r"^ +chance +7\.69 +7\.69 +22\.53 +—$", output, re.MULTILINE)  # 1/13, H_10/13
     assert f"fold1: {classes} clip(s)\n" in output
     assert f"fold2: 3 clip(s) < {classes} (--min-clips): no metrics" in output
     assert "fold3" not in output  # every clip skipped: the loader dropped the fold
