@@ -20,7 +20,7 @@ from transformers.processing_utils import ProcessorMixin
 from transformers.utils import logging
 
 from .configuration_atr import AtrConfig
-from .data.audio import AudioDecodeError, decode_audio
+from .data.audio import AudioDecodeError, audio_clips, decode_audio
 from .data.schema import check_caption
 from .features.registry import batched_features_for
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
@@ -142,21 +142,25 @@ class AtrProcessor(ProcessorMixin):
     ) -> BatchFeature:
         """Featurise ``audio`` (one clip or a list) and/or tokenise ``text`` (one caption or a list).
 
+        Audio is read as the retrieval pipeline reads it (:func:`~hf_atr.data.audio.audio_clips`): one array
+        is one clip (2-D: its channels, in either orientation, mixed down), a batch is a list; arrays given
+        without ``sampling_rate`` are taken at the extractor's rate.
+
         A clip shorter than one analysis frame (:func:`~hf_atr.windowing.minimum_samples`, 25 ms) is padded
         with silence and named in a warning; a clip longer than the extractor's window
         (:func:`~hf_atr.windowing.extractor_window`) is cut to it, as the extractor does, and named in a
         warning (:mod:`hf_atr.windowing` embeds long clips whole).
 
         Args:
-            sampling_rate: rate of raw numpy ``audio``; when it differs from the extractor's the audio is
-                resampled.
+            sampling_rate: rate of the arrays in ``audio`` (default: the extractor's); when it differs from
+                the extractor's the audio is resampled.
             max_length: token limit for captions (the tokenizer's ``model_max_length`` by default).
             feature_backend: ``"transformers"`` (the extractor itself, per clip) or ``"torch"`` (its batched
                 twin from :func:`hf_atr.features.batched_features_for`, float32, settings read from the
                 extractor; random crops from torch's global generator). Extra ``kwargs`` for the extractor
                 are not accepted with ``"torch"``: set them on the extractor.
             device: where ``feature_backend="torch"`` computes and returns the audio features (default CPU).
-            audio_names: one name per clip for those warnings (default: the file path, else the position).
+            audio_names: one name per clip for those warnings (default: the file path, else ``item <i>``).
         """
         if audio is None and text is None:
             raise ValueError("AtrProcessor needs `audio`, `text`, or both.")
@@ -193,26 +197,14 @@ class AtrProcessor(ProcessorMixin):
     ) -> dict:
         if feature_backend not in FEATURE_BACKENDS:
             raise ValueError(f"feature_backend must be one of {FEATURE_BACKENDS}, got {feature_backend!r}.")
-        single_clip = isinstance(audio, (str, os.PathLike, dict)) or (
-            isinstance(audio, np.ndarray) and audio.ndim == 1
+        given = audio_clips(
+            audio, sampling_rate=sampling_rate, default_rate=self.sampling_rate, name="the clip"
         )
-        clips = [audio] if single_clip else list(audio)
-        if audio_names is not None and len(audio_names) != len(clips):
-            raise ValueError(f"Got {len(clips)} clips but {len(audio_names)} audio_names.")
-        names = (
-            list(audio_names)
-            if audio_names is not None
-            else [_clip_name(clip, i) for i, clip in enumerate(clips)]
-        )
+        if audio_names is not None and len(audio_names) != len(given.clips):
+            raise ValueError(f"Got {len(given.clips)} clips but {len(audio_names)} audio_names.")
+        names = list(audio_names) if audio_names is not None else given.names
         arrays = [
-            decode_audio(
-                {"array": clip, "sampling_rate": sampling_rate or self.sampling_rate},
-                self.sampling_rate,
-                source=name,
-            )
-            if isinstance(clip, np.ndarray)
-            else decode_audio(clip, self.sampling_rate, source=name)
-            for clip, name in zip(clips, names)
+            decode_audio(clip, self.sampling_rate, source=name) for clip, name in zip(given.clips, names)
         ]
         report_cut_clips(names, [len(array) for array in arrays], extractor_window(self.feature_extractor))
         minimum = minimum_samples(self.feature_extractor)
@@ -355,15 +347,6 @@ class AtrProcessor(ProcessorMixin):
             failed_rows = set(failed)
             featurized = featurized.select([row for row in range(len(errors)) if row not in failed_rows])
         return featurized.remove_columns(DECODE_ERROR_COLUMN)
-
-
-def _clip_name(clip: Any, position: int) -> str:
-    """How warnings name a clip given without a name: its path, else its position in the call."""
-    if isinstance(clip, (str, os.PathLike)):
-        return str(clip)
-    if isinstance(clip, dict) and clip.get("path"):
-        return str(clip["path"])
-    return f"clip {position}"
 
 
 def model_audio_inputs(features: Any) -> dict[str, Any]:

@@ -53,6 +53,20 @@ def test_schema_values_paths_and_bytes_decode_alike(tmp_path):
     np.testing.assert_allclose(from_bytes["input_values"].numpy(), from_path.numpy(), atol=1e-5)
 
 
+def test_a_stereo_array_is_one_clip_featurised_as_its_file(tmp_path):
+    processor = make_processor()
+    path = tmp_path / "stereo.wav"
+    left, right = random_waveforms(2, seed=4)
+    soundfile.write(path, np.stack([left, right], axis=1), 22050, subtype="PCM_16")
+    frames, rate = soundfile.read(path)  # (samples, 2)
+    from_file = processor(audio=str(path))["input_values"]
+    assert from_file.shape[0] == 1
+    for audio in (frames, frames.T, {"raw": frames, "sampling_rate": rate}):
+        features = processor(audio=audio, sampling_rate=None if isinstance(audio, dict) else rate)
+        torch.testing.assert_close(features["input_values"], from_file, rtol=0, atol=0)
+    assert processor(audio=[frames, frames.T], sampling_rate=rate)["input_values"].shape[0] == 2
+
+
 def test_missing_audio_file_is_named(tmp_path):
     with pytest.raises(AudioDecodeError, match="nowhere.wav"):
         make_processor()(audio=[str(tmp_path / "nowhere.wav")])

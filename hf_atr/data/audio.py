@@ -1,17 +1,22 @@
 """Audio decoding with soundfile (no torchcodec, no FFmpeg; STACK-NOTES.md).
 
 The shared schema keeps audio undecoded (``Audio(decode=False)``: ``{"bytes", "path"}``); this module
-turns such a value, a file path, an already decoded ``{"array", "sampling_rate"}`` dict or a bare array
-into the float32 mono waveform a feature extractor expects, resampling when asked. Every failure raises
+turns such a value, a file path, an already decoded ``{"array" | "raw", "sampling_rate"}`` dict or a bare
+array into the float32 mono waveform a feature extractor expects, resampling when asked. Every failure raises
 :class:`AudioDecodeError` naming the file (or the caller's ``source``, e.g. the ``audio_id``) and the reason.
+:func:`audio_clips` reads audio as a caller hands it over (one clip, or a list of clips), the one reading of
+every place that accepts audio from users (the retrieval pipeline, the processor).
 """
 
 from __future__ import annotations
 
 import io
 import math
+import numbers
 import os
 import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,6 +31,13 @@ AUDIO_EXTENSIONS: frozenset[str] = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".opus", ".aiff", ".aif", ".aifc", ".au", ".caf", ".w64", ".m4a"}
 )
 """File extensions counted as audio when a folder is searched for audio files."""
+AUDIO_ARRAY_KEYS = ("array", "raw")
+"""Keys of audio held in memory in a dict, beside its ``sampling_rate``: ``array`` (datasets' decoded audio),
+``raw`` (what transformers' audio pipelines take)."""
+MAX_ARRAY_CHANNELS = 7
+"""The most channels a 2-D audio array may have. Its shorter axis is read as channels (mono to 6.1
+surround); a shorter axis of 8 or more is refused: such an array is far more likely a stack of clips (a
+batch of 8) than one recording, and a batch is a list. Files have no such limit: their channels are known."""
 APPLEDOUBLE_PREFIX = "._"
 """macOS writes a ``._<name>`` AppleDouble file (resource fork, no audio) beside files copied to non-Apple
 file systems; it carries the audio file's extension."""
@@ -63,16 +75,20 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
         value: one of
             - ``{"bytes": bytes | None, "path": str | None}`` (the shared schema; ``bytes`` win when not
               ``None``, ``path`` is then only used to name the clip in errors);
-            - ``{"array": array, "sampling_rate": int}`` (a decoded ``datasets`` audio value);
+            - ``{"array": array, "sampling_rate": int}`` (a decoded ``datasets`` audio value), or ``"raw"``
+              for ``"array"`` (transformers' audio pipelines);
             - a ``str`` / ``os.PathLike`` file path;
             - a ``numpy`` array, assumed to be at the target rate already.
-            Arrays are ``(samples,)`` or ``(channels, samples)`` (the datasets / librosa layout).
+            Arrays are ``(samples,)``, or one multi-channel clip in either orientation, ``(channels,
+            samples)`` (datasets, librosa) or ``(samples, channels)`` (``soundfile.read``): the longer axis
+            is time, and a shorter axis of more than :data:`MAX_ARRAY_CHANNELS` is refused.
         sampling_rate: target rate in Hz; ``None`` keeps the rate of the source.
         source: name of the clip used in error messages (e.g. its ``audio_id``); defaults to the path.
 
     Returns:
-        ``(samples,)`` float32 array. Several channels are down-mixed to mono by averaging them (the
-        mean keeps the level of correlated channels and, unlike taking one channel, keeps every source).
+        ``(samples,)`` float32 array. Several channels are down-mixed to mono by averaging them in float32
+        (:func:`mix_down`, for files and arrays alike: the mean keeps the level of correlated channels and,
+        unlike taking one channel, keeps every source).
         A different source rate is converted with ``scipy.signal.resample_poly`` using the up/down factors
         ``target/g`` and ``source/g``, ``g = gcd(target, source)`` (polyphase FIR, anti-aliased).
 
@@ -90,15 +106,10 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
     elif isinstance(value, (str, os.PathLike)):
         name = source or str(value)
         waveform, source_rate = _read_file(value, name)
-    elif isinstance(value, dict) and "array" in value:
+    elif isinstance(value, dict) and any(key in value for key in AUDIO_ARRAY_KEYS):
         name = source or value.get("path") or "<array>"
-        if not isinstance(value.get("sampling_rate"), int) or value["sampling_rate"] <= 0:
-            raise AudioDecodeError(
-                name,
-                f"a decoded audio dict needs a positive int 'sampling_rate', got {value.get('sampling_rate')!r}.",
-            )
-        waveform = _to_mono(np.asarray(value["array"]), name)
-        source_rate = value["sampling_rate"]
+        source_rate = _dict_rate(value, name)
+        waveform = _to_mono(_as_array(_dict_array(value)), name)
     elif isinstance(value, dict) and ("bytes" in value or "path" in value):
         path = value.get("path")
         name = source or path or "<bytes>"
@@ -111,7 +122,7 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
     else:
         raise TypeError(
             f"Cannot decode audio {source or ''} of type {type(value).__name__}: expected a dict "
-            "{'bytes', 'path'} or {'array', 'sampling_rate'}, a file path, or a numpy array."
+            "{'bytes', 'path'} or {'array' | 'raw', 'sampling_rate'}, a file path, or a numpy array."
         )
     if waveform.size == 0:
         raise AudioDecodeError(name, "the audio has zero length.")
@@ -249,8 +260,16 @@ def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndar
             f"declares ({len(frames) / rate:.2f} of {declared / rate:.2f} s); decoding the {len(frames) / rate:.2f} s "
             "it holds."
         )
-    # soundfile returns (frames, channels); averaging the channels is the down-mix documented above.
-    return frames.mean(axis=1, dtype=np.float32), rate
+    return mix_down(frames), rate
+
+
+def mix_down(frames: np.ndarray) -> np.ndarray:
+    """``frames: (samples, channels)`` -> ``(samples,)`` float32: the mean of the channels, in float32.
+
+    The one down-mix of the library: a file's frames as soundfile reads them and a multi-channel array are
+    mixed by this same arithmetic, so that a file and the array read from it give the same waveform.
+    """
+    return np.asarray(frames, dtype=np.float32).mean(axis=1, dtype=np.float32)
 
 
 def _unreadable(name: str, error: Exception, hint: str = "") -> AudioDecodeError:
@@ -320,19 +339,167 @@ def declared_wav_frames(file: str | os.PathLike | BinaryIO) -> int | None:
 
 
 def _to_mono(array: np.ndarray, name: str) -> np.ndarray:
+    """One clip's samples, ``(samples,)`` or 2-D in either orientation (the longer axis is time), as a
+    ``(samples,)`` float32 waveform; integer PCM is scaled to [-1, 1) as soundfile scales integer files."""
     if np.issubdtype(array.dtype, np.integer):
-        # Integer PCM: scale to [-1, 1) as soundfile does for integer files.
         array = array / float(2 ** (8 * array.dtype.itemsize - 1))
     if array.ndim == 1:
-        waveform = array
-    elif array.ndim == 2:
-        if array.shape[0] > array.shape[1]:
-            raise AudioDecodeError(
-                name,
-                f"a 2-D audio array must be (channels, samples), got shape {array.shape}; "
-                "transpose a (samples, channels) array first.",
-            )
-        waveform = array.mean(axis=0)
-    else:
-        raise AudioDecodeError(name, f"audio arrays must be 1-D or 2-D, got shape {array.shape}.")
-    return np.asarray(waveform, dtype=np.float32)
+        return np.asarray(array, dtype=np.float32)
+    if array.ndim != 2:
+        raise AudioDecodeError(
+            name,
+            f"an audio array must be 1-D (samples,) or 2-D (channels and samples, either way round), got "
+            f"shape {array.shape}; pass a batch of clips as a list.",
+        )
+    channels = min(array.shape)
+    if channels > MAX_ARRAY_CHANNELS:
+        raise AudioDecodeError(
+            name,
+            f"an audio array of shape {array.shape} is not one clip: its shorter axis ({channels}) is read as "
+            f"channels, and a clip has at most {MAX_ARRAY_CHANNELS}. Pass a batch of clips as a list (e.g. "
+            "list(array)); give a recording with more channels by its file path, or mix it down to 1-D first.",
+        )
+    # The longer axis is time: (samples, channels) as soundfile reads, or (channels, samples) as librosa.
+    return mix_down(array if array.shape[0] > array.shape[1] else array.T)
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """A numpy view of in-memory samples: an array, a torch tensor (on any device), or a list of numbers."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "detach"):  # a torch tensor; not imported here (hf_atr.data stays free of torch)
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _is_array(value: Any) -> bool:
+    """Whether ``value`` holds samples in memory: a numpy array or an array-like (torch, JAX) with a shape."""
+    return isinstance(value, np.ndarray) or (hasattr(value, "__array__") and hasattr(value, "shape"))
+
+
+def _dict_array(value: Mapping[str, Any]) -> Any:
+    """The samples of an in-memory audio dict: ``raw`` (transformers' pipelines) or ``array`` (datasets)."""
+    return value["raw"] if value.get("raw") is not None else value.get("array")
+
+
+def _dict_rate(value: Mapping[str, Any], name: str) -> int:
+    """The ``sampling_rate`` of an in-memory audio dict, a positive integer."""
+    rate = value.get("sampling_rate")
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Integral) or rate <= 0:
+        raise AudioDecodeError(
+            name,
+            f"an audio dict with {'raw' if 'raw' in value else 'array'!r} needs its positive int "
+            f"'sampling_rate', got {rate!r}.",
+        )
+    return int(rate)
+
+
+@dataclass(frozen=True)
+class AudioClips:
+    """Audio as a caller handed it over, read by :func:`audio_clips`."""
+
+    clips: list[Any]
+    """One value per clip, each taken by :func:`decode_audio`: a file path, a ``{"bytes", "path"}`` dict, or
+    ``{"array": (samples,) float32, "sampling_rate": int}`` (in-memory audio already mixed down)."""
+    names: list[str]
+    """How messages name each clip: its path, else the caller's name for a single clip, else ``item <i>``."""
+    single: bool
+    """Whether one clip was given (rather than a list of clips)."""
+    rate_assumed: int
+    """How many arrays came without a rate and were taken at ``default_rate``."""
+
+
+def audio_clips(
+    audio: Any, *, sampling_rate: int | None = None, default_rate: int, name: str = "the audio"
+) -> AudioClips:
+    """Read ``audio`` as users hand it over, the way transformers' audio pipelines read their input.
+
+    - One clip: a file path, the bytes of a file, ``{"raw" | "array": samples, "sampling_rate": rate}``
+      (transformers' pipelines, datasets' decoded audio), a ``{"bytes", "path"}`` dict (our datasets), or an
+      array (numpy, or a torch tensor). **One array is one clip**: ``(samples,)``, or 2-D with several
+      channels in either orientation, ``(samples, channels)`` as ``soundfile.read`` returns it or
+      ``(channels, samples)``; the longer axis is time, the channels are mixed down as a file's are
+      (:func:`mix_down`), and a shorter axis of more than :data:`MAX_ARRAY_CHANNELS` is refused (a stacked
+      ``(8, samples)`` batch is not an 8-channel clip).
+    - A batch: a list (or tuple, or any other iterable that is not itself a clip) of such clips.
+
+    Args:
+        sampling_rate: the rate of the arrays given bare; ``None`` takes them at ``default_rate`` and counts
+            them in :attr:`AudioClips.rate_assumed` (the caller says so in its log). A dict brings its own
+            rate (a different ``sampling_rate`` is an error); files have theirs.
+        default_rate: the rate a bare array is taken at: the processor's.
+        name: how messages name a single clip that is not a file (in a batch: ``item <i>``).
+
+    Raises:
+        AudioDecodeError: an array that is not one clip (3-D, or a shorter axis of more than
+            :data:`MAX_ARRAY_CHANNELS`), a dict without a positive int ``sampling_rate``; the message names
+            the clip.
+        ValueError: an empty batch, or a dict whose rate contradicts ``sampling_rate``.
+        TypeError: something that is neither a clip nor a list of clips.
+    """
+    if sampling_rate is not None and (
+        isinstance(sampling_rate, bool)
+        or not isinstance(sampling_rate, numbers.Integral)
+        or sampling_rate <= 0
+    ):
+        raise ValueError(f"sampling_rate must be a positive int, got {sampling_rate!r}.")
+    single = is_one_clip(audio)
+    if not single and not isinstance(audio, Iterable):
+        raise TypeError(_NOT_AUDIO.format(name=name, kind=type(audio).__name__))
+    items = [audio] if single else list(audio)
+    if not items:
+        raise ValueError(f"{name}: an empty list holds no audio clip.")
+    clips, names, assumed = [], [], 0
+    for position, item in enumerate(items):
+        item_name = name if single else f"item {position}"
+        clip, item_name, rate_assumed = _clip(item, item_name, sampling_rate, default_rate)
+        clips.append(clip)
+        names.append(item_name)
+        assumed += rate_assumed
+    return AudioClips(clips, names, single, assumed)
+
+
+_NOT_AUDIO = (
+    "{name}: cannot read audio of type {kind}. Give one clip (a file path, an array, or "
+    "{{'raw': array, 'sampling_rate': rate}}), or a list of clips for a batch."
+)
+
+
+def is_one_clip(value: Any) -> bool:
+    """Whether ``value`` is one clip as :func:`audio_clips` reads it (a path, bytes, a dict, an array), not a
+    list of clips."""
+    return isinstance(value, (str, os.PathLike, bytes, bytearray, Mapping)) or _is_array(value)
+
+
+def _clip(item: Any, name: str, sampling_rate: int | None, default_rate: int) -> tuple[Any, str, bool]:
+    """One clip of :func:`audio_clips`: its value for :func:`decode_audio`, its name, and whether its rate
+    was assumed."""
+    if isinstance(item, (str, os.PathLike)):
+        return item, str(item), False
+    if isinstance(item, (bytes, bytearray)):
+        return {"bytes": bytes(item), "path": None}, name, False
+    if isinstance(item, Mapping):
+        name = str(item.get("path") or name)
+        if any(key in item for key in AUDIO_ARRAY_KEYS):
+            rate = _dict_rate(item, name)
+            if sampling_rate is not None and sampling_rate != rate:
+                raise ValueError(
+                    f"{name}: the audio dict says 'sampling_rate': {rate}, but sampling_rate={sampling_rate} "
+                    "was passed too; give the rate once."
+                )
+            return {"array": _to_mono(_as_array(_dict_array(item)), name), "sampling_rate": rate}, name, False
+        if "bytes" in item or "path" in item:
+            return dict(item), name, False
+        raise AudioDecodeError(
+            name,
+            f"an audio dict needs 'raw' or 'array' with 'sampling_rate' (audio in memory), or 'bytes' / 'path' "
+            f"(an audio file); got the keys {sorted(item)}.",
+        )
+    if _is_array(item):
+        waveform = _to_mono(_as_array(item), name)
+        return (
+            {"array": waveform, "sampling_rate": sampling_rate or default_rate},
+            name,
+            sampling_rate is None,
+        )
+    raise TypeError(_NOT_AUDIO.format(name=name, kind=type(item).__name__))

@@ -13,6 +13,12 @@ Example::
     pipe.classify("dog.wav", labels=["dog", "rain", "siren"])   # [{"label": "dog", "score": 0.92}, ...]
     pipe.save_index()                         # next to the model; loaded again by the next pipeline()
 
+Audio is read as transformers' audio pipelines read it, the same wherever it is accepted (queries, query by
+example, :meth:`~AudioTextRetrievalPipeline.classify`, :meth:`~AudioTextRetrievalPipeline.index`;
+:func:`hf_atr.data.audio.audio_clips`): a file path, ``{"raw" | "array": samples, "sampling_rate": rate}``, or
+an array; one array is one clip (a 2-D array is one multi-channel clip in either orientation, mixed down as a
+file is), a batch is a list, and an array without a rate is taken at the processor's rate, said once in the log.
+
 Long recordings are indexed window by window (:mod:`hf_atr.windowing`) and searched whole: a hit is a file
 with its best-matching span. Files that cannot be decoded are skipped and listed (``pipe.skipped``,
 ``skipped.tsv`` beside the saved index) unless ``strict=True``. Under several processes (``accelerate
@@ -29,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from huggingface_hub import snapshot_download
 from tqdm.auto import tqdm
@@ -38,7 +43,15 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
 from hf_atr import hub
-from hf_atr.data.audio import AudioDecodeError, decode_audio, is_appledouble, looks_like_audio_path
+from hf_atr.data.audio import (
+    AudioClips,
+    AudioDecodeError,
+    audio_clips,
+    decode_audio,
+    is_appledouble,
+    is_one_clip,
+    looks_like_audio_path,
+)
 from hf_atr.encoding import (
     AudioEmbeddings,
     SkippedAudio,
@@ -94,8 +107,8 @@ class AudioTextRetrievalPipeline(Pipeline):
       or a name ending in an audio extension: a missing ``"dog.wav"`` is an error, not a caption); it returns
       the best **clips** ``[{"id", "score", "start", "end", "path"}]``, each at its best-matching window
       (``start`` / ``end`` in seconds when the index has spans, ``path`` when it knows its root). Audio
-      (array, path, ``{"array", "sampling_rate"}``) returns the best captions ``[{"id", "score",
-      "caption"}]``; ``pipe(audio=clip)`` returns the clips that sound most alike (query by example). A long
+      (path, array, ``{"raw" | "array", "sampling_rate"}``; ``sampling_rate=`` for an array given bare)
+      returns the best captions ``[{"id", "score", "caption"}]``; ``pipe(audio=clip)`` returns the clips that sound most alike (query by example). A long
       audio query is embedded window by window and pooled (``windowing``). Scores are the model's unscaled
       similarity: cosine, or the negative Euclidean/Mahalanobis distance.
     - :meth:`classify` does zero-shot classification with caption templates.
@@ -145,6 +158,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         self.text_index: EmbeddingIndex | None = None
         self.skipped: list[SkippedAudio] = []
         """Audio left out of the audio index because it cannot be decoded (``name``: its path or row)."""
+        self._said_rate_assumed = False
         if index_dir is None:
             index_dir = self._default_index_dir() or self._hub_index_dir()
             if index_dir is None or not _holds_index(index_dir):
@@ -200,18 +214,19 @@ class AudioTextRetrievalPipeline(Pipeline):
 
     def _audio_query_inputs(self, audio: Any, sampling_rate: int | None) -> dict[str, Any]:
         """One audio query's model inputs: one row per window when it is long (pooled by ``_forward``)."""
-        if isinstance(audio, (str, os.PathLike)):
-            if not os.path.isfile(audio):
-                raise FileNotFoundError(
-                    f"The query {str(audio)!r} looks like an audio file path, but there is no such file. Give "
-                    "an existing audio file, or a caption without a file extension."
-                )
-            name = str(audio)
-        else:
-            name = "the audio query"
-        if isinstance(audio, np.ndarray):
-            audio = {"array": audio, "sampling_rate": sampling_rate or self.processor.sampling_rate}
-        waveform = decode_audio(audio, self.processor.sampling_rate, source=name)
+        if isinstance(audio, (str, os.PathLike)) and not os.path.isfile(audio):
+            raise FileNotFoundError(
+                f"The query {str(audio)!r} looks like an audio file path, but there is no such file. Give "
+                "an existing audio file, or a caption without a file extension."
+            )
+        given = self._audio_clips(audio, sampling_rate, "the audio query")
+        if not given.single:
+            raise ValueError(
+                f"A query is one clip, got a {type(audio).__name__} of {len(given.clips)}: pass a list of "
+                "queries at the top level, pipe([clip_1, clip_2]) or pipe(audio=[clip_1, clip_2])."
+            )
+        name = given.names[0]
+        waveform = decode_audio(given.clips[0], self.processor.sampling_rate, source=name)
         extractor = self.processor.feature_extractor
         window_and_hop = self.windowing.samples(extractor) if self.windowing.splits_clips(extractor) else None
         windows = [
@@ -220,6 +235,22 @@ class AudioTextRetrievalPipeline(Pipeline):
         ]
         inputs = self.processor(audio=windows, audio_names=[name] * len(windows), return_tensors="pt")
         return {"modality": "audio", **inputs}
+
+    def _audio_clips(self, audio: Any, sampling_rate: int | None, name: str) -> AudioClips:
+        """``audio`` read as users hand it over (:func:`~hf_atr.data.audio.audio_clips`); the first array of this
+        pipeline given without a rate is named in the log, once."""
+        given = audio_clips(
+            audio, sampling_rate=sampling_rate, default_rate=self.processor.sampling_rate, name=name
+        )
+        if given.rate_assumed and not self._said_rate_assumed:
+            self._said_rate_assumed = True
+            rate = self.processor.sampling_rate
+            logger.warning(
+                f"An audio array was given without its sampling rate: it is taken at {rate} Hz, the processor's "
+                f"rate (said once per pipeline). If it was recorded at another rate, give the rate: "
+                f"{{'raw': array, 'sampling_rate': rate}}, or sampling_rate=rate."
+            )
+        return given
 
     def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
         modality, target = model_inputs.pop("modality"), model_inputs.pop("target")
@@ -279,12 +310,13 @@ class AudioTextRetrievalPipeline(Pipeline):
         strict: bool = False,
         append: bool = False,
         root: str | os.PathLike | None = None,
+        sampling_rate: int | None = None,
     ) -> EmbeddingIndex:
         """Encode ``corpus`` once (batched, with a progress bar) into the matching index.
 
         Args:
-            corpus: a list of captions (strings) → caption index; a list of audio (file paths, arrays at
-                the processor's rate, ``{"array", "sampling_rate"}`` dicts) → audio index; a
+            corpus: a list of captions (strings) → caption index; a list of audio clips (file paths, arrays,
+                ``{"raw" | "array", "sampling_rate"}`` dicts; each array one clip) → audio index; a
                 ``datasets.Dataset`` with ``audio`` or precomputed features → audio index with ids from
                 its ``audio_id`` column, and, when it has ``captions`` and ``index_captions``, a caption
                 index whose ids are ``"<audio_id>#<slot>"``. A list of strings is audio when any of them
@@ -302,16 +334,26 @@ class AudioTextRetrievalPipeline(Pipeline):
             root: the directory file ids are relative to, recorded in the index so that hits carry a
                 ``path`` that resolves from anywhere (default: the current directory when the ids are the
                 file paths; with ``ids`` of your own and no ``root``, hits carry no ``path``).
+            sampling_rate: the rate of the arrays in a list given bare (default: the processor's, said once in
+                the log).
 
         Raises:
-            ValueError: an empty corpus, two items with one id (naming both), or an id already indexed.
+            ValueError: an empty corpus, a single clip instead of a list, two items with one id (naming both),
+                or an id already indexed.
+            AudioDecodeError: an array that is not one clip (:func:`~hf_atr.data.audio.audio_clips`), whatever
+                ``strict`` says: it is refused before anything is encoded.
 
         Returns:
             The audio index, or the caption index for a list of captions. Under several processes
             (``torch.distributed`` initialised, e.g. by ``accelerate launch``) each process encodes a share
             of the items and every process returns the whole index, the one a single process builds.
         """
-        if isinstance(corpus, (str, np.ndarray)) or not hasattr(corpus, "__len__") or len(corpus) == 0:
+        if is_one_clip(corpus):
+            raise ValueError(
+                f"index() takes a list of clips, got one {type(corpus).__name__}: one array (or path, or dict) is "
+                "one clip. Pass [clip] to index one clip, and a stacked batch of clips as list(batch)."
+            )
+        if not hasattr(corpus, "__len__") or len(corpus) == 0:
             raise ValueError(
                 "index() needs a non-empty list of captions or audio clips, or a datasets.Dataset."
             )
@@ -342,8 +384,9 @@ class AudioTextRetrievalPipeline(Pipeline):
             str(item) if path else f"item {position}"
             for position, (item, path) in enumerate(zip(items, is_path))
         ]
+        given = self._audio_clips(items, sampling_rate, "the corpus")
         rows = [
-            {"audio": item, "audio_id": source} for item, source in zip(items, sources)
+            {"audio": clip, "audio_id": source} for clip, source in zip(given.clips, sources)
         ]  # names in messages
         self._index_audio(
             rows,
@@ -665,23 +708,17 @@ class AudioTextRetrievalPipeline(Pipeline):
         transformers' ``zero-shot-audio-classification`` pipeline scores a ``ClapModel``. A clip longer than
         the extractor's window is embedded window by window and pooled (``windowing``).
 
+        Args:
+            audio: one clip (a path, an array, ``{"raw" | "array", "sampling_rate"}``), or a list of clips.
+            sampling_rate: the rate of arrays given bare (default: the processor's, said once in the log).
+
         Returns:
             ``[{"label", "score"}]`` best first, or one such list per clip for a list of clips.
         """
+        given = self._audio_clips(audio, sampling_rate, "the audio")
         labels = list(labels)
         label_embeds = encode_labels(self.model, self.processor, labels, templates)
-        single = isinstance(audio, (str, os.PathLike, dict)) or (
-            isinstance(audio, np.ndarray) and audio.ndim == 1
-        )
-        clips = [audio] if single else list(audio)
-        rows = [
-            {
-                "audio": {"array": clip, "sampling_rate": sampling_rate}
-                if isinstance(clip, np.ndarray) and sampling_rate
-                else clip
-            }
-            for clip in clips
-        ]
+        rows = [{"audio": clip, "audio_id": name} for clip, name in zip(given.clips, given.names)]
         audio_embeds = encode_audio(self.model, self.processor, rows, windowing=self.windowing)
         head = self.model.scoring_head
         device = head.logit_scale.device
@@ -692,7 +729,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             [{"label": labels[i], "score": float(row[i])} for i in row.argsort(descending=True).tolist()]
             for row in probabilities
         ]
-        return results[0] if single else results
+        return results[0] if given.single else results
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from unittest import mock
 
 import numpy as np
 import pytest
+import soundfile
 import torch
 from datasets import Dataset
-from synthetic_audio import recording_with_event
+from synthetic_audio import recording_with_event, synthetic_clip
 from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
 from transformers import pipeline
 
@@ -408,3 +409,107 @@ def test_classify_pools_the_windows_of_a_long_clip(pipe):
     assert {entry["label"]: entry["score"] for entry in result} == pytest.approx(
         dict(zip(labels, expected.tolist()))
     )
+
+
+@pytest.fixture(scope="module")
+def stereo_and_mono_files(tmp_path_factory):
+    """A 2-s stereo PCM-16 WAV at 22.05 kHz written with soundfile (different sounds left and right), and a
+    2-s mono one at the processor's rate."""
+    directory = tmp_path_factory.mktemp("recordings")
+    rate = 22050
+    stereo = directory / "dog bark.wav"
+    channels = [synthetic_clip(2 * rate, rate, seed=1), 0.5 * synthetic_clip(2 * rate, rate, seed=2)]
+    soundfile.write(stereo, np.stack(channels, axis=1), rate, subtype="PCM_16")
+    mono = directory / "rain.wav"
+    soundfile.write(
+        mono, synthetic_clip(2 * SAMPLING_RATE, SAMPLING_RATE, seed=3), SAMPLING_RATE, subtype="PCM_16"
+    )
+    return stereo, mono
+
+
+def _scores(result):
+    return {entry["label"]: entry["score"] for entry in result}
+
+
+def _assert_same_hits(hits, expected):
+    assert [hit["id"] for hit in hits] == [hit["id"] for hit in expected]
+    np.testing.assert_allclose([hit["score"] for hit in hits], [hit["score"] for hit in expected], atol=1e-6)
+
+
+def test_a_stereo_array_scores_as_its_file_wherever_audio_is_accepted(pipe, stereo_and_mono_files):
+    path, other = stereo_and_mono_files
+    frames, rate = soundfile.read(path)  # as users read a file: (samples, channels) float64
+    assert frames.shape == (44100, 2) and rate == 22050
+    given_as = [
+        (frames, rate),
+        (frames.T, rate),
+        ({"raw": frames, "sampling_rate": rate}, None),
+        ({"array": frames.T, "sampling_rate": rate}, None),
+    ]
+    labels = ["dog", "siren", "beep"]
+    expected = _scores(pipe.classify(str(path), labels=labels))
+    for audio, sampling_rate in given_as:
+        result = pipe.classify(audio, labels=labels, sampling_rate=sampling_rate)
+        assert isinstance(result[0], dict)  # one clip, one result (not one per sample or per channel)
+        assert _scores(result).keys() == expected.keys()
+        np.testing.assert_allclose(list(_scores(result).values()), list(expected.values()), atol=1e-6)
+    pipe.index(CAPTIONS, show_progress=False)
+    expected_captions = pipe(str(path), top_k=5)
+    for audio, sampling_rate in given_as:
+        _assert_same_hits(pipe(audio, sampling_rate=sampling_rate, top_k=5), expected_captions)
+    pipe.index([str(path), str(other)], ids=["dog", "rain"], show_progress=False)
+    file_entries = pipe.audio_index.embeddings.copy()
+    expected_clips = pipe(audio=str(path), top_k=2)
+    for audio, sampling_rate in given_as:
+        _assert_same_hits(pipe(audio=audio, sampling_rate=sampling_rate, top_k=2), expected_clips)
+        pipe.index([audio, str(other)], ids=["dog", "rain"], sampling_rate=sampling_rate, show_progress=False)
+        np.testing.assert_allclose(pipe.audio_index.embeddings, file_entries, atol=1e-6)
+
+
+def test_an_array_without_its_rate_is_taken_at_the_processors_rate_said_once(pipe, stereo_and_mono_files):
+    _, path = stereo_and_mono_files
+    mono, rate = soundfile.read(path)
+    assert mono.ndim == 1 and rate == pipe.processor.sampling_rate
+    labels = ["dog", "siren"]
+    expected = _scores(pipe.classify(str(path), labels=labels))
+    with caplog_warnings() as logged:
+        without_rate = _scores(pipe.classify(mono, labels=labels))
+        with_rate = _scores(pipe.classify(mono, labels=labels, sampling_rate=rate))
+        assert len(pipe.classify([mono, mono], labels=labels)) == 2
+        pipe.index([mono], show_progress=False)
+        pipe(audio=mono)
+    for scores in (without_rate, with_rate):
+        np.testing.assert_allclose(
+            [scores[label] for label in labels], [expected[label] for label in labels], atol=1e-6
+        )
+    message = (
+        "An audio array was given without its sampling rate: it is taken at 16000 Hz, the processor's rate (said "
+        "once per pipeline). If it was recorded at another rate, give the rate: {'raw': array, 'sampling_rate': "
+        "rate}, or sampling_rate=rate."
+    )
+    assert logged[0].count(message) == 1 and logged[0].count("sampling rate") == 1
+
+
+def test_a_stacked_batch_is_refused_and_a_list_is_a_batch(pipe):
+    stacked = np.stack(random_waveforms(8))  # (8, 16000): eight clips stacked into one array
+    refusal = (
+        r"an audio array of shape \(8, 16000\) is not one clip: its shorter axis \(8\) is read as channels, and "
+        r"a clip has at most 7\. Pass a batch of clips as a list \(e\.g\. list\(array\)\); give a recording "
+        r"with more channels by its file path, or mix it down to 1-D first\."
+    )
+    with pytest.raises(AudioDecodeError, match="the audio: " + refusal):
+        pipe.classify(stacked, labels=["dog", "siren"])
+    pipe.index(CAPTIONS, show_progress=False)
+    with pytest.raises(AudioDecodeError, match="the audio query: " + refusal):
+        pipe(stacked)
+    with pytest.raises(
+        ValueError, match=r"index\(\) takes a list of clips, got one ndarray: .* Pass \[clip\]"
+    ):
+        pipe.index(stacked)
+    with pytest.raises(AudioDecodeError, match="item 2: " + refusal.replace("8, 16000", "16000, 8")):
+        pipe.index([stacked[0], stacked[1], stacked.T], show_progress=False)
+    with pytest.raises(ValueError, match=r"A query is one clip, got a tuple of 2: pass a list of queries"):
+        pipe((stacked[0], stacked[1]))
+    batch = pipe.classify(list(stacked), labels=["dog", "siren"])
+    assert len(batch) == 8 and all(len(result) == 2 for result in batch)
+    assert len(pipe(list(stacked), top_k=1)) == 8
