@@ -38,7 +38,8 @@ from collections.abc import Sequence
 import torch
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
-from hf_atr.data.corpus_utils import add_encoding_argument, exit_on_input_error, expand_path
+from hf_atr.commands.dataset_builders import ENCODING_OPTION, add_options, exit_on_input_error
+from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, load_esc50
 from hf_atr.data.schema import class_list, corpus_provenance
 from hf_atr.evaluation.zero_shot import METRIC_NAMES, ZeroShotEvaluator, minimum_clips
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--missing", choices=("error", "skip"), default="error", help="Raise on or skip bad clips."
     )
-    add_encoding_argument(parser)
+    add_options(parser, [ENCODING_OPTION])
     parser.add_argument(
         "--min-clips",
         type=int,

@@ -1,4 +1,4 @@
-"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``, ``serve``.
+"""The ``hf-atr`` command line: ``demo``, ``train``, ``index``, ``search``, ``evaluate``, ``serve``, ``build-dataset``.
 
 Each ``add_*_parser(subparsers)`` adds one sub-command whose ``handler`` takes the parsed arguments and
 returns the exit status.
@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .commands.build_dataset import add_build_dataset_parser
 from .commands.model_loading import checked_model, load_retrieval_pipeline
 from .commands.serve import add_serve_parser
 from .commands.train import add_train_parser
@@ -971,6 +972,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_parser(commands)
     add_evaluate_parser(commands)
     add_serve_parser(commands)
+    add_build_dataset_parser(commands)
     return parser
 
 

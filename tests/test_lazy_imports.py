@@ -97,6 +97,28 @@ def test_serve_help_imports_neither_gradio_nor_the_model():
     assert loaded == {"usage": True, "loaded": []}
 
 
+def test_build_dataset_loads_its_builders_only_when_it_runs():
+    """``hf-atr --help`` lists ``build-dataset`` without importing datasets; ``hf-atr build-dataset clotho --help``
+    imports the builders' table (datasets and the loaders) but no model code."""
+    loaded = run_fresh(
+        f"""
+        import contextlib, io, json, sys
+        from hf_atr.cli import main
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            main(["--help"])
+        after_help = [name for name in ("datasets", "hf_atr.commands.dataset_builders") if name in sys.modules]
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
+            main(["build-dataset", "clotho", "--help"])
+        print(json.dumps({{"help": after_help,
+                          "usage": output.getvalue().startswith("usage: hf-atr build-dataset clotho"),
+                          "builders": "hf_atr.commands.dataset_builders" in sys.modules,
+                          "loaded": [name for name in {HEAVY!r} if name in sys.modules]}}))
+        """
+    )
+    assert loaded == {"help": [], "usage": True, "builders": True, "loaded": []}
+
+
 REGISTRATION_CHECK = f"""
     model_dir = {str(FIXTURE_MODEL)!r}
     config = AutoConfig.from_pretrained(model_dir)

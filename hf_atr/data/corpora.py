@@ -45,7 +45,7 @@ def loader_options(name: str) -> list[str]:
 
 
 def load_corpus(
-    source: str | os.PathLike, data_dir: str | os.PathLike | None = None, **options: Any
+    source: str | os.PathLike, data_dir: str | os.PathLike | None = None, /, **options: Any
 ) -> DatasetDict:
     """A corpus as a ``DatasetDict`` in the shared schema.
 
@@ -54,8 +54,9 @@ def load_corpus(
             ``audiofolder``), or a directory written by ``save_to_disk`` (a ``DatasetDict``, or a ``Dataset``,
             which becomes the split ``train``).
         data_dir: the corpus location for a loader (the directory; WavCaps: its JSON file).
-        options: the loader's keyword options (``audio_dir``, ``missing``, ``encoding``, ``splits``, ...);
-            ``None`` values are left out, so the loader's default applies.
+        options: the loader's keyword options (``audio_dir``, ``missing``, ``encoding``, ``splits``, WavCaps'
+            ``source``, ...); ``None`` values are left out, so the loader's default applies. ``source`` and
+            ``data_dir`` are positional-only, so that a loader option may share their names.
 
     Raises:
         ValueError: an unknown loader or option, a loader without ``data_dir``, options for a saved dataset,

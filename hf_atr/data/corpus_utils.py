@@ -1,6 +1,6 @@
 """Helpers shared by the corpus loaders: CSV records with line numbers, audio file resolution and checks,
 the ``missing="error"|"skip"`` policy that either raises on the first bad clip or row or drops and
-reports them, and the output options of the ``datasets_scripts/build_*.py`` scripts.
+reports them, and the audio bytes embedded for output that must not depend on local paths.
 
 Every problem message names the file it was found in and, for CSV input, the line of the record
 (1-based, the header is line 1; a record whose quoted caption spans several lines is named by its
@@ -9,22 +9,19 @@ first line).
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import csv
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datasets import Dataset, DatasetDict, Features, List, Value, load_from_disk
+from datasets import Dataset, DatasetDict, Features, List, Value
 from datasets.table import embed_table_storage
 
 from hf_atr.data.audio import AudioDecodeError, check_audio_file
-from hf_atr.data.overlap import OVERLAP_CRITERIA, read_wavcaps_blocklist, remove_overlap
 from hf_atr.data.schema import finalize_audio_column, set_corpus_provenance
 from hf_atr.lazy import get_logger
 
@@ -447,131 +444,3 @@ def embed_audio_bytes(dataset: DatasetDict) -> DatasetDict:
         arrow_dataset = split_dataset.with_format("arrow").map(embed_table_storage, batched=True)
         embedded[split] = arrow_dataset.with_format(**output_format)
     return embedded
-
-
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """The output options every ``datasets_scripts/build_*.py`` script shares."""
-    output = parser.add_argument_group("output")
-    output.add_argument(
-        "--output-dir",
-        type=expand_path,
-        help="Directory to write to: DatasetDict.save_to_disk, or <split>.parquet files with --parquet.",
-    )
-    output.add_argument("--parquet", action="store_true", help="Write one Parquet file per split.")
-    output.add_argument(
-        "--embed-audio",
-        action="store_true",
-        help="With --parquet: store the audio bytes instead of absolute paths to the files (save_to_disk and "
-        "--push-to-hub always store the bytes).",
-    )
-    output.add_argument(
-        "--push-to-hub",
-        metavar="REPO",
-        help="Also push to this Hugging Face Hub dataset repository (needs network and a token; audio is embedded).",
-    )
-    output.add_argument("--private", action="store_true", help="Create the Hub repository as private.")
-
-
-def add_encoding_argument(parser: argparse.ArgumentParser) -> None:
-    """``--encoding``: the text encoding of the metadata files, for scripts that load a corpus (the
-    ``build_*.py`` scripts, ``examples/zero_shot_esc50.py``); a file not valid in it fails with a message naming
-    the encodings to try."""
-    parser.add_argument(
-        "--encoding",
-        default="utf-8",
-        help="Text encoding of the metadata files (a Python codec name such as cp1252 or shift_jis; default utf-8).",
-    )
-
-
-@contextlib.contextmanager
-def exit_on_input_error(parser: argparse.ArgumentParser) -> Iterator[None]:
-    """Within the block, a problem with the script's input (a loader's ``FileNotFoundError``, or a
-    ``ValueError`` such as :class:`CorpusFormatError` or ``AudioDecodeError``, whose messages name the file,
-    line, field or value) ends the script with that message and exit status 1 instead of a traceback."""
-    try:
-        yield
-    except (FileNotFoundError, ValueError) as error:
-        parser.exit(1, f"{parser.prog}: error: {error}\n")
-
-
-def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Fail through ``parser.error`` (exit status 2) when no destination is given."""
-    if args.output_dir is None and args.push_to_hub is None:
-        parser.error("give --output-dir and/or --push-to-hub REPO.")
-    if args.parquet and args.output_dir is None:
-        parser.error("--parquet needs --output-dir.")
-
-
-def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the ``build_*.py`` scripts for training data: the overlap filter (:mod:`hf_atr.data.overlap`)."""
-    overlap = parser.add_argument_group("overlap filter (remove evaluation clips from training data)")
-    overlap.add_argument(
-        "--exclude-overlap-with",
-        nargs="+",
-        type=expand_path,
-        default=[],
-        metavar="DIR",
-        help="DatasetDicts saved by the other build_*.py scripts (e.g. Clotho and AudioCaps test): clips "
-        "that are clips of theirs are removed.",
-    )
-    overlap.add_argument(
-        "--blocklist",
-        type=expand_path,
-        metavar="JSON",
-        help="A WavCaps block list (json_files/blacklist/*.json): its Freesound and YouTube ids are removed.",
-    )
-    overlap.add_argument(
-        "--overlap-by",
-        nargs="+",
-        choices=OVERLAP_CRITERIA,
-        default=list(OVERLAP_CRITERIA),
-        help="Match by source id and/or audio content (default: both).",
-    )
-
-
-def apply_overlap_arguments(
-    dataset: DatasetDict, args: argparse.Namespace
-) -> tuple[DatasetDict, dict[str, str]]:
-    """Run the overlap filter the options of :func:`add_overlap_arguments` ask for.
-
-    Returns the filtered dataset and, per split, the filter's one-line summary for the script to show
-    (``(dataset, {})`` when no option asks for the filter).
-    """
-    if not args.exclude_overlap_with and args.blocklist is None:
-        return dataset, {}
-    references = [load_from_disk(str(path)) for path in args.exclude_overlap_with]
-    blocked = read_wavcaps_blocklist(args.blocklist) if args.blocklist is not None else set()
-    filtered, reports = remove_overlap(dataset, references, by=args.overlap_by, exclude_source_ids=blocked)
-    return filtered, {split: report.summary() for split, report in reports.items()}
-
-
-def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:
-    """Write ``dataset`` as the options of :func:`add_export_arguments` ask; returns what was written.
-
-    ``save_to_disk`` and ``push_to_hub`` copy the audio files' bytes into the dataset (``datasets`` embeds
-    local files of ``Audio`` columns), so their output no longer needs the corpus directory; Parquet keeps
-    the absolute paths unless ``--embed-audio`` is given.
-    """
-    empty = [split for split, split_dataset in dataset.items() if len(split_dataset) == 0]
-    if empty:
-        # datasets cannot reload a saved 0-row split (IndexError); an empty split is never worth writing.
-        logger.warning(f"Not writing empty split(s) {empty}.")
-        dataset = DatasetDict({split: data for split, data in dataset.items() if split not in empty})
-        if not dataset:
-            raise ValueError(f"Every split is empty ({empty}); nothing to write.")
-    written = []
-    if args.output_dir is not None:
-        if args.parquet:
-            args.output_dir.mkdir(parents=True, exist_ok=True)
-            parquet_dataset = embed_audio_bytes(dataset) if args.embed_audio else dataset
-            for split, split_dataset in parquet_dataset.items():
-                parquet_path = args.output_dir / f"{split}.parquet"
-                split_dataset.to_parquet(parquet_path)
-                written.append(str(parquet_path))
-        else:
-            dataset.save_to_disk(args.output_dir)
-            written.append(str(args.output_dir))
-    if args.push_to_hub is not None:
-        dataset.push_to_hub(args.push_to_hub, private=args.private)
-        written.append(f"hub:{args.push_to_hub}")
-    return written

@@ -3,20 +3,16 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import runpy
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
-from datasets import load_from_disk
 
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.data.audio_text_folder import load_audio_text_folder
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance
-
-SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_audio_text_folder.py"
 
 
 def _audio(path: Path, seed: int = 0) -> None:
@@ -173,46 +169,3 @@ def test_folder_level_errors(tmp_path, caplog):
         CorpusFormatError, match=r"Audio folder: split\(s\) 'test' \(.*test/metadata\.csv\) have no records"
     ):
         load_audio_text_folder(tmp_path)
-
-
-def test_build_script_writes_a_reloadable_dataset(tmp_path, capsys):
-    _audio(tmp_path / "folder" / "train" / "a.wav")
-    _audio(tmp_path / "folder" / "test" / "b.wav", 1)
-    _csv(
-        tmp_path / "folder" / "metadata.csv",
-        [["file_name", "caption"], ["train/a.wav", "a"], ["test/b.wav", "b"], ["test/c.wav", "c"]],
-    )
-    main = runpy.run_path(str(SCRIPT))["main"]
-    out = tmp_path / "saved"
-    assert main([str(tmp_path / "folder"), "--missing", "skip", "--output-dir", str(out)]) == 0
-    saved = load_from_disk(str(out))
-    assert saved["train"]["captions"] == [["a"]] and saved["test"]["audio_id"] == ["test/b.wav"]
-    assert corpus_provenance(saved["test"])["skipped"] == 1
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "metadata.csv" in capsys.readouterr().out
-
-
-def test_build_script_applies_the_overlap_filter_it_offers(tmp_path, capsys):
-    _audio(tmp_path / "evaluation" / "test clip.wav", 1)
-    _csv(tmp_path / "evaluation" / "metadata.csv", [["file_name", "caption"], ["test clip.wav", "b"]])
-    _audio(tmp_path / "folder" / "a.wav")
-    _audio(tmp_path / "folder" / "b.wav", 1)  # the evaluation clip, renamed
-    _csv(tmp_path / "folder" / "metadata.csv", [["file_name", "caption"], ["a.wav", "a"], ["b.wav", "b"]])
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main([str(tmp_path / "evaluation"), "--output-dir", str(tmp_path / "reference")]) == 0
-    capsys.readouterr()
-    out = tmp_path / "saved"
-    argv = [
-        str(tmp_path / "folder"),
-        "--exclude-overlap-with",
-        str(tmp_path / "reference"),
-        "--output-dir",
-        str(out),
-    ]
-    assert main(argv) == 0
-    assert "train: overlap filter: removed 1 of 2 clip(s) (0 by source id, 1 by audio content)" in (
-        capsys.readouterr().out
-    )
-    saved = load_from_disk(str(out))["train"]
-    assert saved["audio_id"] == ["a.wav"] and corpus_provenance(saved)["filters"][0]["name"] == "overlap"

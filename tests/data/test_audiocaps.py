@@ -2,22 +2,18 @@ from __future__ import annotations
 
 import csv
 import logging
-import runpy
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet
 import pytest
 import soundfile
-from datasets import Audio, load_from_disk
+from datasets import Audio
 
 from hf_atr.data.audio import AudioDecodeError, decode_audio
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.synthcaps import load_synthcaps, write_audiocaps_layout
-
-SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_audiocaps.py"
 
 
 @pytest.fixture(scope="module")
@@ -177,41 +173,7 @@ def test_conflicting_start_times_and_bad_header(tmp_path, synthcaps):
         load_audiocaps(tmp_path / "audio")
 
 
-def test_build_script_saves_to_disk_and_parquet(tmp_path, synthcaps, capsys):
-    corpus = write_audiocaps_layout(synthcaps, tmp_path / "corpus")
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main([str(corpus), "--splits", "val", "test", "--output-dir", str(tmp_path / "saved")]) == 0
-    saved = load_from_disk(str(tmp_path / "saved"))
-    expected = load_audiocaps(corpus, splits=["val", "test"])
-    assert list(saved) == ["validation", "test"]
-    for split in saved:
-        assert (
-            saved[split].remove_columns("audio").to_dict()
-            == expected[split].remove_columns("audio").to_dict()
-        )
-        # save_to_disk copies the audio files' bytes into the saved dataset.
-        for saved_audio, audio in zip(saved[split]["audio"], expected[split]["audio"]):
-            assert saved_audio["bytes"] == Path(audio["path"]).read_bytes()
-    expected_validation = expected["validation"]
-    assert main([str(corpus), "--output-dir", str(tmp_path / "pq"), "--parquet", "--embed-audio"]) == 0
-    assert sorted(path.name for path in (tmp_path / "pq").iterdir()) == [
-        "test.parquet",
-        "train.parquet",
-        "validation.parquet",
-    ]
-    table = pyarrow.parquet.read_table(tmp_path / "pq" / "validation.parquet")
-    assert table.column("audio_id").to_pylist() == expected_validation["audio_id"]
-    first_audio = table.column("audio").to_pylist()[0]
-    assert first_audio["bytes"] == Path(expected_validation[0]["audio"]["path"]).read_bytes()
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "--push-to-hub" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(corpus)])
-    assert exit_info.value.code == 2 and "--output-dir" in capsys.readouterr().err
-
-
-def test_source_ids_provenance_and_empty_split_through_the_script(tmp_path, synthcaps, caplog, monkeypatch):
+def test_source_ids_provenance_and_empty_split(tmp_path, synthcaps, caplog, monkeypatch):
     corpus = write_audiocaps_layout(synthcaps, tmp_path / "audiocaps", filename_pattern="Y{youtube_id}.wav")
     loaded = load_audiocaps(corpus)
     youtube_ids = [row[1] for row in _rows(corpus / "test.csv")[1:]]
@@ -227,9 +189,6 @@ def test_source_ids_provenance_and_empty_split_through_the_script(tmp_path, synt
     assert (
         list(skipped) == ["train", "test"] and "AudioCaps: dropped empty split(s) 'validation'" in caplog.text
     )
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main(["~/audiocaps", "--missing", "skip", "--output-dir", "~/saved"]) == 0
-    assert list(load_from_disk(str(tmp_path / "saved"))) == ["train", "test"]
     wavcaps = write_audiocaps_layout(
         synthcaps, tmp_path / "wavcaps", filename_pattern="Y{youtube_id}.wav", variant="wavcaps"
     )

@@ -3,22 +3,19 @@ from __future__ import annotations
 import csv
 import logging
 import re
-import runpy
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
-from datasets import Audio, load_from_disk
+from datasets import Audio
 
 from hf_atr.data.audio import AudioDecodeError, decode_audio
 from hf_atr.data.clotho import clotho_captions_file, load_clotho
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.synthcaps import load_synthcaps, write_clotho_layout
-
-SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_clotho.py"
 
 
 @pytest.fixture(scope="module")
@@ -215,20 +212,6 @@ def test_duplicate_file_name_within_a_split_and_bad_header(tmp_path, synthcaps):
         load_clotho(tmp_path, splits="validation")
 
 
-def test_build_script_round_trip(tmp_path, synthcaps, capsys):
-    corpus = write_clotho_layout(synthcaps, tmp_path / "corpus")
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main([str(corpus), "--splits", "evaluation", "--output-dir", str(tmp_path / "saved")]) == 0
-    saved = load_from_disk(str(tmp_path / "saved"))
-    expected = load_clotho(corpus, splits="test")["test"]
-    assert list(saved) == ["test"]
-    assert saved["test"].remove_columns("audio").to_dict() == expected.remove_columns("audio").to_dict()
-    assert saved["test"][0]["audio"]["bytes"] == Path(expected[0]["audio"]["path"]).read_bytes()
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "clotho_captions" in capsys.readouterr().out
-
-
 def test_line_numbers_count_captions_that_span_lines(tmp_path, synthcaps):
     write_clotho_layout(synthcaps, tmp_path)
     csv_path = tmp_path / "clotho_captions_validation.csv"
@@ -328,7 +311,7 @@ def test_missing_caption_5_column_warns_naming_the_file(tmp_path, synthcaps, cap
     )
 
 
-def test_split_left_empty_is_dropped_under_skip_and_refused_under_error(tmp_path, synthcaps, caplog, capsys):
+def test_split_left_empty_is_dropped_under_skip_and_refused_under_error(tmp_path, synthcaps, caplog):
     write_clotho_layout(synthcaps, tmp_path / "corpus")
     corpus = tmp_path / "corpus"
     shutil.rmtree(corpus / "validation")
@@ -336,9 +319,6 @@ def test_split_left_empty_is_dropped_under_skip_and_refused_under_error(tmp_path
         loaded = load_clotho(corpus, missing="skip")
     assert list(loaded) == ["train", "test"]
     assert "Clotho: dropped empty split(s) 'validation'" in caplog.text
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main([str(corpus), "--missing", "skip", "--output-dir", str(tmp_path / "saved")]) == 0
-    assert list(load_from_disk(str(tmp_path / "saved"))) == ["train", "test"]
     csv_path = corpus / "clotho_captions_validation.csv"
     _write(csv_path, _read(csv_path)[:1])
     with pytest.raises(
@@ -350,7 +330,7 @@ def test_split_left_empty_is_dropped_under_skip_and_refused_under_error(tmp_path
         load_clotho(corpus, splits="validation", missing="skip")
 
 
-def test_non_utf8_captions_need_encoding(tmp_path, synthcaps, capsys):
+def test_non_utf8_captions_need_encoding(tmp_path, synthcaps):
     write_clotho_layout(synthcaps, tmp_path)
     csv_path = tmp_path / "clotho_captions_validation.csv"
     rows = _read(csv_path)
@@ -360,17 +340,3 @@ def test_non_utf8_captions_need_encoding(tmp_path, synthcaps, capsys):
         load_clotho(tmp_path, splits="validation")
     loaded = load_clotho(tmp_path, splits="validation", encoding="cp1252")
     assert loaded["validation"][0]["captions"][0] == "A caf\u00e9 with people talking"
-
-    main = runpy.run_path(str(SCRIPT))["main"]
-    argv = [str(tmp_path), "--splits", "validation", "--output-dir", str(tmp_path / "saved")]
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    error = capsys.readouterr().err
-    assert exit_info.value.code == 1 and "Traceback" not in error
-    assert (
-        "clotho_captions_validation.csv, line 2: not valid utf-8" in error
-        and "'cp1252' it reads '…0000.wav\",\"A café with people talking" in error
-    )
-    assert main([*argv, "--encoding", "cp1252"]) == 0
-    saved = load_from_disk(str(tmp_path / "saved"))
-    assert saved["validation"][0]["captions"][0] == "A caf\u00e9 with people talking"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,19 @@ def test_load_corpus_calls_the_named_loader_with_its_options(tmp_path):
     assert load_corpus("audiofolder", folder, splits=["test"])["test"]["audio_id"] == ["test/c0.wav"]
     assert set(CORPUS_LOADERS) == {"audiocaps", "clotho", "esc50", "wavcaps", "audiofolder"}
     assert loader_options("esc50") == ["folds", "templates", "missing", "encoding"]
+
+
+def test_load_corpus_passes_loader_options_named_like_its_own_parameters(tmp_path):
+    """WavCaps' ``source`` (``hf-atr train --loader_options '{"source": "FreeSound"}'``) reaches the loader."""
+    (tmp_path / "my_freesound.json").write_text(
+        json.dumps({"data": [{"id": "180913", "caption": "A dog barks.", "audio": "wav_path"}]}),
+        encoding="utf-8",
+    )
+    soundfile.write(tmp_path / "180913.flac", np.full(800, 0.1, np.float32), 16000, format="FLAC")
+    corpus = load_corpus("wavcaps", tmp_path / "my_freesound.json", source="FreeSound")
+    assert corpus["train"]["source_id"] == ["freesound:180913"]
+    provenance = corpus_provenance(corpus["train"])
+    assert provenance["source"] == "FreeSound" and provenance["official_release"] == "WavCaps FreeSound"
 
 
 def test_load_corpus_reads_saved_datasets(tmp_path):

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import argparse
 import csv
 import logging
 import re
-import runpy
-from pathlib import Path
 
 import pytest
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import Dataset
 
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -16,7 +13,6 @@ from hf_atr.data.corpus_utils import (
     assemble_splits,
     check_caption_slots,
     expand_path,
-    export_dataset_dict,
     read_csv_records,
 )
 
@@ -137,47 +133,3 @@ def test_assemble_splits_drops_or_refuses_empty_splits(caplog):
     assert "Corpus: dropped empty split(s) 'test' (test.csv)" in caplog.text
     with pytest.raises(CorpusFormatError, match="Corpus: no clip could be loaded"):
         assemble_splits({"test": _split(0)}, "Corpus", "skip", sources)
-
-
-def test_export_never_writes_an_empty_split(tmp_path, caplog):
-    args = argparse.Namespace(output_dir=tmp_path / "out", parquet=False, embed_audio=False, push_to_hub=None)
-    with caplog.at_level(logging.WARNING):
-        export_dataset_dict(DatasetDict({"train": _split(2), "test": _split(0)}), args)
-    assert "Not writing empty split(s) ['test']" in caplog.text
-    assert list(load_from_disk(str(Path(args.output_dir)))) == ["train"]
-    with pytest.raises(ValueError, match="Every split is empty"):
-        export_dataset_dict(DatasetDict({"test": _split(0)}), args)
-
-
-SCRIPTS = Path(__file__).parents[2] / "datasets_scripts"
-
-
-@pytest.mark.parametrize(
-    ("script", "arguments", "message"),
-    [
-        ("build_audio_text_folder.py", [], r"data_dir .*nowhere is not a directory\."),
-        ("build_audiocaps.py", [], r"AudioCaps data_dir .*nowhere is not a directory"),
-        ("build_clotho.py", [], r"Clotho data_dir .*nowhere is not a directory\."),
-        ("build_esc50.py", [], r"Corpus metadata file not found: .*nowhere/meta/esc50\.csv"),
-        ("build_translations.py", ["--translation", "fra=x.csv"], r"nowhere"),
-        ("build_wavcaps.py", [], r"WavCaps JSON file not found: .*nowhere"),
-    ],
-)
-def test_build_scripts_end_with_the_loaders_message_and_take_an_encoding(
-    tmp_path, capsys, script, arguments, message
-):
-    main = runpy.run_path(str(SCRIPTS / script))["main"]
-    with pytest.raises(SystemExit) as exit_info:
-        main(
-            [
-                str(tmp_path / "nowhere"),
-                *arguments,
-                "--encoding",
-                "cp1252",
-                "--output-dir",
-                str(tmp_path / "out"),
-            ]
-        )
-    error = capsys.readouterr().err
-    assert exit_info.value.code == 1 and re.fullmatch(rf"\S+: error: .*{message}.*\n", error, re.DOTALL)
-    assert "Traceback" not in error and not (tmp_path / "out").exists()

@@ -3,11 +3,10 @@ from __future__ import annotations
 import csv
 import logging
 import re
-import runpy
 from pathlib import Path
 
 import pytest
-from datasets import Audio, DatasetDict, concatenate_datasets, load_from_disk
+from datasets import Audio, concatenate_datasets, load_from_disk
 from esc50_release import ESC50_CATEGORIES, esc50_rows, write_esc50_release
 
 from hf_atr.data.audio import AudioDecodeError
@@ -15,8 +14,6 @@ from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.esc50 import class_prompts, esc50_fold, load_esc50
 from hf_atr.data.schema import class_list, corpus_provenance
 from hf_atr.data.synthcaps import SOUND_EVENTS, write_esc50_layout
-
-SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_esc50.py"
 
 
 @pytest.fixture(scope="module")
@@ -129,40 +126,7 @@ def test_bad_rows_and_audio(esc50_dir, tmp_path, caplog):
         load_esc50(tmp_path / "nowhere")
 
 
-def test_build_script_round_trip(esc50_dir, tmp_path, capsys):
-    main = runpy.run_path(str(SCRIPT))["main"]
-    output = tmp_path / "saved"
-    argv = [str(esc50_dir), "--folds", "1", "5", "--template", "A {class}.", "--template", "Some {class}."]
-    assert main([*argv, "--output-dir", str(output)]) == 0
-    saved = load_from_disk(str(output))
-    assert list(saved) == ["fold1", "fold5"]
-    assert saved["fold5"][0]["captions"] == class_prompts(
-        saved["fold5"][0]["label"], ["A {class}.", "Some {class}."]
-    )
-    expected = load_esc50(esc50_dir, folds=[1, 5], templates=["A {class}.", "Some {class}."])
-    assert (
-        saved["fold1"].remove_columns("audio").to_dict()
-        == expected["fold1"].remove_columns("audio").to_dict()
-    )
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "--template" in capsys.readouterr().out
-
-
-def test_build_script_pushes_only_when_asked(esc50_dir, monkeypatch, capsys):
-    pushed = []
-    monkeypatch.setattr(
-        DatasetDict,
-        "push_to_hub",
-        lambda self, repo_id, **kwargs: pushed.append((list(self), repo_id, kwargs)),
-    )
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert main([str(esc50_dir), "--folds", "2", "--push-to-hub", "someone/esc50", "--private"]) == 0
-    assert pushed == [(["fold2"], "someone/esc50", {"private": True})]
-    assert "hub:someone/esc50" in capsys.readouterr().out
-
-
-def test_source_ids_provenance_and_a_fold_left_empty(esc50_dir, tmp_path, caplog, capsys):
+def test_source_ids_provenance_and_a_fold_left_empty(esc50_dir, tmp_path, caplog):
     (tmp_path / "esc50").mkdir()
     corpus = _copy_corpus(esc50_dir, tmp_path / "esc50")
     metadata = {row["filename"]: row for row in _metadata(corpus)}
@@ -178,12 +142,6 @@ def test_source_ids_provenance_and_a_fold_left_empty(esc50_dir, tmp_path, caplog
     with caplog.at_level(logging.WARNING):
         assert list(load_esc50(corpus, folds=[1, 2], missing="skip")) == ["fold1"]
     assert "ESC-50: dropped empty split(s) 'fold2'" in caplog.text
-    main = runpy.run_path(str(SCRIPT))["main"]
-    assert (
-        main([str(corpus), "--folds", "1", "2", "--missing", "skip", "--output-dir", str(tmp_path / "saved")])
-        == 0
-    )
-    assert list(load_from_disk(str(tmp_path / "saved"))) == ["fold1"]
 
 
 def test_every_fold_records_the_class_list_of_the_release(tmp_path, caplog):

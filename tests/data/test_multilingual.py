@@ -5,11 +5,9 @@ import hashlib
 import json
 import logging
 import re
-import runpy
 from pathlib import Path
 
 import pytest
-from datasets import load_from_disk
 
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.clotho import load_clotho
@@ -17,7 +15,6 @@ from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.multilingual import load_translations, normalize_language_code
 from hf_atr.data.synthcaps import load_synthcaps, write_audiocaps_layout, write_clotho_layout
 
-SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_translations.py"
 SLOTS = [f"caption_{k}" for k in range(1, 6)]
 
 
@@ -459,33 +456,6 @@ def test_bad_arguments(tmp_path, clotho):
         load_translations(base, {"fra": {"dev": path}})
     with pytest.raises(FileNotFoundError, match="Translation file for fra not found"):
         load_translations(base, {"fra": path})
-
-
-def test_build_script_adds_translations_to_a_saved_dataset(tmp_path, synthcaps, capsys):
-    corpus = write_audiocaps_layout(synthcaps, tmp_path / "corpus")
-    load_audiocaps(corpus).save_to_disk(str(tmp_path / "base"))
-    main = runpy.run_path(str(SCRIPT))["main"]
-    argv = [
-        str(tmp_path / "base"),
-        "--translation",
-        f"validation:fra_Latn={corpus / 'val_fra.csv'}",
-        "--translation",
-        f"test:fra={corpus / 'test_fra.csv'}",
-        "--translation",
-        f"deu={corpus / 'val_deu.csv'}",
-        "--output-dir",
-        str(tmp_path / "out"),
-    ]
-    assert main(argv) == 0
-    saved = load_from_disk(str(tmp_path / "out"))
-    for row, original in zip(saved["test"], synthcaps["test"]):
-        assert row["translations"] == {"fra": original["translations"]["fra"], "deu": None}
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(tmp_path / "base"), "--translation", "fra", "--output-dir", str(tmp_path / "x")])
-    assert exit_info.value.code == 2 and "expected [SPLIT:]LANG=PATH" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "--translation" in capsys.readouterr().out
 
 
 @pytest.fixture

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import runpy
-import sys
 import tarfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
-from datasets import Dataset, DatasetDict, IterableDataset
+from datasets import Dataset, IterableDataset
 
 from hf_atr.data.audio import AudioDecodeError, decode_audio, encode_wav
 from hf_atr.data.schema import atr_features, finalize_audio_column
@@ -127,30 +124,3 @@ def test_bad_arguments_are_named(tmp_path):
     clips.remove_columns("captions").to_parquet(str(tmp_path / "plain.parquet"))
     with pytest.raises(ValueError, match=r"lack the shared-schema column\(s\) \['captions'\]"):
         load_audio_text_shards(str(tmp_path / "plain.parquet"))
-
-
-def test_the_script_writes_every_split(tmp_path, monkeypatch, capsys):
-    DatasetDict({"train": _clips(5), "test": _clips(2)}).save_to_disk(str(tmp_path / "corpus"))
-    script = str(Path(__file__).parents[2] / "datasets_scripts" / "write_shards.py")
-    argv = [script, str(tmp_path / "corpus"), "--output-dir", str(tmp_path / "shards"), "--num-shards", "4"]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exit_info:
-        runpy.run_path(script, run_name="__main__")
-    assert exit_info.value.code == 0
-    printed = capsys.readouterr().out
-    assert (
-        "train: 5 clips in 4 webdataset shards" in printed
-        and "test: 2 clips in 2 webdataset shards" in printed
-    )
-    assert len(list((tmp_path / "shards" / "train").glob("*.tar"))) == 4
-
-
-def test_the_script_names_a_missing_dataset_in_one_line(tmp_path, monkeypatch, capsys):
-    script = str(Path(__file__).parents[2] / "datasets_scripts" / "write_shards.py")
-    monkeypatch.setattr(
-        sys, "argv", [script, str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "shards")]
-    )
-    with pytest.raises(SystemExit) as exit_info:
-        runpy.run_path(script, run_name="__main__")
-    assert exit_info.value.code == 1
-    assert f"write_shards.py: error: Directory {tmp_path / 'nowhere'} not found" in capsys.readouterr().err

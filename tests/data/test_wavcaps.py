@@ -1,23 +1,17 @@
 from __future__ import annotations
 
-import csv
 import json
 import logging
-import runpy
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile
-from datasets import load_from_disk
 
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance
-from hf_atr.data.synthcaps import load_synthcaps, write_clotho_layout
 from hf_atr.data.wavcaps import load_wavcaps, wavcaps_source
-
-SCRIPT = Path(__file__).parents[2] / "datasets_scripts" / "build_wavcaps.py"
 
 
 def _write_flac(path: Path, seed: int) -> None:
@@ -221,46 +215,3 @@ def test_bad_records_are_named_or_skipped(tmp_path, caplog):
         load_wavcaps(json_path, audio_dir=audio_dir)
     with pytest.raises(FileNotFoundError, match="WavCaps JSON file not found"):
         load_wavcaps(tmp_path / "absent.json")
-
-
-def test_build_script_removes_clotho_evaluation_clips_and_reloads(tmp_path, capsys):
-    clotho = write_clotho_layout(
-        load_synthcaps(2, 2, 2, duration=0.5, languages=("eng",)), tmp_path / "clotho"
-    )
-    with (clotho / "clotho_captions_evaluation.csv").open(newline="", encoding="utf-8") as handle:
-        names = [row[0] for row in list(csv.reader(handle))[1:]]
-    with (clotho / "clotho_metadata_evaluation.csv").open("w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows(
-            [["file_name", "sound_id"], *[[name, 7000 + i] for i, name in enumerate(names)]]
-        )
-    build_clotho = runpy.run_path(str(SCRIPT.parent / "build_clotho.py"))["main"]
-    assert (
-        build_clotho([str(clotho), "--splits", "evaluation", "--output-dir", str(tmp_path / "clotho_test")])
-        == 0
-    )
-    identifiers = ["7000", "42", "7001", "43"]
-    _write_json(tmp_path / "fsd_final.json", [_freesound(i, f"caption {i}") for i in identifiers])
-    for seed, identifier in enumerate(identifiers):
-        _write_flac(tmp_path / "audio" / f"{identifier}.flac", seed)
-    main = runpy.run_path(str(SCRIPT))["main"]
-    argv = [str(tmp_path / "fsd_final.json"), "--audio-dir", str(tmp_path / "audio")]
-    out = tmp_path / "wavcaps"
-    assert (
-        main([*argv, "--exclude-overlap-with", str(tmp_path / "clotho_test"), "--output-dir", str(out)]) == 0
-    )
-    assert (
-        "train: overlap filter: removed 2 of 4 clip(s) (2 by source id, 0 by audio content)"
-        in capsys.readouterr().out
-    )
-    saved = load_from_disk(str(out))["train"]
-    assert saved["audio_id"] == ["42", "43"]
-    assert corpus_provenance(saved)["filters"][0]["reference"] == ["Clotho test"]
-    blocklist = tmp_path / "blacklist.json"
-    blocklist.write_text(json.dumps({"FreeSound": identifiers}))
-    with pytest.raises(SystemExit) as exit_info:
-        main([*argv, "--blocklist", str(blocklist), "--output-dir", str(tmp_path / "none")])
-    assert exit_info.value.code == 1
-    assert "error: Every split is empty (['train']); nothing to write." in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--help"])
-    assert exit_info.value.code == 0 and "--exclude-overlap-with" in capsys.readouterr().out
