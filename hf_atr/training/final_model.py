@@ -99,8 +99,8 @@ def compute_record(model: Any) -> dict[str, Any]:
 
     ``threads`` is torch's intra-op thread count and ``cpu_capability`` the instruction set its CPU kernels use
     (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``, ``AVX512``, ...): either changes the order in which
-    sums are taken, so training and evaluation give slightly different figures (R@1 within a few tenths of a
-    point on the demo) with another count or on another CPU.
+    sums are taken, so training and evaluation give slightly different figures with another count or on another
+    CPU (the demo's English T2A R@1: 61.6 % with AVX2 kernels, 61.0 % with the scalar ones, at one thread).
     """
     device = next(model.parameters()).device.type
     return {
