@@ -50,7 +50,7 @@ from ..data.schema import ENGLISH, describe_dataset
 from ..data.shards import load_audio_text_shards
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..hub import push_to_hub
-from ..model_card import ModelCardCallback, card_data, record_sharing_terms
+from ..model_card import ModelCardCallback, card_data, hub_model_id, record_sharing_terms
 from ..modeling_atr import AtrDualEncoderModel
 from ..objectives.registry import build_objective, validate_objective_config
 from ..processing_atr import AtrProcessor
@@ -160,6 +160,15 @@ def load_starting_point(
     model = AtrDualEncoderModel.from_audio_text_pretrained(audio, text, **options)
     processor = AtrProcessor.from_audio_text_pretrained(audio, text)
     return model, processor, f"audio tower {audio} + text tower {text}"
+
+
+def starting_point_base_model(arguments: StartingPointArguments) -> list[str] | None:
+    """The card's ``base_model`` for a starting point given by its Hub id (an hf-atr model or a CLAP checkpoint
+    named ``owner/name``, not a local directory); ``None`` otherwise, and for towers, whose own names the card
+    reads (:func:`~hf_atr.model_card.write_model_card`)."""
+    source = arguments.model_name_or_path or arguments.clap_model
+    hub_id = hub_model_id(source)
+    return [hub_id] if hub_id else None
 
 
 @dataclass
@@ -425,7 +434,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         license=card.license,
         license_name=card.license_name,
         license_link=card.license_link,
-        base_model=card.base_model or None,
+        base_model=card.base_model or starting_point_base_model(start),
     )
     objective = build_objective(model.config)
     waveforms = WaveformCollator(processor, seed=training.seed) if scale.audio_features == "device" else None
@@ -549,5 +558,6 @@ __all__ = [
     "load_training_data",
     "objective_config",
     "run_training",
+    "starting_point_base_model",
     "training_objective",
 ]

@@ -25,9 +25,9 @@ from tiny_models import (
 from transformers import AutoModel
 
 from hf_atr.cli import main
-from hf_atr.commands.fine_tune import objective_config, run_training
+from hf_atr.commands.fine_tune import objective_config, run_training, starting_point_base_model
 from hf_atr.commands.train import run_train_command
-from hf_atr.commands.train_arguments import ObjectiveArguments, parse_train_arguments
+from hf_atr.commands.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.shards import write_audio_text_shards
@@ -154,6 +154,16 @@ def test_training_clips_cut_to_the_window_are_counted_for_card_and_metrics(in_tm
         "- long clips: 6 training clips; those longer than the feature extractor's 1.01-s window were cut"
         in card
     )
+
+
+def test_a_starting_point_named_by_its_hub_id_is_the_base_model(in_tmp):
+    (in_tmp / "runs" / "base").mkdir(parents=True)
+    assert starting_point_base_model(StartingPointArguments(clap_model="laion/clap-htsat-unfused")) == [
+        "laion/clap-htsat-unfused"
+    ]
+    assert starting_point_base_model(StartingPointArguments(model_name_or_path="team/atr")) == ["team/atr"]
+    assert starting_point_base_model(StartingPointArguments(model_name_or_path="runs/base")) is None  # local
+    assert starting_point_base_model(StartingPointArguments(audio_model="a/b", text_model="c/d")) is None
 
 
 def test_checkpoints_validation_and_a_saved_dataset_dict(in_tmp, towers):
