@@ -5,9 +5,13 @@ paper) and from an evaluation run on SynthCaps test clips (`--eval-clips`, 0 to 
 writes exactly the files that would be uploaded into DIR and prints the card, without any network access.
 
     hf-atr demo
-    python examples/push_to_hub.py --model outputs/demo/model --repo-id you/atr-synthcaps --dry-run outputs/staged
+    python examples/push_to_hub.py --model outputs/demo/model --repo-id you/atr-synthcaps --license apache-2.0 \\
+        --dry-run outputs/staged
     huggingface-cli login && python examples/push_to_hub.py --model outputs/demo/model --repo-id you/atr-synthcaps \\
-        --index-dir outputs/demo/model/retrieval_index
+        --license apache-2.0 --index-dir outputs/demo/index
+
+The demo model may carry apache-2.0: its weights come from random initialisation and synthcaps, which hf-atr
+generates. A model trained on other data takes that data's terms into account (ESC-50 is CC BY-NC).
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ def main() -> None:
         "--eval-clips", type=int, default=100, help="SynthCaps test clips for the card (0: none)"
     )
     parser.add_argument("--training-data", default="synthcaps", help="training corpus named in the card")
-    parser.add_argument("--license", default="apache-2.0")
+    parser.add_argument(
+        "--license",
+        default=None,
+        help="the Hub's licence id for the card (e.g. apache-2.0; the demo model's is apache-2.0); unset: no licence "
+        "is claimed, and the card says that one must be set",
+    )
     parser.add_argument("--private", action="store_true")
     parser.add_argument("--dry-run", metavar="DIR", help="write the files to DIR instead of uploading")
     args = parser.parse_args()

@@ -28,6 +28,9 @@ def push_to_hub(
     eval_results: Mapping[str, float] | None = None,
     training_data: str | None = None,
     license: str | None = None,
+    license_name: str | None = None,
+    license_link: str | None = None,
+    base_model: list[str] | None = None,
     commit_message: str = "Upload hf-atr audio-text retrieval model",
     private: bool | None = None,
     token: str | None = None,
@@ -41,7 +44,9 @@ def push_to_hub(
     Files in the repository: the model's ``config.json`` and weights, the processor's files, and
     ``README.md`` (the card of :func:`~hf_atr.model_card.write_model_card`, whose usage snippet names
     ``repo_id``), plus what ``stage_extra(staging_directory)`` writes; it runs before anything is uploaded,
-    so an error there uploads nothing.
+    so an error there uploads nothing. ``license`` (with ``license_name`` / ``license_link`` for ``other``) and
+    ``base_model`` go into the card's metadata as :func:`~hf_atr.model_card.write_model_card` describes: without
+    a licence (given here or recorded on the model) the card claims none.
 
     Returns:
         huggingface_hub's ``CommitInfo`` of the upload.
@@ -57,6 +62,9 @@ def push_to_hub(
             eval_results=eval_results,
             training_data=training_data,
             license=license,
+            license_name=license_name,
+            license_link=license_link,
+            base_model=base_model,
             max_shard_size=max_shard_size,
             stage_extra=stage_extra,
         )
@@ -82,6 +90,9 @@ def stage_upload(
     eval_results: Mapping[str, float] | None = None,
     training_data: str | None = None,
     license: str | None = None,
+    license_name: str | None = None,
+    license_link: str | None = None,
+    base_model: list[str] | None = None,
     max_shard_size: str | int = "5GB",
     stage_extra: Callable[[Path], object] | None = None,
 ) -> list[Path]:
@@ -102,6 +113,9 @@ def stage_upload(
         eval_results=eval_results,
         training_data=training_data,
         license=license,
+        license_name=license_name,
+        license_link=license_link,
+        base_model=base_model,
     )
     return sorted(path for path in directory.rglob("*") if path.is_file())
 

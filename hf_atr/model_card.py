@@ -6,7 +6,9 @@ and paper, training data (with its provenance: corpus, release, clips found agai
 overlap filter and what it removed) and steps, the training curves (a PNG beside the card), the evaluation
 table (R@k both ways, mAP@10, per language and MRV when multilingual) with the protocol behind it (split,
 corpus release, clips evaluated against the official count, flagged when smaller, tie rule, relevance,
-languages, how long clips were encoded, clips skipped as undecodable), a usage snippet and the licence.
+languages, how long clips were encoded, clips skipped as undecodable, the torch threads and CPU instruction set
+the figures were computed with), a usage snippet and the licence. The metadata's ``base_model`` lists Hub ids
+only (the towers' own, or those given), never a local path; ``license`` is written only when one was given.
 :class:`ModelCardCallback` collects the training side (as sentence-transformers' card callback does) into
 ``model.model_card_data``, which the card reads; :func:`record_evaluation` stores an evaluation and its
 protocol there.
@@ -17,11 +19,13 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import TrainerCallback
 from transformers.utils import logging
 
@@ -34,10 +38,14 @@ from .plots.training import training_curves, training_curves_figure
 
 logger = logging.get_logger(__name__)
 
+LICENSE_FIELDS = ("license", "license_name", "license_link")
 TEMPLATE_PATH = Path(__file__).resolve().parent / "model_cards" / "atr_model_card.md"
 CARD_DATA_ATTRIBUTE = "model_card_data"
 """Attribute of the model where :class:`ModelCardCallback` keeps what it collected."""
-DEFAULT_LICENSE = "apache-2.0"
+OTHER_LICENSE = "other"
+"""The Hub's licence id for a licence it does not list, named by ``license_name`` and linked by ``license_link``."""
+LICENSE_ID = re.compile(r"^[a-z0-9][a-z0-9.+-]*$")
+"""The form of the Hub's licence ids: SPDX ids in lower case (``apache-2.0``, ``cc-by-nc-4.0``), or ``other``."""
 MAX_SKIPPED_LISTED = 5
 """How many of the clips an evaluation skipped as undecodable the card names (the rest are counted)."""
 TRAINING_CURVES_FILE = "training_curves.png"
@@ -89,6 +97,9 @@ def build_model_card(
     training_data: str | None = None,
     eval_dataset: str | None = None,
     license: str | None = None,
+    license_name: str | None = None,
+    license_link: str | None = None,
+    base_model: Sequence[str] | None = None,
     training_info: Mapping[str, Any] | None = None,
     eval_protocol: Mapping[str, Any] | None = None,
     training_curves: str = "",
@@ -107,24 +118,35 @@ def build_model_card(
     if eval_protocol is None and eval_results is None:
         eval_protocol = collected.get("eval_protocol")
     eval_dataset = eval_dataset or collected.get("eval_dataset") or training_data
-    license = license or DEFAULT_LICENSE
+    if license is None and license_name is None and license_link is None:
+        license, license_name, license_link = (collected.get(key) for key in LICENSE_FIELDS)
+    license = check_license(license, license_name, license_link)
+    if base_model is None:
+        base_model = collected.get("base_model")
     config = model.config
     objective = dict(config.objective)
     objective_name = objective.pop("name")
     description, citations = _objective_reference(objective_name)
-    model_name = model_id or getattr(model, "name_or_path", "") or "hf-atr audio-text retrieval model"
-    model_name = Path(model_name).name if os.path.isabs(str(model_name)) else str(model_name)
-    audio_backbone, text_backbone = _backbone(model.audio_model), _backbone(model.text_model)
+    model_name = (
+        model_id or hub_model_id(getattr(model, "name_or_path", None)) or "hf-atr audio-text retrieval model"
+    )
+    audio_backbone, audio_id = _backbone(model.audio_model)
+    text_backbone, text_id = _backbone(model.text_model)
+    base_models = list(dict.fromkeys(filter(None, (audio_id, text_id)))) if base_model is None else base_model
+    for name in base_models:
+        _check_base_model(name)
 
     card_data = ModelCardData(
         license=license,
+        license_name=license_name if license == OTHER_LICENSE else None,
+        license_link=license_link if license == OTHER_LICENSE else None,
         library_name="transformers",
         tags=["hf-atr", "audio-text-retrieval", objective_name],
         datasets=[training_data] if training_data else None,
-        base_model=[name for name in (audio_backbone[1], text_backbone[1]) if name and "/" in name] or None,
+        base_model=list(base_models) or None,
         language=_caption_languages(metrics) or None,
         model_name=model_name,
-        eval_results=_eval_results(metrics, eval_dataset) or None,
+        eval_results=_eval_results(metrics, eval_dataset, eval_protocol) or None,
     )
     return ModelCard.from_template(
         card_data,
@@ -132,8 +154,9 @@ def build_model_card(
         model_name=model_name,
         model_id=model_id or "path/to/model",
         projection_dim=config.projection_dim,
-        audio_backbone=audio_backbone[0],
-        text_backbone=text_backbone[0],
+        audio_backbone=audio_backbone,
+        text_backbone=text_backbone,
+        base_model_description=_base_model_description(base_models, given=base_model is not None),
         audio_hidden_size=config.audio_config.hidden_size,
         text_hidden_size=config.text_config.hidden_size,
         audio_pooling=config.audio_pooling,
@@ -145,7 +168,7 @@ def build_model_card(
         training_description=_training_description(training_data, collected),
         training_curves=training_curves,
         evaluation_table=_evaluation_section(metrics, eval_dataset, eval_protocol),
-        license_text=f"`{license}`",
+        license_text=_license_text(license, license_name, license_link),
         citation="\n".join(f"- {citation}" for citation in citations)
         or "No paper is registered for this objective.",
     )
@@ -160,6 +183,9 @@ def write_model_card(
     training_data: str | None = None,
     eval_dataset: str | None = None,
     license: str | None = None,
+    license_name: str | None = None,
+    license_link: str | None = None,
+    base_model: Sequence[str] | None = None,
     training_info: Mapping[str, Any] | None = None,
     eval_protocol: Mapping[str, Any] | None = None,
 ) -> Path:
@@ -169,19 +195,33 @@ def write_model_card(
     curves are drawn into ``training_curves.png`` beside the card, which shows them (:func:`draw_training_curves`).
 
     Args:
-        model: an :class:`~hf_atr.AtrDualEncoderModel`; what :class:`ModelCardCallback` and
-            :func:`record_evaluation` stored on it (training data and its provenance, the last evaluation
-            with its protocol, steps, hyperparameters, log history) is used unless overridden.
+        model: an :class:`~hf_atr.AtrDualEncoderModel`; what :class:`ModelCardCallback`, :func:`record_evaluation`
+            and :func:`record_sharing_terms` stored on it (training data and its provenance, the last evaluation
+            with its protocol, steps, hyperparameters, log history, licence, base models) is used unless
+            overridden.
         model_id: the Hub repository id, used in the usage snippet and as the card's model name.
         eval_results: retrieval metrics (``retrieval_metrics`` keys, optionally ``eval_``-prefixed).
         training_data: name or Hub id of the training corpus.
-        eval_dataset: name of the evaluation corpus (default: ``training_data``).
-        license: licence identifier for the card's metadata (default ``apache-2.0``).
+        eval_dataset: name of the evaluation corpus (default: ``training_data``); the card and the model-index
+            add the number of clips evaluated from ``eval_protocol``.
+        license: the Hub's licence id (an SPDX id in lower case such as ``apache-2.0`` or ``cc-by-nc-4.0``,
+            or ``other`` with ``license_name`` and ``license_link``); ``None`` (the default, unless one was
+            recorded) writes no licence claim, and the card's licence section says that one must be set before
+            sharing. The terms of the training data and of the pretrained towers may restrict it.
+        license_name, license_link: the id and the link (``LICENSE``, a file of the repository, or a URL) of
+            a licence ``other``.
+        base_model: Hub ids of the checkpoints the model starts from (the metadata's ``base_model``); an empty
+            list says that it starts from random initialisation. Default: the towers' own names where they are
+            Hub ids (a tower loaded from a local directory is named in prose only).
         training_info: extra training facts (``global_step``, ``epoch``, ``hyperparameters``,
-            ``training_provenance``) that take precedence over the collected ones.
+            ``training_provenance``, ``training_audio``) that take precedence over the collected ones.
         eval_protocol: how ``eval_results`` were obtained (:attr:`RetrievalEvaluator.protocol
             <hf_atr.evaluation.evaluator.RetrievalEvaluator>`); with ``eval_results`` given and no protocol,
             the collected protocol (which belongs to the collected metrics) is not shown.
+
+    Raises:
+        ValueError: a licence that is not a licence id, ``other`` without its name and link, a name or link
+            without ``other``, or a base model that is not a Hub id.
     """
     path = Path(save_directory) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,12 +235,115 @@ def write_model_card(
         training_data=training_data,
         eval_dataset=eval_dataset,
         license=license,
+        license_name=license_name,
+        license_link=license_link,
+        base_model=base_model,
         training_info=training_info,
         eval_protocol=eval_protocol,
         training_curves=draw_training_curves(model, history or [], path.parent) if history else "",
     )
     card.save(path)
     return path
+
+
+def check_license(
+    license: str | None,
+    license_name: str | None = None,
+    license_link: str | None = None,
+    *,
+    prefix: str = "",
+) -> str | None:
+    """The licence id to write in a card (lower-cased), or ``None`` for no licence claim.
+
+    Args:
+        license: the Hub's licence id (SPDX ids in lower case: ``apache-2.0``, ``cc-by-nc-4.0``, ...), or
+            ``other``.
+        license_name, license_link: required with ``other`` (a short id such as ``my-license-1.0``, and
+            ``LICENSE`` or a URL), refused without it.
+        prefix: put before the argument names in messages (``"--"`` for ``hf-atr train``'s flags).
+
+    Raises:
+        ValueError: naming the argument and what it takes.
+    """
+    if license is None:
+        if license_name or license_link:
+            raise ValueError(
+                f"{prefix}license_name and {prefix}license_link name a licence the Hub does not list: give "
+                f"{prefix}license other with them."
+            )
+        return None
+    identifier = str(license).strip().lower()
+    if not LICENSE_ID.match(identifier):
+        raise ValueError(
+            f"{prefix}license {license!r} is not a licence id: give the Hub's id of the licence (an SPDX id such "
+            f"as apache-2.0, mit or cc-by-nc-4.0), or other with {prefix}license_name and {prefix}license_link."
+        )
+    if identifier != OTHER_LICENSE:
+        if license_name or license_link:
+            raise ValueError(
+                f"{prefix}license_name and {prefix}license_link go with {prefix}license other; {identifier!r} is "
+                "a licence id of its own."
+            )
+        return identifier
+    missing = [
+        name for name, value in (("license_name", license_name), ("license_link", license_link)) if not value
+    ]
+    if missing:
+        raise ValueError(
+            f"{prefix}license other needs {' and '.join(prefix + name for name in missing)}: a short id of the "
+            "licence (e.g. my-license-1.0) and a link to its text (LICENSE, a file of the repository, or a URL)."
+        )
+    if not LICENSE_ID.match(str(license_name)):
+        raise ValueError(
+            f"{prefix}license_name {license_name!r} must be a short id in lower case (letters, digits, '.', '-', "
+            "'+'), e.g. my-license-1.0."
+        )
+    return identifier
+
+
+def hub_model_id(name: Any) -> str | None:
+    """``name`` when it reads as a Hub repository id (``owner/name``) and is no local path, else ``None``.
+
+    A name without an owner (``bert-base-uncased``) is not taken for one: it may as well be a local folder.
+    """
+    if not name:
+        return None
+    name = str(name)
+    if (
+        name.count("/") != 1
+        or name.startswith((".", "~", "/"))
+        or os.path.isabs(name)
+        or os.path.exists(name)
+    ):
+        return None
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return None
+    return name
+
+
+def record_sharing_terms(
+    model: Any,
+    *,
+    license: str | None = None,
+    license_name: str | None = None,
+    license_link: str | None = None,
+    base_model: Sequence[str] | None = None,
+) -> None:
+    """Store the licence and the base models for every card written afterwards (``save_pretrained``,
+    ``push_to_hub``); checked as :func:`write_model_card` checks them.
+
+    Raises:
+        ValueError: as :func:`check_license`, or a base model that is not a Hub id.
+    """
+    license = check_license(license, license_name, license_link)
+    for name in base_model or ():
+        _check_base_model(name)
+    data = card_data(model)
+    data.update(license=license, license_name=license_name, license_link=license_link)
+    if base_model is not None:
+        data["base_model"] = list(base_model)
 
 
 def card_data(model: Any) -> dict[str, Any]:
@@ -333,22 +476,56 @@ class ModelCardCallback(TrainerCallback):
             data["epoch"] = state.epoch
 
 
-def _backbone(backbone: Any) -> tuple[str, str]:
-    """(``"<model_type> (<name or path>)"`` for the table, the name or path) of a backbone."""
+def _backbone(backbone: Any) -> tuple[str, str | None]:
+    """(``"<model_type> (<Hub link>, <shape>)"`` for the table, the tower's Hub id or ``None``).
+
+    A tower loaded from a local directory is described by its type and shape, never by its path."""
     config = backbone.config
     name = str(getattr(config, "_name_or_path", "") or getattr(backbone, "name_or_path", "") or "")
+    hub_id = hub_model_id(name)
     layers = getattr(config, "num_hidden_layers", None) or getattr(config, "encoder_layers", None)
     shape = (
         f"{layers} layers, hidden size {config.hidden_size}"
         if layers
         else f"hidden size {config.hidden_size}"
     )
-    source = (
-        f"[`{name}`](https://huggingface.co/{name}), "
-        if name and "/" in name and not os.path.exists(name)
-        else ""
+    if hub_id:
+        return f"`{config.model_type}` ([`{hub_id}`](https://huggingface.co/{hub_id}), {shape})", hub_id
+    where = "; loaded from a local directory" if name else ""
+    return f"`{config.model_type}` ({shape}{where})", None
+
+
+def _check_base_model(name: str) -> None:
+    if hub_model_id(name) != name:
+        raise ValueError(
+            f"base_model {name!r} is not a Hub repository id (owner/name) or is a local path; a card names base "
+            "models by their Hub ids only."
+        )
+
+
+def _base_model_description(base_models: Sequence[str], *, given: bool) -> str:
+    """The table's ``base model`` cell: the Hub links, random initialisation, or what is not known."""
+    if base_models:
+        return ", ".join(f"[`{name}`](https://huggingface.co/{name})" for name in base_models)
+    if given:
+        return "none: both towers start from random initialisation"
+    return (
+        "not recorded: no tower was loaded by a Hub id (towers from local directories are described above; "
+        "`hf-atr train --base_model` or `write_model_card(base_model=...)` names their Hub ids)"
     )
-    return f"`{config.model_type}` ({source}{shape})", name
+
+
+def _license_text(license: str | None, license_name: str | None, license_link: str | None) -> str:
+    if license is None:
+        return (
+            "No licence was set when this card was written, so none is claimed. Set one before sharing the model "
+            "(`hf-atr train --license`, `write_model_card(license=...)`, or the `license` field of this card's "
+            "metadata), taking the terms of the training data and of the pretrained towers into account: they "
+            "may restrict it (ESC-50, for example, is licensed CC BY-NC)."
+        )
+    if license == OTHER_LICENSE:
+        return f"`other`: [{license_name}]({license_link})"
+    return f"`{license}`"
 
 
 def _objective_reference(objective_name: str) -> tuple[str, tuple[str, ...]]:
@@ -384,6 +561,8 @@ def _hyperparameter_list(objective_name: str, values: Mapping[str, Any]) -> str:
 def _training_description(training_data: str | None, collected: Mapping[str, Any]) -> str:
     lines = [f"- training data: {training_data or 'not recorded'}"]
     lines += provenance_lines(collected.get("training_provenance"))
+    if collected.get("training_audio"):
+        lines.append(f"- long clips: {training_cut_description(collected['training_audio'])}")
     if collected.get("global_step") is not None:
         epoch = collected.get("epoch")
         lines.append(
@@ -392,6 +571,26 @@ def _training_description(training_data: str | None, collected: Mapping[str, Any
     for key, value in sorted((collected.get("hyperparameters") or {}).items()):
         lines.append(f"- {key}: {value}")
     return "\n".join(lines)
+
+
+def training_cut_description(training_audio: Mapping[str, Any]) -> str:
+    """How the training clips met the extractor's window, from a ``training_audio`` record (see
+    :func:`hf_atr.training.final_model.training_audio_record`): ``33 of 33 training clips were longer than the
+    feature extractor's 2.00-s window and were cut to it (the first 2.00 s of each)``."""
+    clips, cut = training_audio.get("clips"), training_audio.get("clips_cut_to_window")
+    seconds = training_audio.get("window_seconds")
+    window = (
+        f"the feature extractor's {seconds:.2f}-s window" if seconds else "the feature extractor's window"
+    )
+    kept = training_audio.get("kept")
+    if cut is None:
+        what = "streamed training clips" if clips is None else f"{clips:,} training clips"
+        return f"{what}; those longer than {window} were cut to it ({kept}); not counted"
+    if not cut:
+        return f"none of the {clips:,} training clips was longer than {window}"
+    return f"{cut:,} of {clips:,} training clips were longer than {window} and were cut to it" + (
+        f" ({kept})" if kept else ""
+    )
 
 
 def provenance_lines(provenance: Mapping[str, Any] | None) -> list[str]:
@@ -465,10 +664,17 @@ def _filter_description(record: Mapping[str, Any]) -> str:
     return f"filter `{record.get('name', 'unnamed')}`" + (f" ({details})" if details else "")
 
 
+def evaluated_set_name(eval_dataset: str, protocol: Mapping[str, Any] | None) -> str:
+    """The evaluated data as the card and its model-index name it: ``eval_dataset`` and, when the protocol
+    counts them, the clips evaluated (``"Clotho test (1,045 clips)"``)."""
+    clips = (protocol or {}).get("clips")
+    return f"{eval_dataset} ({clips:,} clips)" if clips is not None else eval_dataset
+
+
 def _evaluation_section(
     metrics: Mapping[str, float], eval_dataset: str | None, protocol: Mapping[str, Any] | None = None
 ) -> str:
-    heading = f"On {eval_dataset}:\n\n" if eval_dataset and metrics else ""
+    heading = f"On {evaluated_set_name(eval_dataset, protocol)}:\n\n" if eval_dataset and metrics else ""
     section = heading + evaluation_table(metrics)
     if metrics and protocol:
         section = "\n\n".join(
@@ -533,6 +739,8 @@ def protocol_lines(protocol: Mapping[str, Any]) -> str:
         f"{', '.join(map(str, protocol.get('map_cutoffs') or []))}",
         f"- long clips: {_window_description(protocol)}",
     ]
+    if protocol.get("compute"):
+        lines.append(f"- computed with: {compute_description(protocol['compute'])}")
     skipped = protocol.get("skipped_clips") or []
     if skipped:
         listed = "; ".join(
@@ -544,6 +752,22 @@ def protocol_lines(protocol: Mapping[str, Any]) -> str:
             f"{listed}{more}"
         )
     return "\n".join(lines)
+
+
+def compute_description(compute: Mapping[str, Any]) -> str:
+    """``torch 2.13.0+cpu on cpu, 1 thread, CPU capability AVX2`` from a protocol's ``compute`` record
+    (:func:`hf_atr.training.final_model.compute_record`), with why it matters."""
+    threads = compute.get("threads")
+    parts = [f"torch {compute.get('torch')} on {compute.get('device')}"]
+    if threads is not None:
+        parts.append(f"{threads} thread{'s' if threads != 1 else ''}")
+    if compute.get("cpu_capability"):
+        parts.append(f"CPU capability {compute['cpu_capability']}")
+    return (
+        ", ".join(parts)
+        + " (another thread count or instruction set sums in another order, so a rerun there "
+        "gives slightly different figures)"
+    )
 
 
 def _window_description(protocol: Mapping[str, Any]) -> str:
@@ -572,16 +796,29 @@ def _caption_languages(metrics: Mapping[str, float]) -> list[str]:
     return sorted({key.split("/", 1)[1] for key in metrics if "/" in key})
 
 
-def _eval_results(metrics: Mapping[str, float], eval_dataset: str | None) -> list[EvalResult]:
-    """Hub ``model-index`` entries for the averaged table metrics (needs a dataset name)."""
+def _eval_results(
+    metrics: Mapping[str, float], eval_dataset: str | None, protocol: Mapping[str, Any] | None = None
+) -> list[EvalResult]:
+    """Hub ``model-index`` entries for the averaged table metrics (needs a dataset name).
+
+    The dataset is named as what was evaluated, with its size (``"Clotho test (1,045 clips)"``; a test split held
+    out at random is named so by :func:`~hf_atr.data.schema.describe_dataset`); its type is the corpus, and its
+    split is given only for a split of the corpus itself (not for clips held out of another split).
+    """
     if not eval_dataset:
         return []
+    corpus = (protocol or {}).get("corpus") or {}
+    parts = corpus.get("concatenated") or [corpus]
+    corpora = " + ".join(dict.fromkeys(part["corpus"] for part in parts if part.get("corpus")))
+    held_out = any("held_out_from" in part for part in parts)
+    split = None if held_out else (protocol or {}).get("split")
     return [
         EvalResult(
             task_type="audio-text-retrieval",
             task_name="Audio-text retrieval",
-            dataset_type=eval_dataset,
-            dataset_name=eval_dataset,
+            dataset_type=corpora or eval_dataset,
+            dataset_name=evaluated_set_name(eval_dataset, protocol),
+            dataset_split=split,
             metric_type=name,
             metric_name=name,
             metric_value=round(metrics[name] if name == "MRV" else 100 * metrics[name], 2),
@@ -596,9 +833,15 @@ __all__ = [
     "ModelCardCallback",
     "build_model_card",
     "card_data",
+    "check_license",
+    "compute_description",
     "draw_training_curves",
+    "evaluated_set_name",
     "evaluation_table",
+    "hub_model_id",
     "normalize_metric_names",
     "record_evaluation",
+    "record_sharing_terms",
+    "training_cut_description",
     "write_model_card",
 ]

@@ -243,16 +243,22 @@ _CUT_COLLECTOR: contextvars.ContextVar[_CutClips | None] = contextvars.ContextVa
 
 
 @contextlib.contextmanager
-def collect_cut_clips(job: str, window: ExtractorWindow) -> Iterator[_CutClips]:
+def collect_cut_clips(job: str, window: ExtractorWindow, *, log: bool = True) -> Iterator[_CutClips]:
     """Within the block, :func:`report_cut_clips` collects instead of logging; at its end one warning
-    names the count and the first clips of the whole ``job`` (e.g. ``"Encoding split 'test'"``)."""
+    names the count and the first clips of the whole ``job`` (e.g. ``"Encoding split 'test'"``), unless
+    ``log`` is ``False`` (a caller that only counts). A block inside another hands its clips on to the outer
+    one as well."""
     collected = _CutClips()
+    outer = _CUT_COLLECTOR.get()
     token = _CUT_COLLECTOR.set(collected)
     try:
         yield collected
     finally:
         _CUT_COLLECTOR.reset(token)
-    if collected.names:
+        if outer is not None:
+            outer.names.extend(collected.names)
+            outer.seconds.extend(collected.seconds)
+    if log and collected.names:
         logger.warning(f"{job}: {_cut_message(collected.names, collected.seconds, window)}")
 
 

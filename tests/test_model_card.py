@@ -10,11 +10,12 @@ import pytest
 from datasets import Dataset
 from huggingface_hub import ModelCard
 from PIL import Image
-from tiny_models import feature_dataset, make_model, make_processor, training_args
+from tiny_models import feature_dataset, make_model, make_processor, save_towers, training_args
 
-from hf_atr import AtrTrainer
+from hf_atr import AtrDualEncoderModel, AtrTrainer
+from hf_atr.data.corpora import hold_out_test_split
 from hf_atr.data.overlap import remove_overlap
-from hf_atr.data.schema import corpus_provenance, set_corpus_provenance
+from hf_atr.data.schema import corpus_provenance, describe_dataset, set_corpus_provenance
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
 from hf_atr.evaluation.retrieval import TIE_RULE
 from hf_atr.hub import stage_upload
@@ -22,9 +23,11 @@ from hf_atr.model_card import (
     TRAINING_CURVES_FILE,
     ModelCardCallback,
     build_model_card,
+    check_license,
     evaluation_table,
     normalize_metric_names,
     record_evaluation,
+    record_sharing_terms,
     write_model_card,
 )
 from hf_atr.objectives.registry import BUILTIN_OBJECTIVES, available_objectives, get_objective_class
@@ -44,6 +47,7 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
         model_id="team/atr-tiny",
         eval_results=MULTILINGUAL_METRICS,
         training_data="synthcaps",
+        license="Apache-2.0",
     )
     assert path == tmp_path / "README.md"
     text = path.read_text()
@@ -51,6 +55,7 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
         "# team/atr-tiny",
         "| audio backbone | `audio-spectrogram-transformer` (1 layers, hidden size 32) |",
         "| text backbone | `bert` (1 layers, hidden size 32) |",
+        "| base model | not recorded: no tower was loaded by a Hub id",
         "linear, 32 → 16 (audio) and 32 → 16 (text)",
         "`euclidean`: negative Euclidean distance",
         "`triplet` — hinge triplet loss",
@@ -67,7 +72,7 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
     ):
         assert expected in text, expected
     card = ModelCard.load(path)
-    assert card.data.license == "apache-2.0"
+    assert card.data.license == "apache-2.0" and card.data.base_model is None
     assert card.data.datasets == ["synthcaps"]
     assert card.data.language == ["eng", "fra"]
     assert {result.metric_type: result.metric_value for result in card.data.eval_results} == {
@@ -151,7 +156,7 @@ def test_callback_collects_training_facts_for_the_card(tmp_path):
     assert collected["hyperparameters"]["per_device_train_batch_size"] == 8
     assert 0.0 <= collected["eval_metrics"]["t2a_R@1"] <= 1.0
     text = write_model_card(model, tmp_path / "card").read_text()
-    assert "- steps: 4" in text and "- learning_rate: 0.001" in text and "On synthcaps:" in text
+    assert "- steps: 4" in text and "- learning_rate: 0.001" in text and "On synthcaps (8 clips):" in text
     # The history the callback kept is the trainer's own, drawn beside the card.
     assert collected["log_history"] is trainer.state.log_history
     assert (
@@ -188,7 +193,7 @@ def test_card_shows_the_protocol_and_flags_an_incomplete_test_set(tmp_path, offi
         "missing, skipped or filtered out); these figures are not comparable with results on the full split."
     )
     assert (warning in text) == (official_clips == 975)
-    assert text.index("On AudioCaps test:") < text.index("| all |") < text.index("Protocol:")
+    assert text.index("On AudioCaps test (6 clips):") < text.index("| all |") < text.index("Protocol:")
     for line in (
         f"- data: AudioCaps `test` (AudioCaps v1, official CSV); 6 clips evaluated of {official_clips:,} in the "
         "official split (969 clips or rows skipped when loading)",
@@ -335,3 +340,141 @@ def test_card_without_matplotlib_says_how_to_draw_the_curves(tmp_path, monkeypat
     )
     assert "pip install 'hf-atr[plots]'" in text and "pip install 'hf-atr[plots]'" in caplog.text
     assert not (tmp_path / TRAINING_CURVES_FILE).exists()
+
+
+def test_without_a_licence_the_card_claims_none_and_says_that_one_must_be_set(tmp_path):
+    path = write_model_card(make_model(), tmp_path)
+    card = ModelCard.load(path)
+    assert card.data.license is None and "license" not in card.content.split("---")[1]
+    assert (
+        "## Licence\n\nNo licence was set when this card was written, so none is claimed. Set one before sharing "
+        "the model (`hf-atr train --license`, `write_model_card(license=...)`, or the `license` field of this "
+        "card's metadata)"
+    ) in card.content
+
+
+def test_a_licence_the_hub_does_not_list_is_other_with_its_name_and_link(tmp_path):
+    model = make_model()
+    record_sharing_terms(model, license="other", license_name="my-license-1.0", license_link="LICENSE")
+    model.save_pretrained(tmp_path)  # every card written afterwards carries it
+    card = ModelCard.load(tmp_path / "README.md")
+    assert (card.data.license, card.data.license_name, card.data.license_link) == (
+        "other", "my-license-1.0", "LICENSE",
+    )  # fmt: skip
+    assert "## Licence\n\n`other`: [my-license-1.0](LICENSE)" in card.content
+    # An argument given to write_model_card replaces what was recorded.
+    text = write_model_card(model, tmp_path / "again", license="cc-by-nc-4.0").read_text()
+    assert "license: cc-by-nc-4.0" in text and "license_name" not in text
+
+
+@pytest.mark.parametrize(
+    ("license", "name", "link", "message"),
+    [
+        (
+            "Apache 2.0",
+            None,
+            None,
+            "license 'Apache 2.0' is not a licence id: give the Hub's id of the licence",
+        ),
+        ("other", None, "LICENSE", "license other needs license_name: a short id of the licence"),
+        ("other", None, None, "license other needs license_name and license_link"),
+        ("mit", "mine", None, "license_name and license_link go with license other; 'mit' is a licence id"),
+        (None, None, "LICENSE", "license_name and license_link name a licence the Hub does not list"),
+        ("other", "My Licence", "LICENSE", "license_name 'My Licence' must be a short id in lower case"),
+    ],
+)
+def test_a_bad_licence_is_refused_naming_what_to_give(tmp_path, license, name, link, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        write_model_card(make_model(), tmp_path, license=license, license_name=name, license_link=link)
+    assert check_license("CC-BY-NC-4.0") == "cc-by-nc-4.0"
+
+
+def test_base_model_names_hub_ids_and_never_a_local_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    audio_dir, _ = save_towers(tmp_path / "towers")  # an absolute path, and a relative one (owner/name-like)
+    model = AtrDualEncoderModel.from_audio_text_pretrained(str(audio_dir), "towers/text-tower")
+    text = write_model_card(model, tmp_path / "local").read_text()
+    assert str(tmp_path) not in text and "audio-tower" not in text and "text-tower" not in text
+    assert "base_model" not in text.split("---")[1]
+    assert (
+        "| audio backbone | `audio-spectrogram-transformer` (1 layers, hidden size 32; loaded from a local "
+        in text
+    )
+    assert "| base model | not recorded: no tower was loaded by a Hub id" in text
+    # Towers named by Hub ids are listed, both; ids given for local copies replace them.
+    model.audio_model.config._name_or_path = "team/ast-tower"
+    model.text_model.config._name_or_path = "team/bert-tower"
+    card = ModelCard.load(write_model_card(model, tmp_path / "hub"))
+    assert card.data.base_model == ["team/ast-tower", "team/bert-tower"]
+    assert "([`team/ast-tower`](https://huggingface.co/team/ast-tower), 1 layers" in card.content
+    given = ModelCard.load(write_model_card(model, tmp_path / "given", base_model=["MIT/ast-base"]))
+    assert given.data.base_model == ["MIT/ast-base"]
+    assert "| base model | [`MIT/ast-base`](https://huggingface.co/MIT/ast-base) |" in given.content
+    scratch = write_model_card(model, tmp_path / "scratch", base_model=[]).read_text()
+    assert "| base model | none: both towers start from random initialisation |" in scratch
+    with pytest.raises(
+        ValueError, match=re.escape(f"base_model {str(audio_dir)!r} is not a Hub repository id")
+    ):
+        write_model_card(model, tmp_path / "bad", base_model=[str(audio_dir)])
+
+
+def test_the_model_index_names_the_test_set_as_what_it_is_with_its_size(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    source = set_corpus_provenance(feature_dataset(12), {**AUDIOCAPS_TEST, "split": "validation"})
+    _, held_out = hold_out_test_split(source, 4, seed=3)
+    name = describe_dataset(held_out, "audiocaps")
+    assert name == "AudioCaps: random hold-out of validation, seed 3"
+    evaluator = RetrievalEvaluator(held_out, processor, split="test")
+    record_evaluation(model, evaluator(model), evaluator.protocol, eval_dataset=name)
+    card = ModelCard.load(write_model_card(model, tmp_path))
+    result = card.data.eval_results[0]
+    assert result.dataset_name == "AudioCaps: random hold-out of validation, seed 3 (4 clips)"
+    assert result.dataset_type == "AudioCaps" and result.dataset_split is None
+    assert "On AudioCaps: random hold-out of validation, seed 3 (4 clips):" in card.content
+    assert "AudioCaps test" not in card.content
+    # A split of the corpus itself keeps its name and split.
+    test = set_corpus_provenance(feature_dataset(6), AUDIOCAPS_TEST)
+    evaluator = RetrievalEvaluator(test, processor, split="test")
+    record_evaluation(model, evaluator(model), evaluator.protocol, eval_dataset=describe_dataset(test, "x"))
+    result = ModelCard.load(write_model_card(model, tmp_path / "official")).data.eval_results[0]
+    assert (result.dataset_name, result.dataset_type, result.dataset_split) == (
+        "AudioCaps test (6 clips)",
+        "AudioCaps",
+        "test",
+    )
+
+
+def test_card_records_the_training_clips_cut_to_the_window_and_what_computed_the_figures():
+    compute = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1, "cpu_capability": "AVX2"}
+    protocol = {"tie_rule": TIE_RULE, "clips": 3, "captions": 3, "ks": [1], "map_cutoffs": [10],
+                "window_pooling": None, "clips_cut_to_window": 3, "skipped_clips": [], "compute": compute}  # fmt: skip
+    cut = {"clips": 33, "clips_cut_to_window": 33, "window_seconds": 2.0, "kept": "the first 2.00 s of each"}
+    text = build_model_card(
+        make_model(),
+        eval_results={"t2a_R@1": 0.5},
+        eval_protocol=protocol,
+        training_info={"training_audio": cut},
+    ).text
+    assert (
+        "- long clips: 33 of 33 training clips were longer than the feature extractor's 2.00-s window and were cut "
+        "to it (the first 2.00 s of each)"
+    ) in text
+    assert (
+        "own protocol; 3 clips longer than the extractor's window were cut to it)" in text
+    )  # the test clips
+    assert (
+        "- computed with: torch 2.13.0+cpu on cpu, 1 thread, CPU capability AVX2 (another thread count"
+        in text
+    )
+    for record, line in (
+        (
+            {**cut, "clips_cut_to_window": 0},
+            "none of the 33 training clips was longer than the feature extractor's",
+        ),
+        (
+            {**cut, "clips_cut_to_window": None, "clips": None},
+            "streamed training clips; those longer than the",
+        ),
+    ):
+        assert line in build_model_card(make_model(), training_info={"training_audio": record}).text

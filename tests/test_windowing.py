@@ -144,3 +144,14 @@ def test_clips_the_extractor_cuts_are_named_per_call_or_once_per_job(caplog):
         assert caplog.text == ""  # collected, reported once at the end of the job
     assert collected.names == ["a.wav", "b.wav"]
     assert caplog.text.count("Encoding split 'test': 2 clip(s) longer than") == 1
+    # A job inside another (the training split's extraction inside `hf-atr train`'s count) hands its clips on;
+    # an outer job that only counts logs nothing.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), collect_cut_clips("training", window, log=False) as outer:
+        with collect_cut_clips("extract_audio_features", window):
+            processor(audio=[long_clip], audio_names=["c.wav"])
+        processor(audio=[long_clip], audio_names=["d.wav"])
+    assert outer.names == ["c.wav", "d.wav"]
+    assert (
+        caplog.text.count("clip(s) longer than") == 1 and "extract_audio_features: 1 clip(s)" in caplog.text
+    )

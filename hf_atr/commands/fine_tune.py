@@ -36,7 +36,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import datasets
 from datasets import Dataset, IterableDataset, load_from_disk
@@ -50,15 +50,16 @@ from ..data.schema import ENGLISH, describe_dataset
 from ..data.shards import load_audio_text_shards
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..hub import push_to_hub
-from ..model_card import ModelCardCallback
+from ..model_card import ModelCardCallback, card_data, hub_model_id, record_sharing_terms
 from ..modeling_atr import AtrDualEncoderModel
 from ..objectives.registry import build_objective, validate_objective_config
 from ..processing_atr import AtrProcessor
-from ..training.final_model import FinalModel, evaluate_and_save
+from ..training.final_model import TRAINING_AUDIO, FinalModel, evaluate_and_save, training_audio_record
 from ..training.objective_setup import objective_training_setup
 from ..training.streaming import StreamingPairs
 from ..training.trainer import AtrTrainer
 from ..training.waveform_collator import WaveformCollator
+from ..windowing import collect_cut_clips, extractor_window
 from .train_arguments import (
     FEATURES_CACHE_SUBDIRECTORY,
     DataArguments,
@@ -69,6 +70,8 @@ from .train_arguments import (
 
 logger = logging.get_logger(__name__)
 
+CUTS_SUFFIX = ".cuts.json"
+"""Beside a features cache file: how many of the split's clips the extractor cut to its window."""
 ARCHITECTURE_OPTIONS = ("projection_dim", "audio_pooling", "text_pooling", "scoring")
 """Starting-point options that shape new projections and scoring heads; an hf-atr model has its own."""
 
@@ -157,6 +160,15 @@ def load_starting_point(
     model = AtrDualEncoderModel.from_audio_text_pretrained(audio, text, **options)
     processor = AtrProcessor.from_audio_text_pretrained(audio, text)
     return model, processor, f"audio tower {audio} + text tower {text}"
+
+
+def starting_point_base_model(arguments: StartingPointArguments) -> list[str] | None:
+    """The card's ``base_model`` for a starting point given by its Hub id (an hf-atr model or a CLAP checkpoint
+    named ``owner/name``, not a local directory); ``None`` otherwise, and for towers, whose own names the card
+    reads (:func:`~hf_atr.model_card.write_model_card`)."""
+    source = arguments.model_name_or_path or arguments.clap_model
+    hub_id = hub_model_id(source)
+    return [hub_id] if hub_id else None
 
 
 @dataclass
@@ -334,10 +346,19 @@ def feature_cache_key(dataset: Dataset, processor: AtrProcessor, backend: str) -
     return digest.hexdigest()[:16]
 
 
+class ExtractedSplit(NamedTuple):
+    """A split's audio features and how many of its clips the extractor cut to its window (``None``: not
+    known, for features saved with the dataset or cached before the count was kept)."""
+
+    features: Dataset
+    clips_cut: int | None
+
+
 def extract_features(
     processor: AtrProcessor, dataset: Dataset, role: str, data: DataArguments, training: TrainingArguments
-) -> Dataset:
-    """``dataset`` with its audio features, from (or into) the cache file named by :func:`feature_cache_key`.
+) -> ExtractedSplit:
+    """``dataset`` with its audio features, from (or into) the cache file named by :func:`feature_cache_key`,
+    and the number of clips cut to the extractor's window (kept beside the cache file, in ``<name>.cuts.json``).
 
     The main process extracts; the other processes wait and read its file. A dataset saved with its features
     and without ``audio`` (``processor.extract_audio_features(corpus).save_to_disk(...)``) is used as it is.
@@ -350,7 +371,7 @@ def extract_features(
             logger.info(
                 f"The {role} split has {processor.audio_input_name!r} and no 'audio': using its features."
             )
-            return dataset
+            return ExtractedSplit(dataset, None)
         raise ValueError(
             f"The {role} split has neither an 'audio' column nor the features {processor.audio_input_name!r} of "
             f"the starting point's processor; its columns: {dataset.column_names}."
@@ -362,14 +383,28 @@ def extract_features(
     with training.main_process_first(desc=f"audio features of the {role} split"):
         cache_dir.mkdir(parents=True, exist_ok=True)
         cache_file = cache_dir / f"{role}-{feature_cache_key(dataset, processor, data.feature_backend)}.arrow"
-        if cache_file.exists():
+        cuts_file = cache_file.with_suffix(CUTS_SUFFIX)
+        cached = cache_file.exists()
+        if cached:
             logger.info(f"Reading the {role} split's audio features from {cache_file}.")
-        return processor.extract_audio_features(
-            dataset,
-            batch_size=data.feature_batch_size,
-            feature_backend=data.feature_backend,
-            cache_file_name=str(cache_file),
-        )
+        with collect_cut_clips(role, extractor_window(processor.feature_extractor), log=False) as cut:
+            features = processor.extract_audio_features(
+                dataset,
+                batch_size=data.feature_batch_size,
+                feature_backend=data.feature_backend,
+                cache_file_name=str(cache_file),
+            )
+        if cached:  # nothing was extracted: the count is the one kept when the file was written
+            return ExtractedSplit(features, _read_cut_count(cuts_file))
+        cuts_file.write_text(json.dumps({"clips_cut_to_window": len(cut.names)}))
+        return ExtractedSplit(features, len(cut.names))
+
+
+def _read_cut_count(path: Path) -> int | None:
+    try:
+        return int(json.loads(path.read_text())["clips_cut_to_window"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a cache written before the count was kept, or damaged: not known
 
 
 @dataclass
@@ -384,7 +419,7 @@ class TrainResult:
 
 def run_training(arguments: TrainArguments) -> TrainResult:
     """Fine-tune, evaluate and save as the module docstring describes."""
-    start, data, objective_arguments, evaluation, scale, training = arguments
+    start, data, objective_arguments, evaluation, scale, training, card = arguments
     objective_settings = training_objective(start, objective_arguments)
     if scale.train_shards and training.max_steps <= 0:
         raise ValueError("--train_shards streams the training data, which has no length: give --max_steps.")
@@ -394,6 +429,13 @@ def run_training(arguments: TrainArguments) -> TrainResult:
     )
     set_seed(training.seed)  # before any weight is built (projections, heads)
     model, processor, starting_point = load_starting_point(start, objective_settings)
+    record_sharing_terms(
+        model,
+        license=card.license,
+        license_name=card.license_name,
+        license_link=card.license_link,
+        base_model=card.base_model or starting_point_base_model(start),
+    )
     objective = build_objective(model.config)
     waveforms = WaveformCollator(processor, seed=training.seed) if scale.audio_features == "device" else None
     setup = None
@@ -414,7 +456,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
     test_clips = (
         corpus.test
         if "audio" in corpus.test.column_names
-        else extract_features(processor, corpus.test, "test", data, training)
+        else extract_features(processor, corpus.test, "test", data, training).features
     )
     if windowing is not None and "audio" not in test_clips.column_names:
         raise ValueError(
@@ -433,10 +475,23 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         scoring=evaluation.eval_scoring,
         windowing=windowing,
     )
-    if setup is None:
-        train_clips = (  # on the device: the workers decode the raw audio
-            corpus.train if waveforms else extract_features(processor, corpus.train, "train", data, training)
+    if scale.train_shards:
+        training_audio = training_audio_record(
+            None, None, processor.feature_extractor, kept=waveforms.crop_description() if waveforms else None
         )
+    elif waveforms:  # on the device: the workers decode the raw audio and cut it
+        train_clips = corpus.train
+        training_audio = training_audio_record(
+            len(train_clips), None, processor.feature_extractor, kept=waveforms.crop_description()
+        )
+    else:
+        extracted = extract_features(processor, corpus.train, "train", data, training)
+        train_clips = extracted.features
+        training_audio = training_audio_record(
+            len(train_clips), extracted.clips_cut, processor.feature_extractor
+        )
+    card_data(model)[TRAINING_AUDIO] = training_audio
+    if setup is None:
         setup = objective_training_setup(
             objective,
             train_clips,
@@ -446,7 +501,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             waveforms=waveforms,
         )
     validation_features = (
-        extract_features(processor, corpus.validation, "validation", data, training)
+        extract_features(processor, corpus.validation, "validation", data, training).features
         if with_validation
         else None
     )
@@ -493,6 +548,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
 
 
 __all__ = [
+    "ExtractedSplit",
     "TrainResult",
     "TrainingData",
     "check_languages",
@@ -502,5 +558,6 @@ __all__ = [
     "load_training_data",
     "objective_config",
     "run_training",
+    "starting_point_base_model",
     "training_objective",
 ]

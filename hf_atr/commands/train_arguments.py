@@ -365,6 +365,49 @@ class TestEvaluationArguments:
         )
 
 
+@dataclass
+class CardArguments:
+    """What the model card says about sharing the model: its licence and the checkpoints it starts from."""
+
+    _argument_group_name = "model card"
+
+    license: str | None = field(
+        default=None,
+        metadata={"help": "the licence of the trained model, as the Hub's id of it (an SPDX id in lower case: "
+                  "apache-2.0, mit, cc-by-nc-4.0, ...) or other with --license_name and --license_link. The terms "
+                  "of the training data and of the towers may restrict it (ESC-50 is CC BY-NC). Unset: the card "
+                  "claims no licence and says that one must be set before sharing"},
+    )  # fmt: skip
+    license_name: str | None = field(
+        default=None, metadata={"help": "--license other: a short id of the licence, e.g. my-license-1.0"}
+    )
+    license_link: str | None = field(
+        default=None,
+        metadata={"help": "--license other: LICENSE (a file of the model's repository) or a URL to its text"},
+    )
+    base_model: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Hub ids (owner/name) of the checkpoints the model starts from, for the card's "
+                  "base_model, e.g. the ids of the towers given as local copies; unset: the towers' own names "
+                  "where they are Hub ids (a local path is never written)"},
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        # The card's module, imported once the flags parse.
+        from ..model_card import check_license, hub_model_id
+
+        if isinstance(self.base_model, str):  # a YAML scalar for a list
+            self.base_model = [self.base_model]
+
+        self.license = check_license(self.license, self.license_name, self.license_link, prefix="--")
+        for name in self.base_model:
+            if hub_model_id(name) != name:
+                raise ValueError(
+                    f"--base_model {name}: not a Hub repository id (owner/name), or a local path; the card names "
+                    "base models by their Hub ids only."
+                )
+
+
 class TrainArguments(NamedTuple):
     """Everything ``hf-atr train`` reads."""
 
@@ -374,6 +417,7 @@ class TrainArguments(NamedTuple):
     evaluation: TestEvaluationArguments
     scale: ScaleArguments
     training: TrainingArguments
+    card: CardArguments
 
 
 def json_object(value: dict | str | None, option: str) -> dict[str, Any]:
@@ -394,7 +438,7 @@ def json_object(value: dict | str | None, option: str) -> dict[str, Any]:
 
 
 def argument_parser() -> HfArgumentParser:
-    """The parser of ``hf-atr train``: the five dataclasses above and ``TrainingArguments``."""
+    """The parser of ``hf-atr train``: the dataclasses above and ``TrainingArguments``."""
     from transformers import HfArgumentParser, TrainingArguments
 
     return HfArgumentParser(
@@ -405,6 +449,7 @@ def argument_parser() -> HfArgumentParser:
             TestEvaluationArguments,
             ScaleArguments,
             TrainingArguments,
+            CardArguments,
         ),
         prog="hf-atr train",
         description="Fine-tune an audio-text retrieval model, evaluate it on the test split and save it with "
@@ -459,6 +504,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
 
 __all__ = [
     "CONFIG_FILE_SUFFIXES",
+    "CardArguments",
     "DataArguments",
     "ObjectiveArguments",
     "ScaleArguments",

@@ -153,8 +153,23 @@ def record_filter(dataset: Dataset, record: Mapping[str, Any]) -> Dataset:
 
 
 def describe_dataset(dataset: Dataset, fallback: str) -> str:
-    """A short name for a card or a log line: ``"Clotho test"`` from the provenance, else ``fallback``."""
+    """A short name for a card or a log line: ``"Clotho test"`` from the provenance, else ``fallback``.
+
+    Clips held out at random as a test split (``hf_atr.data.corpora.hold_out_test_split``) are named as what they
+    are, not as the corpus's test split: ``"AudioCaps: random hold-out of validation, seed 0"`` (``fallback`` for
+    the corpus when the source recorded none).
+    """
     provenance = corpus_provenance(dataset) or {}
+    if "held_out_from" in provenance:
+        sources = (provenance.get("held_out_from") or {}).get("concatenated") or [
+            provenance.get("held_out_from") or {}
+        ]
+        splits = ", ".join(dict.fromkeys(part["split"] for part in sources if part.get("split")))
+        seeds = [record["seed"] for record in provenance.get("filters") or [] if "seed" in record]
+        return (
+            f"{provenance.get('corpus') or fallback}: random hold-out of {splits or 'the training clips'}"
+            + (f", seed {seeds[0]}" if seeds else "")
+        )
     parts = provenance.get("concatenated") or [provenance]
     named = [f"{part['corpus']} {part.get('split') or ''}".strip() for part in parts if part.get("corpus")]
     return " + ".join(dict.fromkeys(named)) or fallback

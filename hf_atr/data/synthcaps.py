@@ -26,7 +26,7 @@ from datasets import Dataset, DatasetDict
 
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.multilingual import normalize_language_code
-from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column
+from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column, set_corpus_provenance
 from hf_atr.data.synthcaps_grammar import (
     LOUDNESS_LEVELS,
     NUM_CAPTION_STYLES,
@@ -67,6 +67,7 @@ SOUND_EVENTS: tuple[str, ...] = (
 )
 """Names of the sound event classes (also the ESC-50 layout's categories and the ``label`` values)."""
 
+CORPUS_NAME = "synthcaps"
 SYNTHCAPS_SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
 # 20 dB between loud and quiet: a level step any log-mel front end sees.
@@ -155,6 +156,11 @@ def load_synthcaps(
     captions), ``translations`` (``{language: five captions}`` for the non-English ``languages``; absent
     when there are none), ``label`` (the event heard first, for zero-shot demos; see :func:`event_phrase`).
 
+    Each split records its provenance (:func:`~hf_atr.data.schema.corpus_provenance`) as the loaders do: corpus
+    ``synthcaps``, its ``official_release`` the generator's settings (seed, clip length and rate), and as
+    ``official_clips`` the clips generated for the split. Nothing can be missing from a generated split, so
+    its official size is the size asked for, and an evaluation on it is on the complete split.
+
     Deterministic: the same arguments give the same bytes and captions; clip ``i`` of a split does not
     depend on the number of clips requested.
 
@@ -200,7 +206,21 @@ def load_synthcaps(
                     {language: clip.captions[language] for language in translation_languages}
                 )
             columns["label"].append(clip.label)
-        splits[split] = finalize_audio_column(Dataset.from_dict(columns, features=features))
+        splits[split] = set_corpus_provenance(
+            finalize_audio_column(Dataset.from_dict(columns, features=features)),
+            {
+                "corpus": CORPUS_NAME,
+                "layout": "in memory, from hf_atr.data.synthcaps.load_synthcaps",
+                "split": split,
+                "corpus_split": split,
+                "metadata": [],
+                "official_release": f"generated with seed {seed}, {duration:g}-s clips at {sampling_rate} Hz",
+                "official_clips": count,
+                "clips_found": count,
+                "skipped": 0,
+                "filters": [],
+            },
+        )
     return DatasetDict(splits)
 
 

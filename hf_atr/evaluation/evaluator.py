@@ -530,7 +530,11 @@ class RetrievalEvaluator:
             show_progress=self.show_progress,
         )
         self._warn_if_collapsed(clips.embeddings, "audio", "clip")
-        self._warn_if_collapsed(text_embeds, "caption", "caption")
+        # Judged on distinct captions: clips that share a caption share its embedding, collapsed or not.
+        first_rows: dict[str, int] = {}
+        for row, caption in enumerate(queries.captions):
+            first_rows.setdefault(caption, row)
+        self._warn_if_collapsed(text_embeds[list(first_rows.values())], "caption", "distinct caption")
         return _EncodedSplit(clips, text_embeds, queries)
 
     def _ranks(self, model: Any, encoded: _EncodedSplit) -> RetrievalRanks:

@@ -12,13 +12,23 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from tiny_models import SOUNDS, make_model, make_processor, save_tiny_clap_checkpoint, write_sound_folder
+from huggingface_hub import ModelCard
+from tiny_models import (
+    SAMPLING_RATE,
+    SOUNDS,
+    clip_waveform,
+    make_model,
+    make_processor,
+    save_tiny_clap_checkpoint,
+    write_sound_folder,
+)
 from transformers import AutoModel
 
 from hf_atr.cli import main
-from hf_atr.commands.fine_tune import objective_config, run_training
+from hf_atr.commands.fine_tune import objective_config, run_training, starting_point_base_model
 from hf_atr.commands.train import run_train_command
-from hf_atr.commands.train_arguments import ObjectiveArguments, parse_train_arguments
+from hf_atr.commands.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
+from hf_atr.data.audio import encode_wav
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.shards import write_audio_text_shards
 from hf_atr.training.streaming import StreamingPairs
@@ -96,7 +106,64 @@ def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     assert (
         "- data: Audio folder `test` (held out at random from `train` (seed 42)); 4 clips evaluated" in card
     )
+    # The test set is named as what it is, with its size; no licence is claimed; no local path is written.
+    assert result_name(model_dir) == "Audio folder: random hold-out of train, seed 42 (4 clips)"
+    assert "license" not in card.split("---")[1] and "No licence was set when this card was written" in card
+    assert "base_model" not in card.split("---")[1] and "tower" not in card.split("---")[1]
+    assert "audio-tower" not in card and "text-tower" not in card and str(in_tmp) not in card
+    assert trained["training_audio"] == {
+        "clips": 12, "clips_cut_to_window": 0, "window_seconds": pytest.approx(1.015), "kept": "the first 1.01 s of each",
+    }  # fmt: skip
     assert time.perf_counter() - started < 60  # the README promises a quick start; typically ~10 s here
+
+
+def result_name(model_dir: Path) -> str:
+    """The dataset name of the model-index of the card in ``model_dir``."""
+    return ModelCard.load(model_dir / "README.md").data.eval_results[0].dataset_name
+
+
+def test_training_clips_cut_to_the_window_are_counted_for_card_and_metrics(in_tmp, towers):
+    """3 of the 6 training clips are longer than the towers' 1.015-s window; a second run reads the count kept
+    beside the features cache, a run that streams them from the workers says it does not count them."""
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds" / "train", clips=6)
+    write_sound_folder(in_tmp / "sounds" / "test", clips=2, seed=1)
+    for index in (0, 2, 4):
+        long_clip = np.tile(clip_waveform(index), 2)  # 2 s
+        (in_tmp / "sounds" / "train" / f"clip {index}.wav").write_bytes(encode_wav(long_clip, SAMPLING_RATE))
+    argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+            "--data_dir", "sounds", "--features_cache_dir", "features", "--license", "cc-by-nc-4.0",
+            "--base_model", "team/ast-tower", *QUICK]  # fmt: skip
+    for run in ("first", "cached"):
+        run_training(parse_train_arguments([*argv, "--output_dir", run]))
+        record = json.loads((in_tmp / run / "metrics.json").read_text())["training_audio"]
+        assert (record["clips"], record["clips_cut_to_window"]) == (6, 3), run
+        card = (in_tmp / run / "model" / "README.md").read_text()
+        assert (
+            "- long clips: 3 of 6 training clips were longer than the feature extractor's 1.01-s window"
+            in card
+        )
+        assert "license: cc-by-nc-4.0" in card and "base_model:\n- team/ast-tower" in card
+    assert len(list((in_tmp / "features").glob("train-*.cuts.json"))) == 1
+    run_training(parse_train_arguments([*argv, "--output_dir", "device", "--audio_features", "device"]))
+    record = json.loads((in_tmp / "device" / "metrics.json").read_text())["training_audio"]
+    assert (record["clips"], record["clips_cut_to_window"]) == (6, None)
+    assert record["kept"].startswith("cut to a 1.015-s window at a random offset")
+    card = (in_tmp / "device" / "model" / "README.md").read_text()
+    assert (
+        "- long clips: 6 training clips; those longer than the feature extractor's 1.01-s window were cut"
+        in card
+    )
+
+
+def test_a_starting_point_named_by_its_hub_id_is_the_base_model(in_tmp):
+    (in_tmp / "runs" / "base").mkdir(parents=True)
+    assert starting_point_base_model(StartingPointArguments(clap_model="laion/clap-htsat-unfused")) == [
+        "laion/clap-htsat-unfused"
+    ]
+    assert starting_point_base_model(StartingPointArguments(model_name_or_path="team/atr")) == ["team/atr"]
+    assert starting_point_base_model(StartingPointArguments(model_name_or_path="runs/base")) is None  # local
+    assert starting_point_base_model(StartingPointArguments(audio_model="a/b", text_model="c/d")) is None
 
 
 def test_checkpoints_validation_and_a_saved_dataset_dict(in_tmp, towers):
@@ -393,13 +460,16 @@ def test_push_to_hub_uploads_the_final_model_with_its_card(in_tmp, towers):
             parse_train_arguments(
                 ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
                  "--data_dir", "sounds", "--test_size", "2", "--output_dir", "run", "--push_to_hub",
-                 "--hub_model_id", "team/my-model", "--save_steps", "1", *QUICK]
+                 "--hub_model_id", "team/my-model", "--save_steps", "1", "--license", "other", "--license_name",
+                 "lab-terms-1.0", "--license_link", "LICENSE", *QUICK]
             )
         )  # fmt: skip
     assert create_repo.call_count == 1  # the final model only, not every checkpoint
     assert {"config.json", "model.safetensors", "README.md"} <= set(uploaded)
     card = uploaded["README.md"].decode()
     assert "Protocol:" in card and "held out at random (seed 42) as the test split: 2 of 6 clips" in card
+    assert "license: other\nlicense_name: lab-terms-1.0\nlicense_link: LICENSE" in card
+    assert "## Licence\n\n`other`: [lab-terms-1.0](LICENSE)" in card
 
 
 def test_languages_train_on_translations(in_tmp, towers):

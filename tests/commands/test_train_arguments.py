@@ -24,7 +24,7 @@ def test_flags_fill_the_dataclasses_and_training_arguments(tmp_path):
          "--loader_options", '{"splits": ["train", "test"]}', "--map_cutoffs", "10", "16",
          "--output_dir", str(tmp_path), "--max_steps", "7", "--learning_rate", "1e-4", "--no_exclude_test_overlap"]
     )  # fmt: skip
-    start, data, objective, evaluation, scale, training = arguments
+    start, data, objective, evaluation, scale, training, card = arguments
     assert (start.audio_model, start.text_model, start.freeze_text, start.freeze_audio) == (
         "a",
         "t",
@@ -39,10 +39,30 @@ def test_flags_fill_the_dataclasses_and_training_arguments(tmp_path):
     assert training.output_dir == str(tmp_path) and training.max_steps == 7 and training.learning_rate == 1e-4
     assert (scale.train_shards, scale.audio_features, scale.embedding_chunk_size) == ([], "collator", None)
     assert (scale.stream_captions, scale.shuffle_buffer_size) == ("random", 1000)
+    assert (card.license, card.license_name, card.license_link, card.base_model) == (None, None, None, [])
+
+
+def test_card_flags_set_the_licence_and_the_base_models():
+    card = parse_train_arguments(
+        [
+            "--dataset",
+            "esc50",
+            "--license",
+            "CC-BY-NC-4.0",
+            "--base_model",
+            "MIT/ast-base",
+            "google-bert/bert-base",
+        ]
+    ).card
+    assert (card.license, card.base_model) == ("cc-by-nc-4.0", ["MIT/ast-base", "google-bert/bert-base"])
+    other = parse_train_arguments(
+        ["--dataset", "x", "--license", "other", "--license_name", "lab-1.0", "--license_link", "LICENSE"]
+    ).card
+    assert (other.license, other.license_name, other.license_link) == ("other", "lab-1.0", "LICENSE")
 
 
 def test_training_at_scale_flags():
-    *_, scale, training = parse_train_arguments(
+    *_, scale, training, _ = parse_train_arguments(
         ["--dataset", "clotho", "--train_shards", "a/*.tar", "b/*.tar", "--stream_captions", "all",
          "--shuffle_buffer_size", "0", "--audio_features", "device", "--embedding_chunk_size", "64",
          "--max_steps", "100"]
@@ -66,7 +86,7 @@ def test_a_config_file_with_flags_overriding_it(tmp_path, suffix):
     }
     config = tmp_path / f"run.{suffix}"
     config.write_text(json.dumps(values))  # JSON is YAML too
-    start, data, objective, _, _, training = parse_train_arguments([str(config), "--max_steps", "9"])
+    start, data, objective, _, _, training, _ = parse_train_arguments([str(config), "--max_steps", "9"])
     assert training.max_steps == 9 and training.learning_rate == 1e-4  # the flag wins over the file
     assert training.output_dir == str(tmp_path / "from-file") and start.freeze_audio is True
     assert (data.dataset, data.data_dir, data.languages) == ("audiofolder", "~/sounds", ["fra"])
@@ -145,6 +165,23 @@ def test_config_file_errors(tmp_path, capsys):
             "--eval_hop_seconds must be a positive number of seconds, got -1.0.",
         ),
         (
+            ["--dataset", "x", "--license", "Apache License 2.0"],
+            "--license 'Apache License 2.0' is not a licence id: give the Hub's id of the licence (an SPDX id such "
+            "as apache-2.0, mit or cc-by-nc-4.0), or other with --license_name and --license_link.",
+        ),
+        (
+            ["--dataset", "x", "--license", "other", "--license_link", "LICENSE"],
+            "--license other needs --license_name: a short id of the licence (e.g. my-license-1.0)",
+        ),
+        (
+            ["--dataset", "x", "--license_name", "mine"],
+            "--license_name and --license_link name a licence the Hub does not list: give --license other with them.",
+        ),
+        (
+            ["--dataset", "x", "--base_model", "/home/me/towers/ast"],
+            "--base_model /home/me/towers/ast: not a Hub repository id (owner/name), or a local path",
+        ),
+        (
             ["--dataset", "x", "--eval_window_pooling", "median"],
             "argument --eval_window_pooling/--eval-window-pooling: invalid choice: 'median' (choose from 'mean', 'max')",
         ),
@@ -169,6 +206,9 @@ def test_train_help_through_the_command_line(capsys):
         "training at scale:",
         "--train_shards",
         "--embedding_chunk_size EMBEDDING_CHUNK_SIZE",
+        "model card:",
+        "--license LICENSE",
+        "--base_model BASE_MODEL [BASE_MODEL ...]",
         "--per_device_train_batch_size",  # TrainingArguments
         "--gradient_accumulation_steps",
         "flags override the file",

@@ -143,7 +143,7 @@ def test_hold_out_test_split_is_seeded_and_recorded(size, held_out):
     )
     assert test_provenance["filters"] == [{**record, "clips_after": held_out}]
     assert corpus_provenance(source)["filters"] == []  # the input is untouched
-    assert describe_dataset(test, "folder") == "Audio folder test"
+    assert describe_dataset(test, "folder") == "Audio folder: random hold-out of train, seed 3"
     assert test_provenance["classes"] is None  # the source has no class list
 
 

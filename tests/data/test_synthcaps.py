@@ -8,7 +8,7 @@ import pytest
 import soundfile
 
 from hf_atr.data.audio import decode_audio
-from hf_atr.data.schema import LANGUAGES
+from hf_atr.data.schema import LANGUAGES, corpus_provenance, describe_dataset, official_clip_count
 from hf_atr.data.synthcaps import (
     SOUND_EVENTS,
     event_phrase,
@@ -46,6 +46,19 @@ def test_schema_and_naming(corpus):
     assert set(row["translations"]) == set(LANGUAGES) - {"eng"}
     assert row["label"] in SOUND_EVENTS
     assert corpus["train"].features["audio"].decode is False
+
+
+def test_every_split_records_its_provenance_with_the_generated_size_as_official(corpus):
+    provenance = corpus_provenance(corpus["test"])
+    assert provenance == {
+        "corpus": "synthcaps", "layout": "in memory, from hf_atr.data.synthcaps.load_synthcaps", "split": "test",
+        "corpus_split": "test", "metadata": [], "official_release": "generated with seed 0, 2-s clips at 16000 Hz",
+        "official_clips": 4, "clips_found": 4, "skipped": 0, "filters": [],
+    }  # fmt: skip
+    assert official_clip_count(corpus_provenance(corpus["train"])) == 26
+    assert describe_dataset(corpus["validation"], "x") == "synthcaps validation"
+    other = corpus_provenance(load_synthcaps(0, 0, 2, seed=5, duration=1.0, sampling_rate=22050)["test"])
+    assert other["official_release"] == "generated with seed 5, 1-s clips at 22050 Hz"
 
 
 def test_deterministic_and_independent_of_split_size(corpus):

@@ -139,6 +139,21 @@ def test_collapsed_embeddings_are_reported_naming_the_split(caplog):
     assert metrics["t2a_R@1"] == 0.0 and metrics["t2a_R@5"] == 0.0 and metrics["t2a_mean_rank"] == 6.0
 
 
+def test_collapse_is_judged_on_distinct_captions(caplog):
+    """Two clips sharing one caption embed it once: no collapse. Distinct captions that all embed alike are one."""
+    processor = make_processor()
+    model = make_model(processor=processor)
+    clips = _clips(2).map(lambda row: {"captions": ["a dog barks"]}).remove_columns("translations")
+    with caplog.at_level(logging.WARNING):
+        RetrievalEvaluator(clips, processor, split="test")(model)
+    assert "collapsed" not in caplog.text  # it fired with "variance 0.0e+00" when judged on the two queries
+    model.text_projection.weight.data.zero_()  # every caption embeds to the same vector
+    with caplog.at_level(logging.WARNING):
+        RetrievalEvaluator(_clips(), processor, split="test")(model)
+    assert "Evaluating on split 'test': the caption embeddings have collapsed" in caplog.text
+    assert "across the 12 distinct captions" in caplog.text
+
+
 def test_protocol_records_how_the_figures_were_obtained():
     processor = make_processor()
     model = make_model(processor=processor, scoring="mahalanobis")

@@ -59,13 +59,13 @@ def test_push_to_hub_uploads_model_processor_index_and_card(tmp_path):
     ):
         result = push_to_hub(
             model, "atr-tiny", processor=processor, index_dir=index_dir,
-            eval_results={"t2a_R@1": 0.5}, training_data="synthcaps",
+            eval_results={"t2a_R@1": 0.5}, training_data="synthcaps", license="apache-2.0",
         )  # fmt: skip
     assert result is mock.sentinel.commit_info
     assert create_repo.call_args.args == ("atr-tiny",)
     assert sorted(uploaded) == UPLOADED_FILES
     readme = uploaded["README.md"].decode()
-    assert readme.startswith("---\n") and "license: apache-2.0" in readme
+    assert readme.startswith("---\n") and "license: apache-2.0" in readme  # as given (none by default)
     assert 'pipeline("audio-text-retrieval", model="team/atr-tiny")' in readme
     assert "| all | 50.0 |" in readme and "- training data: synthcaps" in readme
     assert uploaded["retrieval_index/audio_index.json"] == (index_dir / "audio_index.json").read_bytes()
