@@ -112,7 +112,7 @@ def set_corpus_provenance(dataset: Dataset, provenance: Mapping[str, Any]) -> Da
     names read), ``official_release`` and ``official_clips`` (the size of that split in the official
     release, ``None`` when unknown), ``clips_found``, ``skipped`` (clips or rows dropped under
     ``missing="skip"``) and ``filters`` (one record per filter applied afterwards, see :func:`record_filter`);
-    a labelled corpus with a class list of its own (ESC-50) adds ``classes``: all its classes in the corpus's
+    a labelled corpus with a class list of its own (ESC-50, SynthCaps) adds ``classes``: all its classes in the corpus's
     order, in every split, however few of them the split holds (:func:`class_list`).
 
     Stored as JSON in ``dataset.info.description``: ``DatasetInfo`` survives ``save_to_disk`` /

@@ -219,6 +219,7 @@ def load_synthcaps(
                 "clips_found": count,
                 "skipped": 0,
                 "filters": [],
+                "classes": list(SOUND_EVENTS),
             },
         )
     return DatasetDict(splits)
