@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   install into .venv (with the plots extra), then run the main job (train -> evaluate -> save -> search)
 #   make test   install into .venv with the [dev] extra, then run the whole test suite
+#   make test-min   the same suite in .venv-min, at the lowest versions pyproject.toml admits (constraints-min.txt)
 # Both are idempotent: a second run reuses .venv and only reinstalls when pyproject.toml changed.
 # The generated card of the reference model in model_cards/ is refreshed with:
 #   make model-cards   run the demo, then copy the card it wrote (results table, citation, training run and its curves)
@@ -8,10 +9,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+VENV_MIN ?= .venv-min
+BIN_MIN := $(VENV_MIN)/bin
 # torch first, pinned: here it is a local CPU wheel; letting pip resolve torch itself pulls CUDA builds.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo model-cards test install install-dev lint clean
+.PHONY: demo model-cards test test-min install install-dev lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +32,15 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
+# The declared floors: every runtime dependency at the version constraints-min.txt pins. `-c` makes pip fail
+# (ResolutionImpossible) rather than install a newer version when something needs one.
+$(VENV_MIN)/.installed-min: pyproject.toml constraints-min.txt
+	$(PYTHON) -m venv $(VENV_MIN)
+	$(BIN_MIN)/python -m pip install --quiet --upgrade pip
+	$(BIN_MIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN_MIN)/pip install --quiet -c constraints-min.txt -e ".[dev]"
+	touch $@
+
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
@@ -43,9 +55,12 @@ model-cards: demo
 test: install-dev
 	$(BIN)/python -m pytest -q
 
+test-min: $(VENV_MIN)/.installed-min
+	$(BIN_MIN)/python -m pytest -q
+
 lint: install-dev
 	$(BIN)/ruff check hf_atr tests benchmarks examples datasets_scripts
 	$(BIN)/ruff format --check hf_atr tests benchmarks examples datasets_scripts
 
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) $(VENV_MIN) outputs
