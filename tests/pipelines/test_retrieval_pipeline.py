@@ -411,6 +411,7 @@ def test_classify_pools_the_windows_of_a_long_clip(pipe):
         text = pipe.model.get_text_features(**pipe.processor(text=["a beep sound", "a dog sound"]))
     audio = encode_audio(pipe.model, pipe.processor, [{"audio": clip}], windowing=Windowing())
     expected = pipe.model.scoring_head.audio_logits(audio, text).softmax(-1)[0]
+    # Two separate encodings of the windows: 2e-7 apart here; the first window alone or max pooling: 2.5e-3.
     assert {entry["label"]: entry["score"] for entry in result} == pytest.approx(
-        dict(zip(labels, expected.tolist()))
+        dict(zip(labels, expected.tolist())), abs=1e-5
     )
