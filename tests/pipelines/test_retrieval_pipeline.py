@@ -22,6 +22,7 @@ from hf_atr.pipelines.retrieval_pipeline import (
     INDEX_DIRNAME,
     SKIPPED_FILENAME,
     AudioTextRetrievalPipeline,
+    MissingIndexError,
     label_prompts,
     register_pipeline,
 )
@@ -198,9 +199,16 @@ def test_classify_matches_template_averaged_brute_force(pipe):
 
 
 def test_bad_requests_are_explained(pipe):
-    with pytest.raises(ValueError, match="needs an index of audio clips"):
+    with pytest.raises(MissingIndexError) as error:
         pipe("a dog barks")
-    with pytest.raises(ValueError, match="needs an index of captions"):
+    assert (error.value.query_modality, error.value.missing) == ("text", "audio_index")
+    assert str(error.value) == (
+        "A text query searches audio clips, and this pipeline holds no index of audio clips: call "
+        "`pipe.index(...)` with audio clips (or a Dataset), or `pipe.load_index(dir)`."
+    )
+    with pytest.raises(
+        MissingIndexError, match="^An audio query searches captions, and this pipeline holds no "
+    ):
         pipe(random_waveforms(1)[0])
     with pytest.raises(ValueError, match="non-empty list"):
         pipe.index([])
