@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .commands.model_loading import checked_model, load_retrieval_pipeline
+from .commands.model_loading import checked_model, load_retrieval_pipeline, rebuild_advice
 from .commands.serve import add_serve_parser
 from .commands.train import add_train_parser
 
@@ -346,7 +346,7 @@ def run_index(args: argparse.Namespace) -> int:
             args.model, index_kind=args.kind, windowing=_windowing(args, args.pooling), **placement
         )
         if args.append and holds_index:
-            _load_index(pipe, out)
+            _load_index(pipe, out, args.model)
         report = _IndexReport(out, pipe)
         try:
             if files:
@@ -584,7 +584,7 @@ def _search_error(error: Exception, query: str | None, args: argparse.Namespace)
     model, index = shlex.quote(args.model), shlex.quote(args.index)
     if error.missing == AUDIO_INDEX_NAME:
         return (
-            f"--index {args.index} holds captions only, no audio files to search: add them with "
+            f"--index {args.index} holds no audio files to search: add them with "
             f"`hf-atr index --model {model} --audio-dir DIR --out {index} --append`."
         )
     return (
@@ -722,11 +722,13 @@ def _windowing(args: argparse.Namespace, pooling: str) -> Any:
         raise SystemExit(f"hf-atr {args.command}: {error}") from error
 
 
-def _load_index(pipe: Any, directory: Path) -> None:
-    from hf_atr.pipelines.index import IndexFormatError
+def _load_index(pipe: Any, directory: Path, model: str) -> None:
+    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
 
     try:
         pipe.load_index(directory)
+    except IndexMismatchError as error:
+        raise SystemExit(f"hf-atr index --append: {rebuild_advice(error, model)}") from error
     except IndexFormatError as error:
         raise SystemExit(f"hf-atr index --append: {error}") from error
 

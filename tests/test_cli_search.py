@@ -318,7 +318,7 @@ def test_an_index_without_the_entries_a_query_searches_gets_the_command_that_add
     assert run_cli([*argv, "--out", str(captions_only)]) == 0
     search = ["search", "--model", str(model_dir), "--index"]
     add_audio = (
-        f"hf-atr search: --index {captions_only} holds captions only, no audio files to search: add them with "
+        f"hf-atr search: --index {captions_only} holds no audio files to search: add them with "
         f"`hf-atr index --model {model_dir} --audio-dir DIR --out '{captions_only}' --append`."
     )
     for query in (["a dog barks"], ["--audio", str(recordings / "query.wav")]):
@@ -346,6 +346,51 @@ def test_an_index_without_the_entries_a_query_searches_gets_the_command_that_add
     capsys.readouterr()
     assert run_cli([*search, str(captions_only), "--json", "a dog barks"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 3
+
+
+def test_an_empty_index_or_one_of_another_model_gets_the_command_that_rebuilds_it(model_dir, tmp_path):
+    unreadable = tmp_path / "unreadable"
+    unreadable.mkdir()
+    (unreadable / "notes.wav").write_text("not audio")
+    empty = tmp_path / "empty index"
+    assert (
+        run_cli(["index", "--model", str(model_dir), "--audio-dir", str(unreadable), "--out", str(empty)])
+        == 0
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(["search", "--model", str(model_dir), "--index", str(empty), "a dog barks"])
+    assert str(exit_info.value) == (
+        f"hf-atr search: --index {empty} holds no audio files to search: add them with "
+        f"`hf-atr index --model {model_dir} --audio-dir DIR --out '{empty}' --append`."
+    )
+
+    other = tmp_path / "other model"
+    processor = make_processor()
+    make_model(processor=processor, seed=1).save_pretrained(other)
+    processor.save_pretrained(other)
+    index = tmp_path / "index"
+    (tmp_path / "captions.txt").write_text("a dog barks\n")
+    argv = [
+        "index",
+        "--model",
+        str(model_dir),
+        "--captions",
+        str(tmp_path / "captions.txt"),
+        "--out",
+        str(index),
+    ]
+    assert run_cli(argv) == 0
+    problem = (
+        f"Index {index / 'text_index.safetensors'} was built with a model of fingerprint "
+        rf"[0-9a-f]{{16}}, but this model's fingerprint is [0-9a-f]{{16}} \(other architecture or weights\). "
+        rf"Rebuild it for this model with `hf-atr index --model '{other}' --captions FILE --out {index} "
+        r"--overwrite`, or use the model that built it\.$"
+    )
+    with pytest.raises(SystemExit, match=f"^hf-atr: {problem}"):
+        run_cli(["search", "--model", str(other), "--index", str(index), str(tmp_path / "captions.txt")])
+    with pytest.raises(SystemExit, match=f"^hf-atr index --append: {problem}"):
+        run_cli(["index", "--model", str(other), "--captions", str(tmp_path / "captions.txt"), "--out",
+                 str(index), "--append"])  # fmt: skip
 
 
 def test_a_command_prints_no_weight_loading_bar_and_keeps_the_hub_s_download_bars(

@@ -72,7 +72,7 @@ merge is a collective; alone it bounds what an interrupted call loses)."""
 
 
 class MissingIndexError(ValueError):
-    """A query for entries the pipeline holds no index of.
+    """A query for entries the pipeline holds none of (no index of them, or an empty one).
 
     Attributes:
         query_modality: ``"text"`` or ``"audio"``, what the query is.
@@ -88,8 +88,8 @@ class MissingIndexError(ValueError):
         entries = "audio clips" if missing == AUDIO_INDEX_NAME else "captions"
         article = "An" if query_modality == "audio" else "A"
         super().__init__(
-            f"{article} {query_modality} query searches {entries}, and this pipeline holds no index of {entries}: "
-            f"call `pipe.index(...)` with {entries} (or a Dataset), or `pipe.load_index(dir)`."
+            f"{article} {query_modality} query searches {entries}, and this pipeline holds none: call "
+            f"`pipe.index(...)` with {entries} (or a Dataset), or `pipe.load_index(dir)`."
         )
 
 
@@ -255,7 +255,7 @@ class AudioTextRetrievalPipeline(Pipeline):
     def postprocess(self, model_outputs: dict[str, Any], top_k: int = 5) -> list[dict[str, Any]]:
         target = model_outputs["target"]
         gallery = self.audio_index if target == AUDIO_INDEX_NAME else self.text_index
-        if gallery is None:
+        if gallery is None or len(gallery) == 0:
             raise MissingIndexError(model_outputs["modality"], target)
         scores, positions = gallery.search_files(self._for_index(model_outputs["embeds"]), top_k)
         return [

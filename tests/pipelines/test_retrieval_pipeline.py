@@ -147,6 +147,16 @@ def test_dataset_index_round_trip_through_the_model_directory(tmp_path):
     assert (reloaded("a siren wails", top_k=3), reloaded(waveform, top_k=3)) == before
 
 
+def test_an_index_whose_every_file_was_skipped_is_refused_like_no_index(pipe, tmp_path):
+    (tmp_path / "notes.wav").write_text("not audio")
+    pipe.index([str(tmp_path / "notes.wav")], show_progress=False)
+    assert len(pipe.audio_index) == 0 and len(pipe.skipped) == 1
+    with pytest.raises(
+        MissingIndexError, match="^A text query searches audio clips, and this pipeline holds none"
+    ):
+        pipe("a dog barks")
+
+
 def test_index_of_another_model_is_refused(pipe, tmp_path):
     other_model, _ = save_model(tmp_path / "other", seed=1)
     pipe.index(CAPTIONS, show_progress=False)
@@ -203,11 +213,11 @@ def test_bad_requests_are_explained(pipe):
         pipe("a dog barks")
     assert (error.value.query_modality, error.value.missing) == ("text", "audio_index")
     assert str(error.value) == (
-        "A text query searches audio clips, and this pipeline holds no index of audio clips: call "
-        "`pipe.index(...)` with audio clips (or a Dataset), or `pipe.load_index(dir)`."
+        "A text query searches audio clips, and this pipeline holds none: call `pipe.index(...)` with audio clips "
+        "(or a Dataset), or `pipe.load_index(dir)`."
     )
     with pytest.raises(
-        MissingIndexError, match="^An audio query searches captions, and this pipeline holds no "
+        MissingIndexError, match="^An audio query searches captions, and this pipeline holds none"
     ):
         pipe(random_waveforms(1)[0])
     with pytest.raises(ValueError, match="non-empty list"):
