@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .commands.build_dataset import add_build_dataset_parser
-from .commands.model_loading import checked_model, load_retrieval_pipeline
+from .commands.model_loading import checked_model, load_retrieval_pipeline, rebuild_advice
 from .commands.serve import add_serve_parser
 from .commands.train import add_train_parser
 
@@ -375,7 +376,7 @@ def run_index(args: argparse.Namespace) -> int:
             args.model, index_kind=args.kind, windowing=_windowing(args, args.pooling), **placement
         )
         if args.append and holds_index:
-            _load_index(pipe, out)
+            _load_index(pipe, out, args.model)
         report = _IndexReport(out, pipe)
         try:
             if files:
@@ -563,14 +564,14 @@ def run_search(args: argparse.Namespace) -> int:
         )
     pipe = load_retrieval_pipeline(args.model, index_dir=index_dir)
     if queries is not None:
-        return _run_query_file(pipe, queries, args.top_k)
+        return _run_query_file(pipe, queries, args)
     try:
         if args.audio is not None:
             hits = pipe(audio=str(Path(args.audio).expanduser()), top_k=args.top_k)
         else:
             hits = pipe(args.query, top_k=args.top_k)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"hf-atr search: {error}") from error
+        raise SystemExit(f"hf-atr search: {_search_error(error, args.query, args)}") from error
     if args.json:
         print(json.dumps(hits, ensure_ascii=False, indent=2))
         return 0
@@ -582,22 +583,45 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_query_file(pipe: Any, queries: list[str], top_k: int) -> int:
+def _run_query_file(pipe: Any, queries: list[str], args: argparse.Namespace) -> int:
     """One JSON line per query, ``{"query", "hits"}``, or ``{"query", "error"}`` for a query that fails (the
     others still run); exit status 1 when any failed."""
     failed = 0
     for query in queries:
         try:
-            line = {"query": query, "hits": pipe(query, top_k=top_k)}
+            line = {"query": query, "hits": pipe(query, top_k=args.top_k)}
         except (FileNotFoundError, ValueError) as error:
             failed += 1
-            line = {"query": query, "error": str(error)}
+            line = {"query": query, "error": _search_error(error, query, args)}
         print(json.dumps(line, ensure_ascii=False))
     if failed:
         print(
             f'hf-atr search: {failed} of {len(queries)} queries failed (see their "error").', file=sys.stderr
         )
     return 1 if failed else 0
+
+
+def _search_error(error: Exception, query: str | None, args: argparse.Namespace) -> str:
+    """What ``hf-atr search`` says about a query that fails: the pipeline's message, but for an index the index
+    directory lacks (whose message names the Python calls that build one), the command that adds it.
+
+    ``query`` is the text or audio path searched (``None`` for ``--audio FILE``, which searches audio files).
+    """
+    from hf_atr.pipelines.retrieval_pipeline import AUDIO_INDEX_NAME, MissingIndexError
+
+    if not isinstance(error, MissingIndexError):
+        return str(error)
+    model, index = shlex.quote(args.model), shlex.quote(args.index)
+    if error.missing == AUDIO_INDEX_NAME:
+        return (
+            f"--index {args.index} holds no audio files to search: add them with "
+            f"`hf-atr index --model {model} --audio-dir DIR --out {index} --append`."
+        )
+    return (
+        f"{query} is an audio file, which searches captions, and --index {args.index} holds none: add them with "
+        f"`hf-atr index --model {model} --captions FILE --out {index} --append`, or find the audio files that "
+        f"sound like it with `hf-atr search --model {model} --index {index} --audio {shlex.quote(query or '')}`."
+    )
 
 
 def _read_queries(path: Path) -> list[str]:
@@ -797,11 +821,13 @@ def _windowing(args: argparse.Namespace, pooling: str) -> Any:
         raise SystemExit(f"hf-atr {args.command}: {error}") from error
 
 
-def _load_index(pipe: Any, directory: Path) -> None:
-    from hf_atr.pipelines.index import IndexFormatError
+def _load_index(pipe: Any, directory: Path, model: str) -> None:
+    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
 
     try:
         pipe.load_index(directory)
+    except IndexMismatchError as error:
+        raise SystemExit(f"hf-atr index --append: {rebuild_advice(error, model)}") from error
     except IndexFormatError as error:
         raise SystemExit(f"hf-atr index --append: {error}") from error
 
@@ -997,7 +1023,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_transformers_progress_bars()
     return args.handler(args)
+
+
+def _quiet_transformers_progress_bars() -> None:
+    """Turn off transformers' own progress bars ("Loading weights", "Writing model shards"), which every command
+    would print for loading or saving a model in a fraction of a second. transformers' switch turns off
+    huggingface_hub's bars too: those (a model's first download from the Hub) are left as they were."""
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+    from transformers.utils import logging
+
+    hub_bars_shown = not are_progress_bars_disabled()
+    logging.disable_progress_bar()
+    if hub_bars_shown:
+        enable_progress_bars()
 
 
 if __name__ == "__main__":

@@ -307,6 +307,114 @@ def test_caption_index_from_a_file_answers_audio_queries(model_dir, audio_dir, t
     assert {hit["id"] for hit in hits} == {"dog.wav#0", "dog.wav#1", "siren.wav#0"} and "caption" in hits[0]
 
 
+def test_an_index_without_the_entries_a_query_searches_gets_the_command_that_adds_them(
+    model_dir, audio_dir, recordings_index, tmp_path, capsys
+):
+    """The pipeline's message names Python calls (`pipe.index(...)`); the command line names the command."""
+    recordings, audio_only = recordings_index
+    captions_only = tmp_path / "captions index"
+    (tmp_path / "captions.txt").write_text("a dog barks\na siren wails\n")
+    argv = ["index", "--model", str(model_dir), "--captions", str(tmp_path / "captions.txt")]
+    assert run_cli([*argv, "--out", str(captions_only)]) == 0
+    search = ["search", "--model", str(model_dir), "--index"]
+    add_audio = (
+        f"hf-atr search: --index {captions_only} holds no audio files to search: add them with "
+        f"`hf-atr index --model {model_dir} --audio-dir DIR --out '{captions_only}' --append`."
+    )
+    for query in (["a dog barks"], ["--audio", str(recordings / "query.wav")]):
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli([*search, str(captions_only), *query])
+        assert str(exit_info.value) == add_audio
+    clip = str(audio_dir / "dog.wav")
+    add_captions = (
+        f"{clip} is an audio file, which searches captions, and --index {audio_only} holds none: add them with "
+        f"`hf-atr index --model {model_dir} --captions FILE --out {audio_only} --append`, or find the audio files "
+        f"that sound like it with `hf-atr search --model {model_dir} --index {audio_only} --audio {clip}`."
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([*search, str(audio_only), clip])
+    assert str(exit_info.value) == f"hf-atr search: {add_captions}"
+    queries = tmp_path / "queries.txt"
+    queries.write_text(f"a dog barks\n{clip}\n")
+    capsys.readouterr()
+    assert run_cli([*search, str(audio_only), "--queries", str(queries)]) == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert "hits" in lines[0] and lines[1] == {"query": clip, "error": add_captions}
+    # The advice, followed, answers the query.
+    add = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(captions_only)]
+    assert run_cli([*add, "--append"]) == 0
+    capsys.readouterr()
+    assert run_cli([*search, str(captions_only), "--json", "a dog barks"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
+
+
+def test_an_empty_index_or_one_of_another_model_gets_the_command_that_rebuilds_it(model_dir, tmp_path):
+    unreadable = tmp_path / "unreadable"
+    unreadable.mkdir()
+    (unreadable / "notes.wav").write_text("not audio")
+    empty = tmp_path / "empty index"
+    assert (
+        run_cli(["index", "--model", str(model_dir), "--audio-dir", str(unreadable), "--out", str(empty)])
+        == 0
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(["search", "--model", str(model_dir), "--index", str(empty), "a dog barks"])
+    assert str(exit_info.value) == (
+        f"hf-atr search: --index {empty} holds no audio files to search: add them with "
+        f"`hf-atr index --model {model_dir} --audio-dir DIR --out '{empty}' --append`."
+    )
+
+    other = tmp_path / "other model"
+    processor = make_processor()
+    make_model(processor=processor, seed=1).save_pretrained(other)
+    processor.save_pretrained(other)
+    index = tmp_path / "index"
+    (tmp_path / "captions.txt").write_text("a dog barks\n")
+    argv = [
+        "index",
+        "--model",
+        str(model_dir),
+        "--captions",
+        str(tmp_path / "captions.txt"),
+        "--out",
+        str(index),
+    ]
+    assert run_cli(argv) == 0
+    problem = (
+        f"Index {index / 'text_index.safetensors'} was built with a model of fingerprint "
+        rf"[0-9a-f]{{16}}, but this model's fingerprint is [0-9a-f]{{16}} \(other architecture or weights\). "
+        rf"Rebuild it for this model with `hf-atr index --model '{other}' --captions FILE --out {index} "
+        r"--overwrite`, or use the model that built it\.$"
+    )
+    with pytest.raises(SystemExit, match=f"^hf-atr: {problem}"):
+        run_cli(["search", "--model", str(other), "--index", str(index), str(tmp_path / "captions.txt")])
+    with pytest.raises(SystemExit, match=f"^hf-atr index --append: {problem}"):
+        run_cli(["index", "--model", str(other), "--captions", str(tmp_path / "captions.txt"), "--out",
+                 str(index), "--append"])  # fmt: skip
+
+
+def test_a_command_prints_no_weight_loading_bar_and_keeps_the_hub_s_download_bars(
+    model_dir, recordings_index, capsys
+):
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers import AutoModel
+    from transformers.utils import logging
+
+    from hf_atr.cli import main
+
+    logging.enable_progress_bar()  # as in a fresh process (an earlier command in this one turned it off)
+    capsys.readouterr()
+    AutoModel.from_pretrained(model_dir)
+    assert "Loading weights" in capsys.readouterr().err  # what every command printed
+    hub_bars_disabled = are_progress_bars_disabled()
+    assert (
+        main(["search", "--model", str(model_dir), "--index", str(recordings_index[1]), "a dog barks"]) == 0
+    )
+    captured = capsys.readouterr()
+    assert captured.out.startswith("Query: 'a dog barks'") and captured.err == ""
+    assert are_progress_bars_disabled() == hub_bars_disabled  # a first download from the Hub shows its bar
+
+
 def test_a_caption_file_in_another_encoding_is_read_with_encoding(model_dir, tmp_path, capsys):
     captions = tmp_path / "captions.csv"
     captions.write_bytes("file_name,caption\ncafe.wav,Chatter in a café\n".encode("cp1252"))

@@ -25,6 +25,7 @@ FLOORS = {
     "hf_atr.auto_registration": 0,
     "hf_atr.tokenization": 0,
     "hf_atr.file_permissions": 0,
+    "hf_atr.deprecation": 0,
     "hf_atr.evaluation.retrieval": 0,
     "hf_atr.evaluation.tables": 0,
     # 0 ground, figures: arrays in, matplotlib figures out; the report page from ranks, metrics and protocol

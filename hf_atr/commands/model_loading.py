@@ -4,8 +4,12 @@ loaded, and the retrieval pipeline that ``hf-atr index``, ``search`` and ``serve
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hf_atr.pipelines.index import IndexMismatchError
 
 HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 """``owner/name``: what ``--model`` may name on the Hub when no local directory of that name exists."""
@@ -38,11 +42,13 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
     a message naming it."""
     from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
 
-    from hf_atr.pipelines.index import IndexFormatError
+    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
 
     model_path = checked_model(model)
     try:
         return pipeline("audio-text-retrieval", model=model_path, **pipeline_kwargs)
+    except IndexMismatchError as error:
+        raise SystemExit(f"hf-atr: {rebuild_advice(error, model)}") from error
     except (IndexFormatError, FileNotFoundError) as error:
         raise SystemExit(f"hf-atr: {error}") from error
     except OSError as error:
@@ -54,4 +60,16 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
         ) from error
 
 
-__all__ = ["HUB_REPO_ID", "checked_model", "load_retrieval_pipeline"]
+def rebuild_advice(error: IndexMismatchError, model: str) -> str:
+    """What differs between an index and ``--model`` (an ``IndexMismatchError``), with the ``hf-atr index``
+    command that rebuilds the index for that model (the error's own message names the Python call)."""
+    from hf_atr.pipelines.retrieval_pipeline import AUDIO_INDEX_NAME
+
+    source = "--audio-dir DIR" if error.name == AUDIO_INDEX_NAME else "--captions FILE"
+    return (
+        f"{error.problem} Rebuild it for this model with `hf-atr index --model {shlex.quote(model)} {source} --out "
+        f"{shlex.quote(str(error.directory))} --overwrite`, or use the model that built it."
+    )
+
+
+__all__ = ["HUB_REPO_ID", "checked_model", "load_retrieval_pipeline", "rebuild_advice"]

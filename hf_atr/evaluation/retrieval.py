@@ -45,6 +45,8 @@ import numpy as np
 import torch
 from transformers.utils import logging
 
+from ..deprecation import HfAtrDeprecationWarning
+
 if TYPE_CHECKING:
     import evaluate
 
@@ -258,7 +260,7 @@ def _resolve_map_cutoffs(map_cutoffs: Sequence[int], map_cutoff: int | None) -> 
         return map_cutoffs
     warnings.warn(
         "`map_cutoff` is deprecated and will be removed in a future version; pass `map_cutoffs=(c,)`.",
-        FutureWarning,
+        HfAtrDeprecationWarning,
         stacklevel=3,
     )
     if map_cutoffs is not DEFAULT_MAP_CUTOFFS:

@@ -67,6 +67,23 @@ class IndexFormatError(ValueError):
     """A saved index is corrupt, incomplete, or does not belong to the model that tries to use it."""
 
 
+class IndexMismatchError(IndexFormatError):
+    """A saved index built by another model (other embedding size, or other weights: its fingerprint).
+
+    Attributes:
+        directory: the folder the index was read from.
+        name: which index, ``"audio_index"`` or ``"text_index"``.
+        problem: what differs. The message adds the Python call that rebuilds the index; ``hf-atr`` names its
+            command instead.
+    """
+
+    def __init__(self, directory: Path, name: str, problem: str) -> None:
+        self.directory = directory
+        self.name = name
+        self.problem = problem
+        super().__init__(f"{problem} Rebuild it with `pipe.index(...)`.")
+
+
 def metric_for_scoring(scoring: str) -> str:
     """The faiss metric that ranks like a scoring head: inner product for cosine, L2 for distances."""
     if scoring == "cosine":
@@ -372,16 +389,19 @@ class EmbeddingIndex:
             raise IndexFormatError(f"Index {tensors_path} is corrupt or incomplete: {'; '.join(problems)}.")
         dim = int(metadata["dim"])
         if expected_dim is not None and dim != expected_dim:
-            raise IndexFormatError(
+            raise IndexMismatchError(
+                directory,
+                name,
                 f"Index {tensors_path} holds {dim}-d embeddings but the model produces {expected_dim}-d ones; "
-                "it was built with another model. Rebuild it with `pipe.index(...)`."
+                "it was built with another model.",
             )
         stored_fingerprint = metadata["fingerprint"] or None
         if expected_fingerprint is not None and stored_fingerprint not in (None, expected_fingerprint):
-            raise IndexFormatError(
+            raise IndexMismatchError(
+                directory,
+                name,
                 f"Index {tensors_path} was built with a model of fingerprint {stored_fingerprint}, but this "
-                f"model's fingerprint is {expected_fingerprint} (other architecture or weights). Rebuild it "
-                "with `pipe.index(...)`."
+                f"model's fingerprint is {expected_fingerprint} (other architecture or weights).",
             )
         entries = json.loads(ids_text)
         version = metadata["format_version"]
@@ -479,6 +499,7 @@ __all__ = [
     "EmbeddingIndex",
     "INDEX_KINDS",
     "IndexFormatError",
+    "IndexMismatchError",
     "METRICS",
     "metric_for_scoring",
     "model_fingerprint",

@@ -84,6 +84,28 @@ CLIPS_PER_STEP = 8
 merge is a collective; alone it bounds what an interrupted call loses)."""
 
 
+class MissingIndexError(ValueError):
+    """A query for entries the pipeline holds none of (no index of them, or an empty one).
+
+    Attributes:
+        query_modality: ``"text"`` or ``"audio"``, what the query is.
+        missing: :data:`AUDIO_INDEX_NAME` (a text query or a query by example searches audio clips) or
+            :data:`TEXT_INDEX_NAME` (an audio query searches captions).
+
+    The message gives the Python calls that build or load the index; ``hf-atr search`` words its own.
+    """
+
+    def __init__(self, query_modality: str, missing: str) -> None:
+        self.query_modality = query_modality
+        self.missing = missing
+        entries = "audio clips" if missing == AUDIO_INDEX_NAME else "captions"
+        article = "An" if query_modality == "audio" else "A"
+        super().__init__(
+            f"{article} {query_modality} query searches {entries}, and this pipeline holds none: call "
+            f"`pipe.index(...)` with {entries} (or a Dataset), or `pipe.load_index(dir)`."
+        )
+
+
 @dataclass(frozen=True)
 class _AudioExample:
     """A query by example: audio whose nearest clips in the audio index are wanted (``pipe(audio=...)``)."""
@@ -264,12 +286,8 @@ class AudioTextRetrievalPipeline(Pipeline):
     def postprocess(self, model_outputs: dict[str, Any], top_k: int = 5) -> list[dict[str, Any]]:
         target = model_outputs["target"]
         gallery = self.audio_index if target == AUDIO_INDEX_NAME else self.text_index
-        if gallery is None:
-            wanted = "audio clips" if target == AUDIO_INDEX_NAME else "captions"
-            raise ValueError(
-                f"An {model_outputs['modality']} query for {wanted} needs an index of {wanted}: call "
-                f"`pipe.index(...)` with {wanted} (or a Dataset), or `pipe.load_index(dir)`."
-            )
+        if gallery is None or len(gallery) == 0:
+            raise MissingIndexError(model_outputs["modality"], target)
         scores, positions = gallery.search_files(self._for_index(model_outputs["embeds"]), top_k)
         return [
             self._hit(gallery, int(position), float(score))
@@ -817,6 +835,7 @@ __all__ = [
     "APPLEDOUBLE_REASON",
     "AudioTextRetrievalPipeline",
     "INDEX_DIRNAME",
+    "MissingIndexError",
     "SKIPPED_FILENAME",
     "label_prompts",
     "read_skipped_report",

@@ -65,6 +65,12 @@ def _check_dataloader_options(args: TrainingArguments, train_dataset: Any, devic
         )
 
 
+def _pins_memory(args: TrainingArguments) -> bool:
+    """Whether the DataLoaders pin memory: as ``args`` says when training on an accelerator, never on the CPU,
+    where pinned (page-locked) memory speeds up no copy and torch's DataLoader warns about it at every epoch."""
+    return args.dataloader_pin_memory and args.device.type != "cpu"
+
+
 class _ParameterProjectionCallback(TrainerCallback):
     """Calls ``model.project_parameters_()`` after every optimizer step, whatever the objective.
 
@@ -113,6 +119,7 @@ class AtrTrainer(Trainer):
     items before they are decoded. The default collator is :class:`AtrDataCollator`; ``remove_unused_columns``
     is turned off (the collator needs ``captions`` and ``audio_id``), and the loss is divided by
     gradient-accumulation steps as usual (``model_accepts_loss_kwargs = False``, see STACK-NOTES.md).
+    ``dataloader_pin_memory`` holds on an accelerator only: on the CPU it is turned off.
 
     Scale:
 
@@ -230,6 +237,7 @@ class AtrTrainer(Trainer):
                 "embedding_chunk_size (gradient caching) runs with DDP or one process, not DeepSpeed/FSDP."
             )
         self.model_accepts_loss_kwargs = False
+        self.args.dataloader_pin_memory = _pins_memory(self.args)
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
         self.eval_scoring = eval_scoring

@@ -82,6 +82,6 @@ def test_several_relevant_clips_per_caption_and_map_cutoffs(metric):
 
 def test_deprecated_map_cutoff_still_works(metric):
     scores, text_to_audio, _, _ = multilingual_problem()
-    with pytest.warns(FutureWarning, match="map_cutoff` is deprecated"):
+    with pytest.deprecated_call(match="map_cutoff` is deprecated"):
         result = metric.compute(predictions=scores.tolist(), references=text_to_audio.tolist(), map_cutoff=3)
     assert result == retrieval_metrics(scores, text_to_audio, map_cutoffs=(3,))

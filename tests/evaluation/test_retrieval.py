@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from hf_atr.deprecation import HfAtrDeprecationWarning
 from hf_atr.evaluation.retrieval import (
     QueryRanks,
     inner_product_scores,
@@ -337,12 +338,12 @@ def test_map_cutoffs_and_deprecated_map_cutoff():
     scores, text_to_audio = random_problem(4)
     metrics = retrieval_metrics(scores, text_to_audio, map_cutoffs=(1, 16, 1))
     assert [key for key in metrics if "mAP" in key] == ["t2a_mAP@1", "t2a_mAP@16", "a2t_mAP@1", "a2t_mAP@16"]
-    with pytest.warns(FutureWarning, match="map_cutoff` is deprecated"):
+    with pytest.warns(HfAtrDeprecationWarning, match="map_cutoff` is deprecated"):
         deprecated = retrieval_metrics(scores, text_to_audio, map_cutoff=16)
     assert deprecated == retrieval_metrics(scores, text_to_audio, map_cutoffs=(16,))
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="either map_cutoffs or the deprecated"):
+    with pytest.deprecated_call(), pytest.raises(ValueError, match="either map_cutoffs or the deprecated"):
         retrieval_metrics(scores, text_to_audio, map_cutoffs=(5,), map_cutoff=16)
-    with pytest.warns(FutureWarning):
+    with pytest.deprecated_call():
         from_embeddings = retrieval_metrics_from_embeddings(np.eye(3), np.eye(3), [0, 1, 2], map_cutoff=2)
     assert "t2a_mAP@2" in from_embeddings
 

@@ -34,11 +34,17 @@ def test_search_matches_brute_force_top_k(modality, granularity, backend):
     scores, indices = base.search(queries, modality=modality, granularity=granularity, k=10, backend=backend)
     keys = base.tensors[f"{granularity}_{modality}"].double().numpy()
     brute_force = [np.argsort(-(keys @ query), kind="stable")[:10] for query in queries.double().numpy()]
-    assert indices.tolist() == [list(row) for row in brute_force]
     expected_scores = np.stack(
         [keys[row] @ query for row, query in zip(brute_force, queries.double().numpy())]
     )
     torch.testing.assert_close(scores.double(), torch.from_numpy(expected_scores), rtol=1e-5, atol=1e-5)
+    # Keys whose scores differ by float32 rounding may come in either order (the 9th and 10th fine audio keys
+    # of query 5 differ by 1e-7): each returned key is distinct and has, in float64, the score of its rank.
+    assert all(len(set(row)) == 10 for row in indices.tolist())
+    found_scores = np.stack(
+        [keys[row] @ query for row, query in zip(indices.numpy(), queries.double().numpy())]
+    )
+    np.testing.assert_allclose(found_scores, expected_scores, rtol=0, atol=1e-6)
     neighbour_audio, neighbour_text = base.pairs(indices, granularity=granularity)
     assert neighbour_audio.shape == (7, 10, 16)
     torch.testing.assert_close(neighbour_audio, base.tensors[f"{granularity}_audio"][indices])

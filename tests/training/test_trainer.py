@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from hf_atr import AtrTrainer
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.objectives.registry import Objective, ObjectiveOutput
 from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError
+from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError, _pins_memory
 from hf_atr.training.waveform_collator import WaveformCollator
 
 
@@ -110,6 +111,25 @@ def test_resume_restores_parameters_and_objective_state(tmp_path):
         torch.testing.assert_close(
             actual, expected, msg=lambda m, name=name: f"parameter {name} differs after resume: {m}"
         )
+
+
+def test_memory_is_pinned_for_an_accelerator_only(tmp_path, recwarn):
+    processor = make_processor()
+    args = training_args(tmp_path, use_cpu=False, max_steps=4, per_device_train_batch_size=4)
+    assert args.dataloader_pin_memory  # transformers' default, also on a machine without an accelerator
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=args,
+        train_dataset=feature_dataset(4),  # 2 epochs: torch's DataLoader warned at each
+        processing_class=processor,
+    )
+    trainer.train()
+    assert not [warning for warning in recwarn if "pin_memory" in str(warning.message)]
+    assert trainer.args.dataloader_pin_memory is (trainer.args.device.type != "cpu")
+    cuda = torch.device("cuda", 0)
+    assert _pins_memory(SimpleNamespace(dataloader_pin_memory=True, device=cuda))
+    assert not _pins_memory(SimpleNamespace(dataloader_pin_memory=False, device=cuda))
+    assert not _pins_memory(SimpleNamespace(dataloader_pin_memory=True, device=torch.device("cpu")))
 
 
 def test_checkpoint_files_get_the_permissions_the_umask_allows(tmp_path):
