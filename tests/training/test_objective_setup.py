@@ -36,6 +36,22 @@ LANGUAGES = ["eng", "fra"]
 WHOLE_CORPUS_OBJECTIVES = ("kcl", "cacl", "random_language", "ask")
 
 
+def _train_two_steps(tmp_path, model, objective, setup, processor, **trainer_options) -> list[dict]:
+    """Train ``model`` with ``objective`` on ``setup`` for two steps of 4 items, logging each: the log entries."""
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4, logging_steps=1),
+        train_dataset=setup.train_dataset,
+        data_collator=setup.data_collator,
+        callbacks=setup.callbacks,
+        objective=objective,
+        processing_class=processor,
+        **trainer_options,
+    )
+    trainer.train()
+    return [entry for entry in trainer.state.log_history if "loss" in entry]
+
+
 @pytest.mark.parametrize(
     ("name", "dataset_type", "collator_mode", "with_english"),
     [
@@ -87,18 +103,10 @@ def test_the_trainer_trains_each_setup(tmp_path, name, hyperparameters):
     objective = build_objective(model.config)
     clips = _clips(8)
     setup = objective_training_setup(objective, clips, processor, languages=LANGUAGES)
-    trainer = AtrTrainer(
-        model=model,
-        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4, logging_steps=1),
-        train_dataset=setup.train_dataset,
-        data_collator=setup.data_collator,
-        callbacks=setup.callbacks,
-        objective=objective,
-        processing_class=processor,
-        train_languages=LANGUAGES,
-    )
-    trainer.train()
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    losses = [
+        entry["loss"]
+        for entry in _train_two_steps(tmp_path, model, objective, setup, processor, train_languages=LANGUAGES)
+    ]
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     if name == "ask":
         assert objective.knowledge_base is not None
@@ -138,18 +146,10 @@ def test_the_trainer_trains_a_setup_with_features_on_the_device(tmp_path, name):
         languages=LANGUAGES,
         waveforms=WaveformCollator(processor, seed=0),
     )
-    trainer = AtrTrainer(
-        model=model,
-        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4, logging_steps=1),
-        train_dataset=setup.train_dataset,
-        data_collator=setup.data_collator,
-        objective=objective,
-        processing_class=processor,
-        train_languages=LANGUAGES,
-        audio_features="device",
+    logged = _train_two_steps(
+        tmp_path, model, objective, setup, processor, train_languages=LANGUAGES, audio_features="device"
     )
-    trainer.train()
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    losses = [entry["loss"] for entry in logged]
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
 
 
@@ -228,16 +228,7 @@ def test_a_plugin_objective_declaring_the_multilingual_view_trains_on_it(tmp_pat
     assert (
         isinstance(setup.data_collator, MultilingualCollator) and setup.data_collator.languages == LANGUAGES
     )
-    trainer = AtrTrainer(
-        model=model,
-        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4, logging_steps=1),
-        train_dataset=setup.train_dataset,
-        data_collator=setup.data_collator,
-        objective=objective,
-        processing_class=processor,
-    )
-    trainer.train()
-    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    logged = _train_two_steps(tmp_path, model, objective, setup, processor)
     assert len(logged) == 2 and all(math.isfinite(entry["loss"]) for entry in logged)
     assert all(entry[f"{centroid_plugin}/captions_per_clip"] == len(LANGUAGES) for entry in logged)
     with pytest.raises(ValueError, match=f"Objective '{centroid_plugin}' cannot train from a stream"):
@@ -275,15 +266,7 @@ def test_a_plugin_registers_a_view_of_its_own(tmp_path, monkeypatch):
     clips = _clips(8)
     setup = objective_training_setup(objective, clips, processor)
     assert setup.train_dataset is clips and setup.callbacks == [counter]
-    trainer = AtrTrainer(
-        model=make_model(processor=processor),
-        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4),
-        train_dataset=setup.train_dataset,
-        callbacks=setup.callbacks,
-        objective=objective,
-        processing_class=processor,
-    )
-    trainer.train()
+    _train_two_steps(tmp_path, make_model(processor=processor), objective, setup, processor)
     assert counter.steps == 2
     with pytest.raises(
         ValueError, match=r"A training view named 'pairs' is already registered \(.*:caption_pairs\)"
