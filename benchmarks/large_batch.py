@@ -48,9 +48,9 @@ from hf_atr import AtrConfig, AtrDualEncoderModel
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
 from hf_atr.models.panns.configuration_panns import PannsConfig
+from hf_atr.objectives.batch import group_caption_embeds
 from hf_atr.objectives.registry import available_objectives, build_objective
 from hf_atr.training.grad_cache import cached_embedding_backward, split_batch
-from hf_atr.training.multilingual import group_caption_embeds
 
 VOCAB_SIZE = 1000
 CAPTION_TOKENS = 16

@@ -46,10 +46,10 @@ from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
 from hf_atr.evaluation.multilingual import language_consistency
 from hf_atr.evaluation.tables import results_table
+from hf_atr.objectives.batch import group_caption_embeds, pop_batch_metadata
 from hf_atr.objectives.registry import build_objective
 from hf_atr.tokenization import train_caption_tokenizer
-from hf_atr.training.collator import METADATA_KEYS, AtrDataCollator
-from hf_atr.training.multilingual import MULTILINGUAL_METADATA_KEYS, group_caption_embeds
+from hf_atr.training.collator import AtrDataCollator
 from hf_atr.training.objective_setup import objective_training_setup
 
 SCHEMES = ("random_language", "cacl", "kcl")
@@ -94,9 +94,7 @@ def train_and_evaluate(scheme: str, data_dir: str, options: dict[str, Any]) -> d
             dataset.set_epoch(epoch)
         for batch in loader:
             step_started = time.perf_counter()
-            metadata = {
-                key: batch.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in batch
-            }
+            metadata = pop_batch_metadata(batch)
             outputs = model(**batch)
             text_embeds = group_caption_embeds(outputs.text_embeds, outputs.audio_embeds.shape[0], metadata)
             loss = objective(outputs.audio_embeds, text_embeds, batch=metadata, model=model).loss

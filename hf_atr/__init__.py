@@ -27,7 +27,7 @@ _LAZY_NAMES = {
     "AtrTrainer": ".training.trainer",
     "AtrDataCollator": ".training.collator",
     "WaveformCollator": ".training.waveform_collator",
-    "featurize_waveforms": ".training.waveform_collator",
+    "featurize_waveforms": ".training.device_features",
     "StreamingPairs": ".training.streaming",
     "load_audio_text_shards": ".data.shards",
     "register_tower": ".towers",

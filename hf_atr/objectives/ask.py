@@ -12,7 +12,7 @@ from torch import nn
 from transformers.utils import logging
 
 from ..ot import sinkhorn_log_plan
-from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
+from .batch import batch_audio_ids, check_pair_embeddings, other_copies_mask
 from .contrastive import ContrastiveObjective, pair_similarity
 from .registry import ObjectiveOutput, register_objective
 
@@ -133,10 +133,12 @@ class AskObjective(ContrastiveObjective):
         "(under review; no public identifier).",
     )
 
-    def logit_scales_read(self) -> frozenset[str]:
-        """``logit_scale`` with the learnable temperature: Eq. 15 scales both directions by it. (Until a knowledge
-        base is set the loss is the contrastive one, which reads ``audio_logit_scale`` too, as a constant then.)"""
-        return frozenset({"logit_scale"}) if self.temperature is None else frozenset()
+    training_view = "pairs_with_knowledge_base"
+    needs_whole_corpus = True  # the knowledge base is encoded from the training clips (§4.4)
+
+    # Eq. 15 scales both directions by logit_scale. (Until a knowledge base is set the loss is the contrastive one,
+    # which reads audio_logit_scale too, as a constant then.)
+    learned_logit_scales = frozenset({"logit_scale"})
 
     def __init__(
         self,
@@ -261,9 +263,7 @@ class AskObjective(ContrastiveObjective):
                 "pass audio_ids to KnowledgeBase.from_embeddings."
             )
         scale = self.logit_scale(model)
-        other_copies = same_clip_mask(audio_ids, batch_size, device) & ~torch.eye(
-            batch_size, dtype=torch.bool, device=device
-        )
+        other_copies = other_copies_mask(audio_ids, batch_size, device)
         direction_losses = {"t2a": audio_embeds.new_zeros(()), "a2t": audio_embeds.new_zeros(())}
         modulations = {"t2a": audio_embeds.new_ones(()), "a2t": audio_embeds.new_ones(())}
         logs: dict[str, float] = {"knowledge_base": 1.0}

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .batch import batch_audio_ids, same_clip_mask
+from .batch import LANGUAGE_MASK, batch_audio_ids, other_copies_mask
 from .contrastive import ContrastiveObjective, pair_similarity
 from .registry import ObjectiveOutput, register_objective
 
@@ -72,7 +72,7 @@ def language_mask_of(
     batch: Mapping[str, Any] | None, shape: tuple[int, int], device: torch.device, name: str
 ) -> torch.Tensor:
     """``batch["language_mask"]`` checked to be a ``(batch, K)`` bool tensor; all True when the batch has none."""
-    mask = None if batch is None else batch.get("language_mask")
+    mask = None if batch is None else batch.get(LANGUAGE_MASK)
     if mask is None:
         return torch.ones(shape, dtype=torch.bool, device=device)
     mask = torch.as_tensor(mask, device=device)
@@ -133,6 +133,8 @@ class RandomLanguageObjective(AtriContrastiveObjective):
 
     description = "contrastive learning on one random caption language per step (ATRI baseline)"
     citation = (ATRI_CITATION,)
+    training_view = "random_language"
+    needs_whole_corpus = True  # per-epoch language draws over every caption slot
 
 
 @register_objective("kcl")
@@ -160,10 +162,10 @@ class KclObjective(AtriContrastiveObjective):
 
     description = "K-language contrastive learning over all caption translations (ATRI)"
     citation = (ATRI_CITATION,)
+    training_view = "all_languages"
+    needs_whole_corpus = True  # each English caption slot of every clip once per epoch, with its translations
 
-    def logit_scales_read(self) -> frozenset[str]:
-        """``logit_scale`` with the learnable temperature: both directions use it (never ``audio_logit_scale``)."""
-        return frozenset({"logit_scale"}) if self.temperature is None else frozenset()
+    learned_logit_scales = frozenset({"logit_scale"})  # both directions use it, never audio_logit_scale
 
     def forward(
         self,
@@ -181,8 +183,7 @@ class KclObjective(AtriContrastiveObjective):
         # (batch * K, batch) → (K, audio i, text j): one scoring-head call for all languages.
         similarity = pair_similarity(audio_embeds, text_embeds.reshape(batch_size * languages, -1), model)
         logits = self.logit_scale(model) * similarity.view(batch_size, languages, batch_size).permute(1, 2, 0)
-        duplicates = same_clip_mask(batch_audio_ids(batch), batch_size, device)
-        other_copies = duplicates & ~torch.eye(batch_size, dtype=torch.bool, device=device)
+        other_copies = other_copies_mask(batch_audio_ids(batch), batch_size, device)
         audio_present = torch.ones(languages, batch_size, dtype=torch.bool, device=device)
         audio_to_text, text_to_audio, pairs = masked_symmetric_info_nce(
             logits, audio_present, present.T, other_copies
@@ -228,10 +229,10 @@ class CaclObjective(AtriContrastiveObjective):
 
     description = "contrastive learning with a cross-language consistency term (ATRI)"
     citation = (ATRI_CITATION,)
+    training_view = "english_and_random_language"
+    needs_whole_corpus = True  # per-epoch language draws over every caption slot
 
-    def logit_scales_read(self) -> frozenset[str]:
-        """``logit_scale`` with the learnable temperature: both directions use it (never ``audio_logit_scale``)."""
-        return frozenset({"logit_scale"}) if self.temperature is None else frozenset()
+    learned_logit_scales = frozenset({"logit_scale"})  # both directions use it, never audio_logit_scale
 
     def forward(
         self,
@@ -258,8 +259,7 @@ class CaclObjective(AtriContrastiveObjective):
         audio_present = torch.ones(batch_size, dtype=torch.bool, device=device)
         row_present = torch.stack([audio_present, audio_present, present[:, 0]])
         column_present = torch.stack([present[:, 0], present[:, 1], present[:, 1]])
-        duplicates = same_clip_mask(batch_audio_ids(batch), batch_size, device)
-        other_copies = duplicates & ~torch.eye(batch_size, dtype=torch.bool, device=device)
+        other_copies = other_copies_mask(batch_audio_ids(batch), batch_size, device)
         forward_nll, backward_nll, pairs = masked_symmetric_info_nce(
             logits, row_present, column_present, other_copies
         )

@@ -1,4 +1,9 @@
-"""Batch bookkeeping shared by objectives: which rows of a batch are the same clip."""
+"""The layout of a training batch as objectives read it, and the bookkeeping objectives share.
+
+A collated training batch holds the model's inputs and, beside them, the objective's metadata
+(:data:`METADATA_KEYS`), which never reach the model's forward. The collators of :mod:`hf_atr.training` write
+these entries and the objectives read them; both take the names from here.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,49 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+
+AUDIO_IDS = "audio_ids"
+"""``batch`` strings: the clip of each row. Rows with equal ids are the same clip, never each other's negatives."""
+CAPTION_INDICES = "caption_indices"
+"""``(batch,)`` long: the caption slot of each row (``captions[k]``, and its translations)."""
+CAPTION_LANGUAGES = "languages"
+"""The ISO 639-3 language of each row's caption (``batch`` codes), or of each of its ``K`` captions (``batch``
+lists of ``K`` codes) in multilingual batches."""
+CAPTIONS_PER_AUDIO = "captions_per_audio"
+"""``K``, multilingual batches only: caption rows per clip, ``input_ids`` row ``i * K + k`` = clip ``i``,
+caption ``k`` (the trainer groups the text embeddings with :func:`group_caption_embeds`)."""
+LANGUAGE_MASK = "language_mask"
+"""``(batch, K)`` bool, multilingual batches only: the captions a clip has; absent ones take no part in the loss."""
+METADATA_KEYS = (AUDIO_IDS, CAPTION_INDICES, CAPTION_LANGUAGES, CAPTIONS_PER_AUDIO, LANGUAGE_MASK)
+"""Batch entries for the objective, never passed to the model's forward."""
+
+
+def pop_batch_metadata(batch: dict[str, Any]) -> dict[str, Any]:
+    """Remove the objective's entries (:data:`METADATA_KEYS`) from a collated ``batch`` and return them.
+
+    What stays in ``batch`` are the model's inputs.
+    """
+    return {key: batch.pop(key) for key in METADATA_KEYS if key in batch}
+
+
+def group_caption_embeds(
+    text_embeds: torch.Tensor, batch_size: int, metadata: Mapping[str, Any]
+) -> torch.Tensor:
+    """``(batch * K, dim)`` caption embeddings of a multilingual batch → ``(batch, K, dim)``.
+
+    ``K`` is ``metadata["captions_per_audio"]``; batches without it (one caption per clip) are returned
+    unchanged.
+    """
+    captions_per_audio = metadata.get(CAPTIONS_PER_AUDIO)
+    if captions_per_audio is None:
+        return text_embeds
+    captions_per_audio = int(captions_per_audio)
+    if text_embeds.dim() != 2 or text_embeds.shape[0] != batch_size * captions_per_audio:
+        raise ValueError(
+            f"The batch says captions_per_audio={captions_per_audio} for {batch_size} clips, but the model returned "
+            f"text_embeds of shape {tuple(text_embeds.shape)} (expected ({batch_size * captions_per_audio}, dim))."
+        )
+    return text_embeds.view(batch_size, captions_per_audio, -1)
 
 
 def same_clip_mask(
@@ -27,11 +75,21 @@ def same_clip_mask(
     return clip_codes[:, None] == clip_codes[None, :]
 
 
+def other_copies_mask(
+    audio_ids: Sequence[str] | None, batch_size: int, device: torch.device | None = None
+) -> torch.Tensor:
+    """``(batch, batch)`` boolean matrix, True where rows ``i != j`` hold the same clip: the in-batch candidates
+    that are removed from a row's negatives (its own pair, the diagonal, stays)."""
+    return same_clip_mask(audio_ids, batch_size, device) & ~torch.eye(
+        batch_size, dtype=torch.bool, device=device
+    )
+
+
 def batch_audio_ids(batch: Mapping[str, Any] | None) -> Sequence[str] | None:
     """The ``audio_ids`` of a batch dict, or None when the batch carries none."""
     if batch is None:
         return None
-    return batch.get("audio_ids")
+    return batch.get(AUDIO_IDS)
 
 
 def check_pair_embeddings(audio_embeds: torch.Tensor, text_embeds: torch.Tensor, objective_name: str) -> None:

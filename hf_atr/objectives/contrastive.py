@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .batch import batch_audio_ids, check_pair_embeddings, same_clip_mask
+from .batch import batch_audio_ids, check_pair_embeddings, other_copies_mask
 from .registry import LOGIT_SCALE_NAMES, Objective, ObjectiveOutput, register_objective
 
 CLIP_CITATION = (
@@ -70,9 +70,13 @@ class ContrastiveObjective(Objective):
             )
         self.temperature = temperature
 
+    learned_logit_scales: ClassVar[frozenset[str]] = LOGIT_SCALE_NAMES
+    """The head's logit scales the loss reads with the learnable temperature: both here (the audio scale for the
+    audio→text term); ``{"logit_scale"}`` in subclasses that scale both directions by it."""
+
     def logit_scales_read(self) -> frozenset[str]:
-        """Both of the head's scales with the learnable temperature (the default), none with a fixed one."""
-        return LOGIT_SCALE_NAMES if self.temperature is None else frozenset()
+        """:attr:`learned_logit_scales` with the learnable temperature (the default), none with a fixed one."""
+        return self.learned_logit_scales if self.temperature is None else frozenset()
 
     def logit_scale(self, model: nn.Module | None) -> torch.Tensor | float:
         """The factor ``1/t`` applied to similarities (the text→audio one when the model has two)."""
@@ -100,8 +104,7 @@ class ContrastiveObjective(Objective):
         check_pair_embeddings(audio_embeds, text_embeds, self.name)
         batch_size = audio_embeds.shape[0]
         similarity = pair_similarity(audio_embeds, text_embeds, model)
-        duplicates = same_clip_mask(batch_audio_ids(batch), batch_size, similarity.device)
-        other_copies = duplicates & ~torch.eye(batch_size, dtype=torch.bool, device=similarity.device)
+        other_copies = other_copies_mask(batch_audio_ids(batch), batch_size, similarity.device)
         # Mask after scaling: a masked -inf times the scale would give the scale a NaN gradient.
         logits_per_text = (self.logit_scale(model) * similarity).masked_fill(other_copies, float("-inf"))
         logits_per_audio = (self.audio_logit_scale(model) * similarity.T).masked_fill(

@@ -29,7 +29,14 @@ from torch import nn
 from ..ot import unbalanced_sinkhorn_plan
 from ..ot.utils import DEFAULT_MAX_ITER, DEFAULT_TOL, check_positive, check_solver_options
 from .batch import check_pair_embeddings
-from .registry import Objective, ObjectiveOutput, build_objective, default_scoring, register_objective
+from .registry import (
+    Objective,
+    ObjectiveOutput,
+    build_objective,
+    check_known_hyperparameters,
+    default_scoring,
+    register_objective,
+)
 
 DART_CITATION = (
     "Guo, Tu, Xu. Beyond Instance-Level Alignment: Dual-Level Optimal Transport for Audio-Text Retrieval "
@@ -42,6 +49,8 @@ DEFAULT_UWD_MARGINAL_REG = 0.05
 DEFAULT_EMA_DECAY = 0.9
 # DART's instance-level term: IOT with the ε of its Tab. 6 (m-LTM's own default is 0.05).
 DEFAULT_BASE_OBJECTIVE: Mapping[str, Any] = {"name": "iot", "reg": DEFAULT_UWD_REG}
+# The parameters of UnbalancedFeatureTransport that DART's config names differently (the others keep their names).
+UWD_CONFIG_NAMES: Mapping[str, str] = {"reg": "uwd_reg", "marginal_reg": "uwd_marginal_reg"}
 
 # "reliability" is RAM (DART §3.3); the others are the alternatives of DART App. I (Tab. 8).
 MARGINAL_MODES = ("reliability", "uniform", "norm", "variance")
@@ -487,12 +496,13 @@ class DartObjective(Objective):
         base: the instance-level objective: a registered name, or a config dict with ``name`` and its
             hyperparameters; None for ``{"name": "iot", "reg": 0.03}``.
         uwd_weight: λ (DART: 0.5).
-        uwd_reg: ε of the unbalanced solver (DART: 0.03).
-        uwd_marginal_reg: τ, the marginal relaxation (DART: 0.05).
-        marginals, ema_decay, warmup_steps, hysteresis_low, hysteresis_high, freeze_after_steps,
-        top_k_channels, feature_cost, max_iter, tol: see :class:`UnbalancedFeatureTransport`.
         log_gradient_share: log how much of the gradient the UWD term contributes (one extra backward of the
             objective, not of the encoders, per training step).
+        uwd_hyperparameters: the UWD-R term's, those of :class:`UnbalancedFeatureTransport` with its defaults,
+            ``reg`` and ``marginal_reg`` named ``uwd_reg`` (ε of the unbalanced solver, DART: 0.03) and
+            ``uwd_marginal_reg`` (τ, the marginal relaxation, DART: 0.05); ``marginals``, ``ema_decay``,
+            ``warmup_steps``, ``hysteresis_low``, ``hysteresis_high``, ``freeze_after_steps``, ``top_k_channels``,
+            ``feature_cost``, ``max_iter`` and ``tol`` keep their names.
 
     Example::
 
@@ -512,23 +522,22 @@ class DartObjective(Objective):
         base_config = _base_objective_config(hyperparameters.get("base"))
         return default_scoring(base_config)
 
+    @classmethod
+    def hyperparameters(cls) -> dict[str, Any]:
+        """Its own (``base``, ``uwd_weight``, ``log_gradient_share``), then the UWD-R term's under their config names
+        (:data:`UWD_CONFIG_NAMES`), with their defaults."""
+        uwd = {
+            UWD_CONFIG_NAMES.get(name, name): default
+            for name, default in UnbalancedFeatureTransport.hyperparameters().items()
+        }
+        return {**super().hyperparameters(), **uwd}
+
     def __init__(
         self,
         base: str | Mapping[str, Any] | None = None,
         uwd_weight: float = DEFAULT_UWD_WEIGHT,
-        uwd_reg: float = DEFAULT_UWD_REG,
-        uwd_marginal_reg: float = DEFAULT_UWD_MARGINAL_REG,
-        marginals: str = "reliability",
-        ema_decay: float = DEFAULT_EMA_DECAY,
-        warmup_steps: int = 0,
-        hysteresis_low: float | None = None,
-        hysteresis_high: float | None = None,
-        freeze_after_steps: int | None = None,
-        top_k_channels: int | None = None,
-        feature_cost: str = "euclidean",
         log_gradient_share: bool = True,
-        max_iter: int = DEFAULT_MAX_ITER,
-        tol: float = DEFAULT_TOL,
+        **uwd_hyperparameters: Any,
     ) -> None:
         super().__init__()
         if (
@@ -537,25 +546,16 @@ class DartObjective(Objective):
             or not (0 <= uwd_weight < math.inf)
         ):
             raise ValueError(f"dart: `uwd_weight` (λ) must be a number ≥ 0, got {uwd_weight!r}.")
+        check_known_hyperparameters("dart", uwd_hyperparameters, self.hyperparameters())
         base_config = _base_objective_config(base)
         try:
             self.base = build_objective(base_config)
         except ValueError as error:
             raise ValueError(f"dart: invalid base objective {base_config!r}: {error}") from error
         self.uwd_weight = float(uwd_weight)
+        transport_names = {config_name: name for name, config_name in UWD_CONFIG_NAMES.items()}
         self.feature_transport = UnbalancedFeatureTransport(
-            reg=uwd_reg,
-            marginal_reg=uwd_marginal_reg,
-            marginals=marginals,
-            ema_decay=ema_decay,
-            warmup_steps=warmup_steps,
-            hysteresis_low=hysteresis_low,
-            hysteresis_high=hysteresis_high,
-            freeze_after_steps=freeze_after_steps,
-            top_k_channels=top_k_channels,
-            feature_cost=feature_cost,
-            max_iter=max_iter,
-            tol=tol,
+            **{transport_names.get(key, key): value for key, value in uwd_hyperparameters.items()}
         )
         self.log_gradient_share = bool(log_gradient_share)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
@@ -97,12 +97,40 @@ class Objective(nn.Module):
             brings its own.
         paper_scoring: the scoring head (ground metric) the paper trains with, ``"cosine"`` unless it says
             otherwise; :class:`~hf_atr.AtrConfig` defaults ``scoring`` to it (see :meth:`scoring_in_paper`).
+        training_view: the name of the view of the training clips the objective trains on, which
+            :mod:`hf_atr.training` maps to a dataset, a collator and callbacks
+            (:func:`~hf_atr.training.objective_setup.objective_training_setup`): ``"pairs"`` (the default: one
+            caption per row, ``text_embeds`` ``(batch, dim)``), ``"all_languages"`` (each clip with its caption in
+            all ``K`` training languages, ``(batch, K, dim)``), ``"english_and_random_language"`` (its English
+            caption and one in a random other language, ``(batch, 2, dim)``), ``"random_language"`` (one caption
+            in a random language per epoch, ``(batch, dim)``), ``"pairs_with_knowledge_base"`` (pairs, and a
+            knowledge base of the training clips refreshed during training). A plugin names one of these or
+            registers its own with :func:`hf_atr.training.register_training_view`.
+        needs_whole_corpus: whether the objective, or its view, needs the whole training set at hand (per-epoch
+            draws over every clip, a knowledge base of the training clips), so that it cannot train from a
+            stream.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     citation: ClassVar[tuple[str, ...]] = ()
     paper_scoring: ClassVar[str] = "cosine"
+    training_view: ClassVar[str] = "pairs"
+    needs_whole_corpus: ClassVar[bool] = False
+
+    @classmethod
+    def hyperparameters(cls) -> dict[str, Any]:
+        """The hyperparameters the objective accepts (the keys of ``config.objective`` besides ``name``) with their
+        defaults (``inspect.Parameter.empty`` if required): the keyword parameters of ``__init__``.
+
+        An objective that forwards some of its hyperparameters as ``**kwargs`` names them by overriding this.
+        """
+        signature = inspect.signature(cls.__init__)
+        return {
+            parameter.name: parameter.default
+            for parameter in list(signature.parameters.values())[1:]
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        }
 
     @classmethod
     def scoring_in_paper(cls, hyperparameters: Mapping[str, Any]) -> str:
@@ -155,8 +183,9 @@ class Objective(nn.Module):
         Args:
             audio_embeds: ``(batch, dim)`` audio embeddings from the model.
             text_embeds: ``(batch, dim)`` caption embeddings, or ``(batch, K, dim)`` for K languages.
-            batch: batch metadata; ``batch["audio_ids"]`` (list of ``batch`` strings) marks rows that
-                are the same clip, which must never be treated as negatives of each other.
+            batch: batch metadata (its entries are named in :mod:`hf_atr.objectives.batch`);
+                ``batch["audio_ids"]`` (list of ``batch`` strings) marks rows that are the same clip, which must
+                never be treated as negatives of each other.
             model: the :class:`~hf_atr.AtrDualEncoderModel`, for its scoring head (temperature,
                 ground metric).
         """
@@ -214,12 +243,17 @@ def get_objective_class(name: str) -> type[Objective]:
 
 def objective_parameters(name: str) -> dict[str, Any]:
     """The hyperparameters ``name`` accepts, with their defaults (``inspect.Parameter.empty`` if required)."""
-    signature = inspect.signature(get_objective_class(name).__init__)
-    return {
-        parameter.name: parameter.default
-        for parameter in list(signature.parameters.values())[1:]
-        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-    }
+    return get_objective_class(name).hyperparameters()
+
+
+def check_known_hyperparameters(name: str, given: Iterable[str], accepted: Iterable[str]) -> None:
+    """Raise a :class:`ValueError` naming the keys of ``given`` that objective ``name`` does not accept."""
+    accepted = sorted(accepted)
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"Objective {name!r} got unknown hyperparameter(s) {unknown}; it accepts {accepted}."
+        )
 
 
 def validate_objective_config(objective_config: Mapping[str, Any]) -> None:
@@ -234,11 +268,7 @@ def validate_objective_config(objective_config: Mapping[str, Any]) -> None:
         accepted = objective_parameters(name)
     except KeyError as error:
         raise ValueError(error.args[0]) from None
-    unknown = sorted(set(objective_config) - {"name"} - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"Objective {name!r} got unknown hyperparameter(s) {unknown}; it accepts {sorted(accepted)}."
-        )
+    check_known_hyperparameters(name, set(objective_config) - {"name"}, accepted)
 
 
 def default_scoring(objective_config: Mapping[str, Any]) -> str:

@@ -1,12 +1,20 @@
-"""Training: the trainer, its data collators (precomputed features or raw waveforms), streamed pairs, gradient
-caching and callbacks."""
+"""Training: the trainer, its data collators (precomputed features or raw waveforms) and their device side,
+streamed pairs, gradient caching, callbacks, and the training views objectives declare."""
 
 from .callbacks import KnowledgeBaseRefreshCallback
 from .collator import AtrDataCollator, CaptionPairDataset
-from .multilingual import MultilingualCollator, RandomLanguageDataset, group_caption_embeds
+from .device_features import featurize_waveforms
+from .multilingual import MultilingualCollator, RandomLanguageDataset
+from .objective_setup import (
+    ObjectiveTrainingSetup,
+    TrainingViewInputs,
+    objective_training_setup,
+    register_training_view,
+    training_views,
+)
 from .streaming import StreamingPairs
 from .trainer import AtrTrainer, NonFiniteLossError
-from .waveform_collator import WaveformCollator, featurize_waveforms
+from .waveform_collator import WaveformCollator
 
 __all__ = [
     "AtrDataCollator",
@@ -15,9 +23,13 @@ __all__ = [
     "KnowledgeBaseRefreshCallback",
     "MultilingualCollator",
     "NonFiniteLossError",
+    "ObjectiveTrainingSetup",
     "RandomLanguageDataset",
     "StreamingPairs",
+    "TrainingViewInputs",
     "WaveformCollator",
     "featurize_waveforms",
-    "group_caption_embeds",
+    "objective_training_setup",
+    "register_training_view",
+    "training_views",
 ]

@@ -10,10 +10,8 @@ import numpy as np
 import torch
 
 from ..data.schema import ENGLISH, captions_in_language, check_caption
+from ..objectives.batch import AUDIO_IDS, CAPTION_INDICES, CAPTION_LANGUAGES
 from ..processing_atr import AtrProcessor, audio_batch
-
-METADATA_KEYS = ("audio_ids", "caption_indices", "languages")
-"""Batch entries for the objective, never passed to the model's forward."""
 
 EPOCH = "epoch"
 """Item entry: the epoch an item was drawn in (:meth:`CaptionPairDataset.set_epoch`, the streaming epochs of
@@ -96,13 +94,13 @@ def pair_batch(
     max_length: int | None,
 ) -> dict[str, Any]:
     """The model inputs (``audio_inputs``, the batch's audio part, plus the tokenised ``captions``) and the
-    objective's metadata (:data:`METADATA_KEYS`): ``audio_ids``, ``caption_indices`` ``(n_captions,)`` and
-    ``languages``."""
+    objective's metadata (:mod:`hf_atr.objectives.batch`): ``audio_ids``, ``caption_indices`` ``(n_captions,)``
+    and ``languages``."""
     batch = dict(audio_inputs)
     batch.update(processor(text=captions, max_length=max_length, return_tensors="pt"))
-    batch["audio_ids"] = audio_ids
-    batch["caption_indices"] = torch.tensor(caption_indices)
-    batch["languages"] = languages
+    batch[AUDIO_IDS] = audio_ids
+    batch[CAPTION_INDICES] = torch.tensor(caption_indices)
+    batch[CAPTION_LANGUAGES] = languages
     return batch
 
 

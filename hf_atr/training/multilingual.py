@@ -16,34 +16,12 @@ import torch
 
 from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
 from ..features.base import BatchedFeatureExtractor
+from ..objectives.batch import CAPTIONS_PER_AUDIO, LANGUAGE_MASK
 from ..processing_atr import AtrProcessor, audio_batch
 from .collator import EPOCH, caption_columns, pair_batch
 from .waveform_collator import WaveformCollator
 
-MULTILINGUAL_METADATA_KEYS = ("captions_per_audio", "language_mask")
-"""Batch entries :class:`MultilingualCollator` adds for the objective (besides ``audio_ids``,
-``caption_indices`` and ``languages``); never passed to the model's forward."""
-
 COLLATOR_MODES = ("kcl", "cacl")
-
-
-def group_caption_embeds(
-    text_embeds: torch.Tensor, batch_size: int, metadata: Mapping[str, Any]
-) -> torch.Tensor:
-    """``(batch * K, dim)`` caption embeddings of a :class:`MultilingualCollator` batch → ``(batch, K, dim)``.
-
-    Batches without ``captions_per_audio`` (one caption per clip) are returned unchanged.
-    """
-    captions_per_audio = metadata.get("captions_per_audio")
-    if captions_per_audio is None:
-        return text_embeds
-    captions_per_audio = int(captions_per_audio)
-    if text_embeds.dim() != 2 or text_embeds.shape[0] != batch_size * captions_per_audio:
-        raise ValueError(
-            f"The batch says captions_per_audio={captions_per_audio} for {batch_size} clips, but the model returned "
-            f"text_embeds of shape {tuple(text_embeds.shape)} (expected ({batch_size * captions_per_audio}, dim))."
-        )
-    return text_embeds.view(batch_size, captions_per_audio, -1)
 
 
 def caption_in_language(row: Mapping[str, Any], language: str, slot: int, audio_id: str) -> str | None:
@@ -97,7 +75,7 @@ class MultilingualCollator:
     ``(batch * K, seq)``, row ``i * K + k`` = clip ``i``, language ``k``; and for the objective
     ``audio_ids`` (list of ``batch`` str), ``caption_indices`` ``(batch,)``, ``languages`` (``batch`` lists of
     ``K`` codes), ``captions_per_audio`` (``K``) and ``language_mask`` ``(batch, K)`` bool. The trainer turns
-    the text embeddings into ``(batch, K, dim)`` with :func:`group_caption_embeds`.
+    the text embeddings into ``(batch, K, dim)`` with :func:`~hf_atr.objectives.batch.group_caption_embeds`.
 
     Args:
         processor: the :class:`~hf_atr.AtrProcessor` (feature extractor + tokenizer).
@@ -174,8 +152,8 @@ class MultilingualCollator:
             row_languages,
             self.max_length,
         )
-        batch["captions_per_audio"] = self.captions_per_audio
-        batch["language_mask"] = torch.tensor(language_mask, dtype=torch.bool)
+        batch[CAPTIONS_PER_AUDIO] = self.captions_per_audio
+        batch[LANGUAGE_MASK] = torch.tensor(language_mask, dtype=torch.bool)
         return batch
 
     def _slot(self, row: Mapping[str, Any], audio_id: str) -> int:

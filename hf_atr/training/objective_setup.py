@@ -1,24 +1,28 @@
-"""What each objective trains on: the dataset view, the collator and the callbacks it needs beside AtrTrainer.
+"""What each objective trains on: training views, by name, mapped to a dataset, a collator and callbacks.
 
-Most objectives train on caption pairs (:class:`~hf_atr.AtrTrainer`'s default: a :class:`CaptionPairDataset`
-over the training languages and :class:`AtrDataCollator`). ATRI's schemes and ASK need more:
+An objective declares the view it needs (:attr:`Objective.training_view <hf_atr.objectives.Objective>`) and
+whether it needs the whole training set at hand (``needs_whole_corpus``); this module maps view names to what
+:class:`~hf_atr.AtrTrainer` gets beside the objective. The views built in:
 
-- ``kcl``: each English caption slot once per epoch, batched with its ``K`` translations
+- ``pairs``: caption pairs, :class:`~hf_atr.AtrTrainer`'s default (a :class:`CaptionPairDataset` over the
+  training languages and :class:`AtrDataCollator`); the pair objectives also train from a stream
+  (:class:`~hf_atr.training.streaming.StreamingPairs`);
+- ``all_languages`` (``kcl``): each English caption slot once per epoch, batched with its ``K`` translations
   (:class:`MultilingualCollator`, ATRI Eq. 9-11);
-- ``cacl``: each slot once per epoch in one random non-English language, with its English caption
-  (:class:`RandomLanguageDataset` without English + :class:`MultilingualCollator` in ``cacl`` mode, Eq. 12-13);
+- ``english_and_random_language`` (``cacl``): each slot once per epoch in one random non-English language, with
+  its English caption (:class:`RandomLanguageDataset` without English + :class:`MultilingualCollator` in
+  ``cacl`` mode, Eq. 12-13);
 - ``random_language``: each slot once per epoch in one random language (the ML-CLAP baseline, Eq. 4-5);
-- ``ask``: a knowledge base built from the training clips and refreshed during training
-  (:class:`KnowledgeBaseRefreshCallback`, ASK §4.4).
+- ``pairs_with_knowledge_base`` (``ask``): pairs, and a knowledge base built from the training clips and
+  refreshed during training (:class:`KnowledgeBaseRefreshCallback`, ASK §4.4).
 
 With features on the training device the clips keep their raw audio and a :class:`WaveformCollator` prepares the
-waveforms (alone, or inside the multilingual collator). The pair objectives also train from a stream
-(:class:`~hf_atr.training.streaming.StreamingPairs`); the four above need the whole training set at hand.
+waveforms (alone, or inside the multilingual collator). A plugin adds a view with :func:`register_training_view`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +38,6 @@ from .multilingual import MultilingualCollator, RandomLanguageDataset
 from .streaming import StreamingPairs
 from .waveform_collator import WaveformCollator
 
-WHOLE_CORPUS_OBJECTIVES = ("kcl", "cacl", "random_language", "ask")
-"""Objectives whose training view needs the whole training set at hand, not a stream: ATRI's per-epoch language
-draws over caption slots, and ASK's knowledge base encoded from the training clips."""
-
 
 @dataclass
 class ObjectiveTrainingSetup:
@@ -47,6 +47,118 @@ class ObjectiveTrainingSetup:
     train_dataset: Any
     data_collator: Any = None
     callbacks: list[TrainerCallback] = field(default_factory=list)
+
+
+@dataclass
+class TrainingViewInputs:
+    """What a training view is built from: the arguments of :func:`objective_training_setup`.
+
+    Attributes:
+        objective: the objective that will train (ASK's callback sets its knowledge base).
+        clips: the shared-schema training clips (or a stream, for objectives that accept one).
+        processor: the :class:`~hf_atr.AtrProcessor`.
+        languages: the caption languages trained on (ISO 639-3; at least English).
+        seed: seeds the view's random draws.
+        show_progress: progress bars while the view prepares something (ASK's knowledge base).
+        waveforms: the :class:`WaveformCollator` for features on the training device, or ``None``: the rows'
+            precomputed features.
+    """
+
+    objective: Objective
+    clips: Any
+    processor: AtrProcessor
+    languages: list[str]
+    seed: int = 0
+    show_progress: bool = False
+    waveforms: WaveformCollator | None = None
+
+
+TrainingView = Callable[[TrainingViewInputs], ObjectiveTrainingSetup]
+"""A training view: its inputs -> the dataset, collator and callbacks the trainer gets."""
+
+_TRAINING_VIEWS: dict[str, TrainingView] = {}
+
+
+def register_training_view(name: str) -> Callable[[TrainingView], TrainingView]:
+    """Function decorator that registers a training view under ``name``, the value an objective declares in
+    ``training_view``.
+
+    Example::
+
+        @register_training_view("pairs_with_my_callback")
+        def pairs_with_my_callback(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+            return ObjectiveTrainingSetup(inputs.clips, inputs.waveforms, callbacks=[MyCallback(inputs.objective)])
+
+    Raises:
+        ValueError: another function is registered under ``name``.
+    """
+
+    def decorator(view: TrainingView) -> TrainingView:
+        existing = _TRAINING_VIEWS.get(name)
+        if existing is not None and existing is not view:
+            raise ValueError(
+                f"A training view named {name!r} is already registered "
+                f"({existing.__module__}:{existing.__qualname__})."
+            )
+        _TRAINING_VIEWS[name] = view
+        return view
+
+    return decorator
+
+
+def training_views() -> list[str]:
+    """Sorted names of the registered training views."""
+    return sorted(_TRAINING_VIEWS)
+
+
+@register_training_view("pairs")
+def caption_pairs(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+    """The clips as they are: :class:`~hf_atr.AtrTrainer` makes caption pairs of them over the training languages
+    (or streams them), collated by the waveform collator or the trainer's default."""
+    return ObjectiveTrainingSetup(inputs.clips, inputs.waveforms)
+
+
+@register_training_view("all_languages")
+def all_languages(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+    """Each English caption slot once per epoch, with the same slot in every training language (``kcl``)."""
+    return ObjectiveTrainingSetup(
+        CaptionPairDataset(inputs.clips, languages=[ENGLISH]),
+        MultilingualCollator(inputs.processor, languages=inputs.languages, waveforms=inputs.waveforms),
+    )
+
+
+@register_training_view("english_and_random_language")
+def english_and_random_language(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+    """Each slot once per epoch in a random non-English language drawn per epoch, with its English caption
+    (``cacl``)."""
+    return ObjectiveTrainingSetup(
+        RandomLanguageDataset(inputs.clips, inputs.languages, seed=inputs.seed, include_english=False),
+        MultilingualCollator(
+            inputs.processor, languages=inputs.languages, mode="cacl", waveforms=inputs.waveforms
+        ),
+    )
+
+
+@register_training_view("random_language")
+def random_language(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+    """Each slot once per epoch in one language drawn per epoch among those the clip has (``random_language``)."""
+    return ObjectiveTrainingSetup(
+        RandomLanguageDataset(inputs.clips, inputs.languages, seed=inputs.seed), inputs.waveforms
+    )
+
+
+@register_training_view("pairs_with_knowledge_base")
+def pairs_with_knowledge_base(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+    """Caption pairs, and a callback that builds the objective's knowledge base from the training clips and
+    refreshes it during training (``ask``)."""
+    refresh = KnowledgeBaseRefreshCallback(
+        inputs.objective,
+        inputs.processor,
+        inputs.clips,
+        show_progress=inputs.show_progress,
+        seed=inputs.seed,
+    )
+    return ObjectiveTrainingSetup(inputs.clips, inputs.waveforms, callbacks=[refresh])
 
 
 def objective_training_setup(
@@ -59,16 +171,16 @@ def objective_training_setup(
     show_progress: bool = False,
     waveforms: WaveformCollator | None = None,
 ) -> ObjectiveTrainingSetup:
-    """The training view of ``clips`` that ``objective`` needs.
+    """The training view of ``clips`` that ``objective`` declares (its ``training_view``).
 
     Args:
         objective: the objective :class:`~hf_atr.AtrTrainer` will train with (pass the same instance to it:
             ASK's callback sets its knowledge base).
-        clips: shared-schema rows with audio features (raw ``audio`` with ``waveforms``), or, for the objectives
-            not in :data:`WHOLE_CORPUS_OBJECTIVES`, a stream (a ``datasets.IterableDataset`` or
+        clips: shared-schema rows with audio features (raw ``audio`` with ``waveforms``), or, for objectives that
+            do not declare ``needs_whole_corpus``, a stream (a ``datasets.IterableDataset`` or
             :class:`~hf_atr.training.streaming.StreamingPairs`).
-        languages: the caption languages trained on (ISO 639-3; ``None``: English). ``kcl`` / ``cacl`` /
-            ``random_language`` draw their languages from them.
+        languages: the caption languages trained on (ISO 639-3; ``None``: English). The multilingual views draw
+            their languages from them.
         seed: seeds the random language draws and the knowledge base's clustering.
         show_progress: progress bars while ASK's knowledge base is encoded.
         waveforms: for features on the training device (``AtrTrainer(audio_features="device")``), the collator
@@ -76,34 +188,40 @@ def objective_training_setup(
             audio part of the multilingual one. ``None``: the rows' precomputed features.
 
     Raises:
-        ValueError: a stream for an objective of :data:`WHOLE_CORPUS_OBJECTIVES`.
+        ValueError: a stream for an objective that declares ``needs_whole_corpus``; a ``training_view`` that no
+            view is registered under.
     """
-    languages = list(languages) if languages else [ENGLISH]
     name = objective.name
-    if isinstance(clips, (StreamedDataset, StreamingPairs)) and name in WHOLE_CORPUS_OBJECTIVES:
+    if isinstance(clips, (StreamedDataset, StreamingPairs)) and objective.needs_whole_corpus:
         raise ValueError(
             f"Objective {name!r} cannot train from a stream: it needs the whole training set at hand (ATRI's "
             "per-epoch language draws, ASK's knowledge base of the training clips). Train it from a map-style "
             "dataset (with audio_features='device' the clips need not fit as features)."
         )
-    if name == "kcl":
-        return ObjectiveTrainingSetup(
-            CaptionPairDataset(clips, languages=[ENGLISH]),
-            MultilingualCollator(processor, languages=languages, waveforms=waveforms),
+    view = _TRAINING_VIEWS.get(objective.training_view)
+    if view is None:
+        raise ValueError(
+            f"Objective {name!r} declares training_view={objective.training_view!r}, which is not a registered "
+            f"training view ({', '.join(training_views())}). Register it with "
+            "hf_atr.training.register_training_view before training."
         )
-    if name == "cacl":
-        return ObjectiveTrainingSetup(
-            RandomLanguageDataset(clips, languages, seed=seed, include_english=False),
-            MultilingualCollator(processor, languages=languages, mode="cacl", waveforms=waveforms),
-        )
-    if name == "random_language":
-        return ObjectiveTrainingSetup(RandomLanguageDataset(clips, languages, seed=seed), waveforms)
-    if name == "ask":
-        refresh = KnowledgeBaseRefreshCallback(
-            objective, processor, clips, show_progress=show_progress, seed=seed
-        )
-        return ObjectiveTrainingSetup(clips, waveforms, callbacks=[refresh])
-    return ObjectiveTrainingSetup(clips, waveforms)
+    inputs = TrainingViewInputs(
+        objective,
+        clips,
+        processor,
+        list(languages) if languages else [ENGLISH],
+        seed=seed,
+        show_progress=show_progress,
+        waveforms=waveforms,
+    )
+    return view(inputs)
 
 
-__all__ = ["WHOLE_CORPUS_OBJECTIVES", "ObjectiveTrainingSetup", "objective_training_setup"]
+__all__ = [
+    "ObjectiveTrainingSetup",
+    "TrainingView",
+    "TrainingViewInputs",
+    "objective_training_setup",
+    "register_training_view",
+    "training_views",
+]

@@ -18,13 +18,15 @@ from ..data.schema import corpus_provenance
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..file_permissions import apply_umask
 from ..model_card import ModelCardCallback, card_data
+from ..objectives.batch import CAPTIONS_PER_AUDIO, group_caption_embeds, pop_batch_metadata
 from ..objectives.registry import LOGIT_SCALE_NAMES, Objective, build_objective
-from .collator import METADATA_KEYS, AtrDataCollator, CaptionPairDataset
+from .collator import AtrDataCollator, CaptionPairDataset
+from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
 from .distributed import average_gradients, gather_batch_metadata, gather_rows, is_distributed
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
-from .multilingual import MULTILINGUAL_METADATA_KEYS, RandomLanguageDataset, group_caption_embeds
+from .multilingual import RandomLanguageDataset
 from .streaming import StreamingPairs, stream_data_loader
-from .waveform_collator import CROPPED, WAVEFORMS, WaveformCollator, featurize_waveforms
+from .waveform_collator import WaveformCollator
 
 logger = logging.get_logger(__name__)
 
@@ -263,12 +265,6 @@ class AtrTrainer(Trainer):
                 f"Objective {self.objective.name!r} does not read {frozen}: frozen (no gradient, no update)."
             )
 
-    @staticmethod
-    def _pop_metadata(inputs: dict[str, Any]) -> dict[str, Any]:
-        return {
-            key: inputs.pop(key) for key in (*METADATA_KEYS, *MULTILINGUAL_METADATA_KEYS) if key in inputs
-        }
-
     def _device_audio_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The model inputs of a batch: waveforms featurised on the training device when the collator made them."""
         if self.device_features is None:
@@ -296,7 +292,7 @@ class AtrTrainer(Trainer):
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
-        metadata = self._pop_metadata(inputs)
+        metadata = pop_batch_metadata(inputs)
         outputs = model(**self._device_audio_inputs(inputs))
         loss = self._objective_loss(model, outputs.audio_embeds, outputs.text_embeds, metadata)
         return (loss, outputs) if return_outputs else loss
@@ -340,10 +336,10 @@ class AtrTrainer(Trainer):
         model.train()
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
             self.optimizer.train()
-        metadata = self._prepare_input(self._pop_metadata(dict(inputs)))
+        metadata = self._prepare_input(pop_batch_metadata(dict(inputs)))
         model_inputs = {key: value for key, value in inputs.items() if key not in metadata}
         chunks = split_batch(
-            model_inputs, self.embedding_chunk_size, int(metadata.get("captions_per_audio", 1))
+            model_inputs, self.embedding_chunk_size, int(metadata.get(CAPTIONS_PER_AUDIO, 1))
         )
 
         def embed(chunk: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:

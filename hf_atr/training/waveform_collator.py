@@ -1,9 +1,9 @@
 """Raw waveforms from DataLoader workers, log-mel features on the training device.
 
-The worker side (:class:`WaveformCollator`) decodes, resamples and crops each clip to the window its
+The worker side (:class:`WaveformCollator`, here) decodes, resamples and crops each clip to the window its
 feature extractor reads, and makes the extractor's random choices; the device side
-(:func:`featurize_waveforms`) turns the batch's waveforms into the model's audio inputs with the
-extractor's batched torch twin (:mod:`hf_atr.features`). Every random draw is seeded from ``(seed, epoch,
+(:func:`~hf_atr.training.device_features.featurize_waveforms`) turns the batch's waveforms into the model's
+audio inputs with the extractor's batched torch twin (:mod:`hf_atr.features`). Every random draw is seeded from ``(seed, epoch,
 item)``, so a batch does not depend on which worker built it, on the number of workers, or on the run.
 """
 
@@ -21,14 +21,9 @@ from ..data.audio import decode_audio
 from ..features.base import BatchedFeatureExtractor
 from ..features.registry import batched_features_for
 from ..features.spectrogram import pad_waveforms
-from ..processing_atr import model_audio_inputs
 from .collator import EPOCH, AtrDataCollator
+from .device_features import CROPPED, RANDOM_CHOICES, WAVEFORM_LENGTHS, WAVEFORMS
 
-WAVEFORMS = "waveforms"
-WAVEFORM_LENGTHS = "waveform_lengths"
-RANDOM_CHOICES = "feature_random_choices"
-CROPPED = "waveform_cropped"
-"""Batch entry: ``(batch,)`` bool, True for the clips that were longer than the window and were cut to it."""
 CROPS = ("random", "start")
 
 
@@ -65,7 +60,7 @@ class WaveformCollator(AtrDataCollator):
     Returns, besides the captions and metadata of :class:`AtrDataCollator`: ``waveforms: (batch,
     samples)`` float32 zero-padded, ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict
     of ``(batch, ...)`` tensors) and ``waveform_cropped: (batch,)`` bool (clips cut to the window).
-    :func:`featurize_waveforms` turns them into model inputs on the device.
+    :func:`~hf_atr.training.device_features.featurize_waveforms` turns them into model inputs on the device.
 
     Raises:
         ValueError: the processor's feature extractor has no batched torch implementation.
@@ -135,41 +130,3 @@ class WaveformCollator(AtrDataCollator):
             return waveform[:window]
         offset = int(rng.integers(0, len(waveform) - window + 1))
         return waveform[offset : offset + window]
-
-
-def featurize_waveforms(
-    batch: dict[str, Any],
-    features: BatchedFeatureExtractor,
-    *,
-    device: torch.device | str | None = None,
-    generator: torch.Generator | None = None,
-) -> dict[str, Any]:
-    """Device side: replace a :class:`WaveformCollator` batch's waveforms by the model's audio inputs.
-
-    Args:
-        batch: the collator's output (possibly already moved to the device by the Trainer).
-        features: the collator's :attr:`WaveformCollator.features`.
-        device: where to compute (default: where the waveforms are).
-        generator: for noise the extractor adds (Whisper's ``dither``).
-
-    Returns:
-        A new dict: the batch without ``waveforms``, ``waveform_lengths``, ``feature_random_choices`` and
-        ``waveform_cropped``,
-        with the extractor's outputs named as the model takes them (e.g. ``input_values``, ``is_longer``,
-        ``audio_attention_mask``).
-    """
-    missing = [name for name in (WAVEFORMS, WAVEFORM_LENGTHS) if name not in batch]
-    if missing:
-        raise ValueError(
-            f"The batch has no {missing}; it was not built by WaveformCollator (keys: {sorted(batch)})."
-        )
-    batch = dict(batch)
-    waveforms = batch.pop(WAVEFORMS)
-    lengths = batch.pop(WAVEFORM_LENGTHS)
-    random_choices = batch.pop(RANDOM_CHOICES, {})
-    batch.pop(CROPPED, None)
-    if device is not None:
-        waveforms = waveforms.to(device)
-    outputs = features(waveforms, lengths, random_source=generator, random_choices=random_choices)
-    batch.update(model_audio_inputs(outputs))
-    return batch

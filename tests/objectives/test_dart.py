@@ -491,3 +491,33 @@ def test_half_precision_embeddings_are_transported_in_float32():
     assert output.loss.item() == pytest.approx(reference, rel=0.05)
     output.loss.backward()
     assert audio_half.grad.dtype == torch.bfloat16 and torch.isfinite(audio_half.grad).all()
+
+
+def test_dart_takes_the_uwd_terms_hyperparameters_under_their_config_names():
+    parameters = objective_parameters("dart")
+    uwd = UnbalancedFeatureTransport.hyperparameters()
+    renamed = {"reg": "uwd_reg", "marginal_reg": "uwd_marginal_reg"}
+    assert set(parameters) == {"base", "uwd_weight", "log_gradient_share"} | {
+        renamed.get(key, key) for key in uwd
+    }
+    assert all(parameters[renamed.get(key, key)] == default for key, default in uwd.items())
+    transport = DartObjective(
+        uwd_reg=0.02, uwd_marginal_reg=0.1, top_k_channels=4, tol=1e-7
+    ).feature_transport
+    assert (transport.reg, transport.marginal_reg, transport.top_k_channels, transport.tol) == (
+        0.02,
+        0.1,
+        4,
+        1e-7,
+    )
+    accepted = (
+        r"it accepts \['base', 'ema_decay', .*'uwd_marginal_reg', 'uwd_reg', 'uwd_weight', 'warmup_steps'\]"
+    )
+    with pytest.raises(
+        ValueError, match=r"Objective 'dart' got unknown hyperparameter\(s\) \['reg'\]; " + accepted
+    ):
+        DartObjective(reg=0.02)
+    with pytest.raises(
+        ValueError, match=r"Objective 'dart' got unknown hyperparameter\(s\) \['marginal_reg'\]"
+    ):
+        build_objective({"name": "dart", "marginal_reg": 0.1})

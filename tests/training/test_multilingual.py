@@ -7,12 +7,9 @@ from datasets import Dataset
 from tiny_models import LANGUAGES, TEMPLATES, make_model, make_processor, multilingual_features, training_args
 
 from hf_atr.objectives.atri import KclObjective
+from hf_atr.objectives.batch import group_caption_embeds
 from hf_atr.training.collator import AtrDataCollator, CaptionPairDataset
-from hf_atr.training.multilingual import (
-    MultilingualCollator,
-    RandomLanguageDataset,
-    group_caption_embeds,
-)
+from hf_atr.training.multilingual import MultilingualCollator, RandomLanguageDataset
 from hf_atr.training.trainer import AtrTrainer
 
 
@@ -82,15 +79,6 @@ def test_collator_reports_bad_input():
     row["translations"] = {**row["translations"], "fra": ["  ", "x"]}
     with pytest.raises(ValueError, match="'clip0': fra caption 0 is empty"):
         MultilingualCollator(processor, languages=["eng", "fra"])([row])
-
-
-def test_group_caption_embeds_reshapes_clip_major_rows():
-    text_embeds = torch.arange(12.0).view(6, 2)
-    grouped = group_caption_embeds(text_embeds, 2, {"captions_per_audio": 3})
-    assert grouped.shape == (2, 3, 2) and torch.equal(grouped[1, 0], text_embeds[3])
-    assert group_caption_embeds(text_embeds, 6, {"audio_ids": ["a"] * 6}) is text_embeds
-    with pytest.raises(ValueError, match=r"captions_per_audio=4 for 2 clips.*expected \(8, dim\)"):
-        group_caption_embeds(text_embeds, 2, {"captions_per_audio": 4})
 
 
 def languages_over_epochs(dataset: RandomLanguageDataset, epochs: int) -> np.ndarray:

@@ -1,0 +1,63 @@
+"""The device side of on-device features: a waveform batch's entries and the model inputs made of them.
+
+:class:`~hf_atr.training.waveform_collator.WaveformCollator` writes these entries in the DataLoader workers;
+:func:`featurize_waveforms` turns them into the model's audio inputs on the training device with the
+extractor's batched torch twin (:mod:`hf_atr.features`), inside :class:`~hf_atr.AtrTrainer`'s step or a loop of
+one's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..features.base import BatchedFeatureExtractor
+from ..processing_atr import model_audio_inputs
+
+WAVEFORMS = "waveforms"
+"""Batch entry: ``(batch, samples)`` float32 waveforms, zero-padded."""
+WAVEFORM_LENGTHS = "waveform_lengths"
+"""Batch entry: ``(batch,)`` the samples of each waveform before padding."""
+RANDOM_CHOICES = "feature_random_choices"
+"""Batch entry: the extractor's random choices drawn in the worker (a dict of ``(batch, ...)`` tensors)."""
+CROPPED = "waveform_cropped"
+"""Batch entry: ``(batch,)`` bool, True for the clips that were longer than the window and were cut to it."""
+
+
+def featurize_waveforms(
+    batch: dict[str, Any],
+    features: BatchedFeatureExtractor,
+    *,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
+) -> dict[str, Any]:
+    """Replace a :class:`~hf_atr.training.waveform_collator.WaveformCollator` batch's waveforms by the model's
+    audio inputs.
+
+    Args:
+        batch: the collator's output (possibly already moved to the device by the Trainer).
+        features: the collator's :attr:`~hf_atr.training.waveform_collator.WaveformCollator.features`.
+        device: where to compute (default: where the waveforms are).
+        generator: for noise the extractor adds (Whisper's ``dither``).
+
+    Returns:
+        A new dict: the batch without ``waveforms``, ``waveform_lengths``, ``feature_random_choices`` and
+        ``waveform_cropped``, with the extractor's outputs named as the model takes them (e.g. ``input_values``, ``is_longer``,
+        ``audio_attention_mask``).
+    """
+    missing = [name for name in (WAVEFORMS, WAVEFORM_LENGTHS) if name not in batch]
+    if missing:
+        raise ValueError(
+            f"The batch has no {missing}; it was not built by WaveformCollator (keys: {sorted(batch)})."
+        )
+    batch = dict(batch)
+    waveforms = batch.pop(WAVEFORMS)
+    lengths = batch.pop(WAVEFORM_LENGTHS)
+    random_choices = batch.pop(RANDOM_CHOICES, {})
+    batch.pop(CROPPED, None)
+    if device is not None:
+        waveforms = waveforms.to(device)
+    outputs = features(waveforms, lengths, random_source=generator, random_choices=random_choices)
+    batch.update(model_audio_inputs(outputs))
+    return batch

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from synthetic_audio import synthetic_clips
+from tiny_models import make_processor
+
+from hf_atr import featurize_waveforms
+from hf_atr.features.registry import batched_features_for
+from hf_atr.features.spectrogram import pad_waveforms
+from hf_atr.training.device_features import CROPPED, RANDOM_CHOICES, WAVEFORM_LENGTHS, WAVEFORMS
+
+
+def test_waveform_entries_become_the_model_inputs_and_the_rest_of_the_batch_stays():
+    processor = make_processor("ast")
+    features = batched_features_for(processor.feature_extractor)
+    clips = synthetic_clips([4000, 16000], features.sampling_rate)
+    waveforms, lengths = pad_waveforms(clips)
+    batch = {
+        WAVEFORMS: waveforms,
+        WAVEFORM_LENGTHS: lengths,
+        RANDOM_CHOICES: {},
+        CROPPED: torch.tensor([False, False]),
+        "input_ids": torch.ones(2, 5, dtype=torch.long),
+        "audio_ids": ["short", "long"],
+    }
+    inputs = featurize_waveforms(batch, features, device="cpu")
+    assert set(inputs) == {"input_values", "input_ids", "audio_ids"}
+    assert inputs["audio_ids"] == ["short", "long"] and inputs["input_ids"] is batch["input_ids"]
+    assert WAVEFORMS in batch  # a new dict: the collator's batch is left as it was
+    reference = processor(audio=clips)["input_values"]
+    torch.testing.assert_close(inputs["input_values"], reference, atol=2e-4, rtol=0)
+
+
+def test_a_batch_without_waveforms_is_named():
+    features = batched_features_for(make_processor("ast").feature_extractor)
+    with pytest.raises(ValueError, match="was not built by WaveformCollator"):
+        featurize_waveforms({"input_values": torch.zeros(1)}, features)
