@@ -17,15 +17,10 @@ from tiny_models import SAMPLING_RATE, make_model, make_processor, random_wavefo
 from transformers import pipeline
 
 from hf_atr.data.audio import AudioDecodeError, encode_wav
-from hf_atr.encoding import encode_audio, encode_audio_windows
+from hf_atr.encoding import encode_audio, encode_audio_windows, label_prompts
 from hf_atr.pipelines.index import IndexFormatError
-from hf_atr.pipelines.retrieval_pipeline import (
-    INDEX_DIRNAME,
-    SKIPPED_FILENAME,
-    AudioTextRetrievalPipeline,
-    label_prompts,
-    register_pipeline,
-)
+from hf_atr.pipelines.persistence import INDEX_DIRNAME, SKIPPED_FILENAME
+from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.windowing import Windowing
 
@@ -217,13 +212,13 @@ def test_index_pushed_with_a_hub_model_is_fetched_and_loaded(pipe, tmp_path):
     model = pipe.model
     model.name_or_path = "team/atr-tiny"
     with mock.patch(
-        "hf_atr.pipelines.retrieval_pipeline.snapshot_download", return_value=str(tmp_path / "snapshot")
+        "hf_atr.pipelines.sharing.snapshot_download", return_value=str(tmp_path / "snapshot")
     ) as download:
         from_hub = AudioTextRetrievalPipeline(model=model, processor=pipe.processor)
     assert download.call_args.args == ("team/atr-tiny",)
     assert download.call_args.kwargs == {"allow_patterns": [f"{INDEX_DIRNAME}/*"]}
     assert from_hub("a dog barks", top_k=2) == pipe("a dog barks", top_k=2)
-    with mock.patch("hf_atr.pipelines.retrieval_pipeline.snapshot_download", side_effect=OSError("offline")):
+    with mock.patch("hf_atr.pipelines.sharing.snapshot_download", side_effect=OSError("offline")):
         assert AudioTextRetrievalPipeline(model=model, processor=pipe.processor).audio_index is None
 
 
