@@ -35,9 +35,10 @@ def holds_index(directory: str | os.PathLike) -> bool:
 
 
 def default_index_dir(model: Any) -> Path | None:
-    """``<model dir>/retrieval_index`` for a model loaded from a local directory, else ``None``."""
-    model_dir = Path(str(getattr(model, "name_or_path", "") or ""))
-    return model_dir / INDEX_DIRNAME if str(model_dir) and model_dir.is_dir() else None
+    """``<model dir>/retrieval_index`` for a model loaded from a local directory, else ``None`` (a model built in
+    memory has no directory: not the working directory, which an empty name would give)."""
+    name = str(getattr(model, "name_or_path", "") or "")
+    return Path(name) / INDEX_DIRNAME if name and Path(name).is_dir() else None
 
 
 def save_indexes(
