@@ -342,8 +342,9 @@ def run_index(args: argparse.Namespace) -> int:
         raise SystemExit("hf-atr index: give --audio-dir, --captions or --dataset (what to index).")
     if args.dataset is not None and args.audio_dir is not None:
         raise SystemExit("hf-atr index: give either --dataset or --audio-dir, not both.")
-    if args.save_every < 1:
-        raise SystemExit(f"--save-every must be at least 1, got {args.save_every}.")
+    for flag, value in (("--save-every", args.save_every), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise SystemExit(f"{flag} must be at least 1, got {value}.")
     audio_dir = None if args.audio_dir is None else Path(args.audio_dir).expanduser()
     if audio_dir is not None and not audio_dir.is_dir():
         raise SystemExit(f"--audio-dir {audio_dir} is not a directory.")
