@@ -265,7 +265,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             hit["caption"] = gallery.captions[position]
         return hit
 
-    # Indexing and persistence (hf_atr.pipelines.indexing, .persistence, .sharing) -------------------
+    # Indexing, saving, the Hub: hf_atr.pipelines.indexing, .persistence and .sharing do the work -------
 
     def index(
         self,
@@ -308,7 +308,7 @@ class AudioTextRetrievalPipeline(Pipeline):
 
         Raises:
             ValueError: an empty corpus, a single clip instead of a list, two items with one id (naming both),
-                or an id already indexed.
+                an id already indexed, or a ``batch_size`` below 1.
             AudioDecodeError: an array that is not one clip (:func:`~hf_atr.data.audio.audio_clips`), whatever
                 ``strict`` says: it is refused before anything is encoded.
 
@@ -317,7 +317,9 @@ class AudioTextRetrievalPipeline(Pipeline):
             (``torch.distributed`` initialised, e.g. by ``accelerate launch``) each process encodes a share
             of the items and every process returns the whole index, the one a single process builds.
         """
-        options = IndexingOptions(batch_size, show_progress, pool, strict, append)
+        options = IndexingOptions(
+            batch_size=batch_size, show_progress=show_progress, pool=pool, strict=strict, append=append
+        )
         return index_corpus(
             self,
             corpus,
@@ -360,8 +362,10 @@ class AudioTextRetrievalPipeline(Pipeline):
             FileNotFoundError: ``directory`` holds no index.
         """
         audio_index, text_index, self.skipped = load_indexes(directory, self.model)
-        self.audio_index = audio_index or self.audio_index
-        self.text_index = text_index or self.text_index
+        if audio_index is not None:
+            self.audio_index = audio_index
+        if text_index is not None:
+            self.text_index = text_index
 
     def push_to_hub(self, repo_id: str, **upload: Any) -> Any:
         """Upload the model, its processor, its card and this pipeline's index in one commit.

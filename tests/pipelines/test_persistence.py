@@ -91,6 +91,14 @@ def test_load_index_keeps_an_index_of_a_kind_the_directory_does_not_hold(pipe, t
     pipe.load_index(tmp_path / "captions")
     assert pipe.audio_index is audio_index and pipe.text_index.captions == CAPTIONS
     assert load_indexes(tmp_path / "captions", pipe.model)[0] is None
+    (tmp_path / "empty.wav").write_bytes(b"")
+    pipe.index([str(tmp_path / "empty.wav")], show_progress=False)  # skipped: an audio index of no entries
+    pipe.save_index(tmp_path / "nothing decodable")
+    pipe.index(random_waveforms(2), show_progress=False)
+    pipe.load_index(tmp_path / "nothing decodable")
+    assert len(pipe.audio_index) == 0 and [item.reason for item in pipe.skipped] == [
+        "the audio file is empty (0 bytes)."
+    ]
 
 
 def test_save_index_needs_a_directory_and_an_index(pipe, tmp_path, monkeypatch):
