@@ -15,12 +15,15 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .commands.build_dataset import add_build_dataset_parser
 from .commands.model_loading import checked_model, load_retrieval_pipeline, rebuild_advice
 from .commands.serve import add_serve_parser
 from .commands.train import add_train_parser
+
+if TYPE_CHECKING:
+    from .pipelines.indexing import IndexingRun
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -350,8 +353,9 @@ def run_index(args: argparse.Namespace) -> int:
         raise SystemExit("hf-atr index: give --audio-dir, --captions or --dataset (what to index).")
     if args.dataset is not None and args.audio_dir is not None:
         raise SystemExit("hf-atr index: give either --dataset or --audio-dir, not both.")
-    if args.save_every < 1:
-        raise SystemExit(f"--save-every must be at least 1, got {args.save_every}.")
+    for flag, value in (("--save-every", args.save_every), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise SystemExit(f"{flag} must be at least 1, got {value}.")
     audio_dir = None if args.audio_dir is None else Path(args.audio_dir).expanduser()
     if audio_dir is not None and not audio_dir.is_dir():
         raise SystemExit(f"--audio-dir {audio_dir} is not a directory.")
@@ -362,10 +366,13 @@ def run_index(args: argparse.Namespace) -> int:
     dataset = _saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
     out = Path(args.out).expanduser()
     from hf_atr.data.audio import AudioDecodeError
-    from hf_atr.pipelines.retrieval_pipeline import INDEX_NAMES, SKIPPED_FILENAME
+    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
+    from hf_atr.pipelines.indexing import IndexingOptions, IndexingRun, indexed_files
+    from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
+    from hf_atr.training.distributed import rank_and_world_size
 
-    holds_index = any((out / f"{name}.json").is_file() for name in INDEX_NAMES)
-    if holds_index and not (args.append or args.overwrite):
+    existing = holds_index(out)
+    if existing and not (args.append or args.overwrite):
         raise SystemExit(
             f"{out} already holds an index; pass --append to add the files not yet in it, or --overwrite to "
             "replace it."
@@ -375,16 +382,28 @@ def run_index(args: argparse.Namespace) -> int:
         pipe = load_retrieval_pipeline(
             args.model, index_kind=args.kind, windowing=_windowing(args, args.pooling), **placement
         )
-        if args.append and holds_index:
-            _load_index(pipe, out, args.model)
-        report = _IndexReport(out, pipe)
+        options = IndexingOptions(
+            args.batch_size,
+            pool=args.pool,
+            strict=args.strict,
+            append=args.append,
+            save_every=args.save_every,
+            save_to=out,
+        )
+        try:
+            run = IndexingRun(pipe, options)  # from the index in --out with --append, else from nothing
+        except IndexMismatchError as error:
+            raise SystemExit(f"hf-atr index --append: {rebuild_advice(error, args.model)}") from error
+        except IndexFormatError as error:
+            raise SystemExit(f"hf-atr index --append: {error}") from error
+        started = time.perf_counter()
         try:
             if files:
-                _index_files(pipe, files, audio_dir, args, report)
+                run.add_files(files, audio_dir)
             if dataset is not None:
-                _index_dataset(pipe, dataset, args, report)
+                run.add_dataset(dataset)
             if captions is not None:
-                _index_caption_list(pipe, captions.ids, captions.captions, args, report)
+                run.add_captions(captions.ids, captions.captions)
         except (AudioDecodeError, KeyboardInterrupt) as error:
             if pipe.audio_index is not None or pipe.text_index is not None:
                 pipe.save_index(out)
@@ -398,132 +417,45 @@ def run_index(args: argparse.Namespace) -> int:
                 else ("interrupted", "run again with --append to add the rest")
             )
             raise SystemExit(
-                f"hf-atr index: stopped: {stopped}. The {report.indexed_files(pipe)} file(s) indexed so far are "
+                f"hf-atr index: stopped: {stopped}. The {indexed_files(pipe)} file(s) indexed so far are "
                 f"saved in {out}; {then}."
             ) from None
         pipe.save_index(out)
-        if report.rank == 0:
-            print(report.summary(pipe, audio_dir))
+        if rank_and_world_size()[0] == 0:
+            print(_index_summary(run, out, audio_dir, time.perf_counter() - started))
     return 0
 
 
-class _IndexReport:
-    """What ``hf-atr index`` did, for its summary line."""
+def _index_summary(run: IndexingRun, out: Path, audio_dir: Path | None, seconds: float) -> str:
+    """The line ``hf-atr index`` ends with: what ``run`` (an ``IndexingRun``) added, skipped and left out."""
+    from hf_atr.pipelines.indexing import indexed_files
+    from hf_atr.pipelines.persistence import SKIPPED_FILENAME
+    from hf_atr.training.distributed import rank_and_world_size
 
-    def __init__(self, out: Path, pipe: Any) -> None:
-        from hf_atr.training.distributed import rank_and_world_size
-
-        self.out = out
-        self.rank, self.processes = rank_and_world_size()
-        self.files_before = self.indexed_files(pipe)
-        self.captions_before = 0 if pipe.text_index is None else len(pipe.text_index)
-        self.attempted: set[str] = set()
-        self.audio_given = False
-        self.already = 0
-        self.started = time.perf_counter()
-
-    @staticmethod
-    def indexed_files(pipe: Any) -> int:
-        return 0 if pipe.audio_index is None else len(set(pipe.audio_index.ids))
-
-    def summary(self, pipe: Any, audio_dir: Path | None) -> str:
-        from hf_atr.pipelines.retrieval_pipeline import SKIPPED_FILENAME
-
-        parts = []
-        if pipe.audio_index is not None and self.audio_given:
-            source = f" from {audio_dir}" if audio_dir is not None else ""
-            parts.append(
-                f"Indexed {self.indexed_files(pipe) - self.files_before} audio file(s){source} into {self.out}: "
-                f"the index holds {self.indexed_files(pipe)} file(s) in {len(pipe.audio_index)} entries"
-            )
-        if pipe.text_index is not None and len(pipe.text_index) > self.captions_before:
-            parts.append(
-                f"{'indexed' if parts else 'Indexed'} {len(pipe.text_index) - self.captions_before} caption(s) "
-                f"into {self.out} ({len(pipe.text_index)} in the caption index)"
-            )
-        skipped_now = sum(item.name in self.attempted for item in pipe.skipped)
-        if skipped_now:
-            parts.append(
-                f"skipped {skipped_now} file(s) that cannot be decoded ({len(pipe.skipped)} listed in "
-                f"{self.out / SKIPPED_FILENAME})"
-            )
-        if self.already:
-            parts.append(f"{self.already} already in the index")
-        processes = f" on {self.processes} processes" if self.processes > 1 else ""
-        return "; ".join(parts) + f"; {time.perf_counter() - self.started:.1f} s{processes}."
-
-
-def _index_files(
-    pipe: Any, files: list[Path], audio_dir: Path, args: argparse.Namespace, report: Any
-) -> None:
-    from tqdm.auto import tqdm
-
-    from hf_atr.pipelines.retrieval_pipeline import CLIPS_PER_STEP, relative_id
-
-    index = pipe.audio_index
-    root = Path(index.root) if index is not None and index.root else audio_dir.resolve()
-    ids = [relative_id(path, root) for path in files]
-    indexed = set(index.ids) if index is not None else set()
-    todo = [(str(path.resolve()), item_id) for path, item_id in zip(files, ids) if item_id not in indexed]
-    report.audio_given = True
-    report.already = len(files) - len(todo)
-    chunk = max(1, min(args.save_every, args.batch_size * CLIPS_PER_STEP * report.processes))
-    since_save = 0
-    with tqdm(total=len(todo), desc="Indexing files", disable=report.rank != 0) as progress:
-        for start in range(0, len(todo), chunk):
-            part = todo[start : start + chunk]
-            report.attempted.update(path for path, _ in part)
-            pipe.index(
-                [path for path, _ in part],
-                ids=[item_id for _, item_id in part],
-                batch_size=args.batch_size,
-                show_progress=False,
-                pool=args.pool,
-                strict=args.strict,
-                append=pipe.audio_index is not None,
-                root=root,
-            )
-            since_save += len(part)
-            progress.update(len(part))
-            if since_save >= args.save_every:
-                pipe.save_index(report.out)
-                since_save = 0
-
-
-def _index_dataset(pipe: Any, dataset: Any, args: argparse.Namespace, report: Any) -> None:
-    report.audio_given = True
-    if pipe.audio_index is not None and "audio_id" in dataset.column_names:
-        indexed = set(pipe.audio_index.ids)
-        keep = [row for row, audio_id in enumerate(dataset["audio_id"]) if str(audio_id) not in indexed]
-        report.already = len(dataset) - len(keep)
-        dataset = dataset.select(keep)
-    if len(dataset) == 0:
-        return
-    pipe.index(
-        dataset,
-        batch_size=args.batch_size,
-        pool=args.pool,
-        strict=args.strict,
-        append=pipe.audio_index is not None,
-        show_progress=report.rank == 0,
-    )
-    report.attempted.update(item.name for item in pipe.skipped)
-
-
-def _index_caption_list(
-    pipe: Any, ids: list[str], captions: list[str], args: argparse.Namespace, report: Any
-) -> None:
-    indexed = set(pipe.text_index.ids) if pipe.text_index is not None else set()
-    new = [(item_id, caption) for item_id, caption in zip(ids, captions) if item_id not in indexed]
-    if not new:
-        return
-    pipe.index(
-        [caption for _, caption in new],
-        ids=[item_id for item_id, _ in new],
-        batch_size=args.batch_size,
-        show_progress=report.rank == 0,
-        append=pipe.text_index is not None,
-    )
+    pipe = run.pipe
+    parts = []
+    if pipe.audio_index is not None and run.audio_given:
+        source = f" from {audio_dir}" if audio_dir is not None else ""
+        parts.append(
+            f"Indexed {indexed_files(pipe) - run.files_before} audio file(s){source} into {out}: "
+            f"the index holds {indexed_files(pipe)} file(s) in {len(pipe.audio_index)} entries"
+        )
+    if pipe.text_index is not None and len(pipe.text_index) > run.captions_before:
+        parts.append(
+            f"{'indexed' if parts else 'Indexed'} {len(pipe.text_index) - run.captions_before} caption(s) "
+            f"into {out} ({len(pipe.text_index)} in the caption index)"
+        )
+    skipped_now = sum(item.name in run.attempted for item in pipe.skipped)
+    if skipped_now:
+        parts.append(
+            f"skipped {skipped_now} file(s) that cannot be decoded ({len(pipe.skipped)} listed in "
+            f"{out / SKIPPED_FILENAME})"
+        )
+    if run.already:
+        parts.append(f"{run.already} already in the index")
+    processes = rank_and_world_size()[1]
+    on_processes = f" on {processes} processes" if processes > 1 else ""
+    return "; ".join(parts) + f"; {seconds:.1f} s{on_processes}."
 
 
 def _audio_files(audio_dir: Path) -> list[Path]:
@@ -607,7 +539,8 @@ def _search_error(error: Exception, query: str | None, args: argparse.Namespace)
 
     ``query`` is the text or audio path searched (``None`` for ``--audio FILE``, which searches audio files).
     """
-    from hf_atr.pipelines.retrieval_pipeline import AUDIO_INDEX_NAME, MissingIndexError
+    from hf_atr.pipelines.persistence import AUDIO_INDEX_NAME
+    from hf_atr.pipelines.retrieval_pipeline import MissingIndexError
 
     if not isinstance(error, MissingIndexError):
         return str(error)
@@ -819,17 +752,6 @@ def _windowing(args: argparse.Namespace, pooling: str) -> Any:
         return Windowing(window_seconds=args.window_seconds, hop_seconds=args.hop_seconds, pooling=pooling)
     except ValueError as error:
         raise SystemExit(f"hf-atr {args.command}: {error}") from error
-
-
-def _load_index(pipe: Any, directory: Path, model: str) -> None:
-    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
-
-    try:
-        pipe.load_index(directory)
-    except IndexMismatchError as error:
-        raise SystemExit(f"hf-atr index --append: {rebuild_advice(error, model)}") from error
-    except IndexFormatError as error:
-        raise SystemExit(f"hf-atr index --append: {error}") from error
 
 
 @contextlib.contextmanager

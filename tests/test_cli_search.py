@@ -86,6 +86,14 @@ def test_index_of_a_folder_without_audio_fails_clearly(model_dir, tmp_path):
         )
 
 
+@pytest.mark.parametrize("flag", ["--save-every", "--batch-size"])
+def test_index_refuses_a_save_every_or_batch_size_below_one(model_dir, audio_dir, tmp_path, flag):
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(tmp_path / "i")]
+    with pytest.raises(SystemExit, match=rf"^{flag} must be at least 1, got 0\.$"):
+        run_cli([*argv, flag, "0"])
+    assert not (tmp_path / "i").exists()
+
+
 def test_evaluate_on_synthcaps_writes_metrics_and_protocol(model_dir, tmp_path, capsys):
     output = tmp_path / "metrics.json"
     argv = ["evaluate", "--model", str(model_dir), "--dataset", "synthcaps", "--num-test", "6",

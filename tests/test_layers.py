@@ -55,7 +55,8 @@ FLOORS = {
     # 6 knowledge, 7 training
     "hf_atr.knowledge": 6,
     "hf_atr.training": 7,
-    # 8 pipelines, 9 the demo, the command line and the search page it serves
+    # 8 pipelines (the pipeline, its index, indexing, persistence, sharing), 9 the demo, the command line and the
+    # search page it serves
     "hf_atr.pipelines": 8,
     "hf_atr.demo": 9,
     "hf_atr.cli": 9,

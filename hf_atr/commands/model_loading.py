@@ -63,7 +63,7 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
 def rebuild_advice(error: IndexMismatchError, model: str) -> str:
     """What differs between an index and ``--model`` (an ``IndexMismatchError``), with the ``hf-atr index``
     command that rebuilds the index for that model (the error's own message names the Python call)."""
-    from hf_atr.pipelines.retrieval_pipeline import AUDIO_INDEX_NAME
+    from hf_atr.pipelines.persistence import AUDIO_INDEX_NAME
 
     source = "--audio-dir DIR" if error.name == AUDIO_INDEX_NAME else "--captions FILE"
     return (

@@ -28,60 +28,36 @@ process and every process ends with the same index as one process would build.
 
 from __future__ import annotations
 
-import csv
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub import snapshot_download
-from tqdm.auto import tqdm
 from transformers import AutoModel, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
-from hf_atr import hub
-from hf_atr.data.audio import (
-    AudioClips,
-    AudioDecodeError,
-    audio_clips,
-    decode_audio,
-    is_appledouble,
-    is_one_clip,
-    looks_like_audio_path,
+from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
+from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels
+from hf_atr.pipelines.index import EmbeddingIndex
+from hf_atr.pipelines.indexing import IndexingOptions, index_corpus, index_vectors
+from hf_atr.pipelines.persistence import (
+    AUDIO_INDEX_NAME,
+    TEXT_INDEX_NAME,
+    default_index_dir,
+    holds_index,
+    load_indexes,
+    save_indexes,
 )
-from hf_atr.encoding import (
-    AudioEmbeddings,
-    SkippedAudio,
-    encode_audio,
-    encode_audio_clips,
-    encode_audio_windows,
-    encode_labels,
-    encode_text,
-    label_prompts,
-)
-from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint, replaced_atomically
-from hf_atr.processing_atr import AUDIO_INPUT_NAMES, AtrProcessor
-from hf_atr.training.distributed import gather_shards, rank_and_world_size, wait_for_all
+from hf_atr.pipelines.sharing import hub_index_dir, push_pipeline_to_hub
+from hf_atr.processing_atr import AtrProcessor
 from hf_atr.windowing import Windowing, pool_window_embeddings, window_bounds
 
 logger = logging.get_logger(__name__)
 
 TASK = "audio-text-retrieval"
-INDEX_DIRNAME = "retrieval_index"
-"""Sub-folder of a model directory where :meth:`AudioTextRetrievalPipeline.save_index` writes by default."""
-AUDIO_INDEX_NAME = "audio_index"
-TEXT_INDEX_NAME = "text_index"
-INDEX_NAMES = (AUDIO_INDEX_NAME, TEXT_INDEX_NAME)
-SKIPPED_FILENAME = "skipped.tsv"
-"""Written beside a saved index: one row per file left out (``path``, ``reason``), tab-separated."""
-APPLEDOUBLE_REASON = "AppleDouble"
-"""The reason recorded for macOS ``._*`` files, which are skipped even with ``strict=True`` (they hold no audio)."""
-CLIPS_PER_STEP = 8
-"""Batches of clips each process encodes between two merges of the index (under several processes the
-merge is a collective; alone it bounds what an interrupted call loses)."""
 
 
 class MissingIndexError(ValueError):
@@ -182,8 +158,8 @@ class AudioTextRetrievalPipeline(Pipeline):
         """Audio left out of the audio index because it cannot be decoded (``name``: its path or row)."""
         self._said_rate_assumed = False
         if index_dir is None:
-            index_dir = self._default_index_dir() or self._hub_index_dir()
-            if index_dir is None or not _holds_index(index_dir):
+            index_dir = default_index_dir(self.model) or hub_index_dir(self.model)
+            if index_dir is None or not holds_index(index_dir):
                 return
             self.load_index(index_dir)
             logger.warning(
@@ -241,7 +217,7 @@ class AudioTextRetrievalPipeline(Pipeline):
                 f"The query {str(audio)!r} looks like an audio file path, but there is no such file. Give "
                 "an existing audio file, or a caption without a file extension."
             )
-        given = self._audio_clips(audio, sampling_rate, "the audio query")
+        given = self.read_audio(audio, sampling_rate, "the audio query")
         if not given.single:
             raise ValueError(
                 f"A query is one clip, got a {type(audio).__name__} of {len(given.clips)}: pass a list of "
@@ -258,9 +234,10 @@ class AudioTextRetrievalPipeline(Pipeline):
         inputs = self.processor(audio=windows, audio_names=[name] * len(windows), return_tensors="pt")
         return {"modality": "audio", **inputs}
 
-    def _audio_clips(self, audio: Any, sampling_rate: int | None, name: str) -> AudioClips:
-        """``audio`` read as users hand it over (:func:`~hf_atr.data.audio.audio_clips`); the first array of this
-        pipeline given without a rate is named in the log, once."""
+    def read_audio(self, audio: Any, sampling_rate: int | None = None, name: str = "the audio") -> AudioClips:
+        """``audio`` read as users hand it over, the one contract of queries, :meth:`classify` and :meth:`index`
+        (:func:`~hf_atr.data.audio.audio_clips`, arrays without a rate taken at the processor's); the first such
+        array of this pipeline is named in the log, once. ``name`` names a single clip in messages."""
         given = audio_clips(
             audio, sampling_rate=sampling_rate, default_rate=self.processor.sampling_rate, name=name
         )
@@ -288,7 +265,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         gallery = self.audio_index if target == AUDIO_INDEX_NAME else self.text_index
         if gallery is None or len(gallery) == 0:
             raise MissingIndexError(model_outputs["modality"], target)
-        scores, positions = gallery.search_files(self._for_index(model_outputs["embeds"]), top_k)
+        scores, positions = gallery.search_files(index_vectors(self.model, model_outputs["embeds"]), top_k)
         return [
             self._hit(gallery, int(position), float(score))
             for score, position in zip(scores[0], positions[0])
@@ -306,15 +283,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             hit["caption"] = gallery.captions[position]
         return hit
 
-    def _for_index(self, embeds: torch.Tensor) -> torch.Tensor:
-        """Embeddings in the index's geometry: ``M^{1/2} x`` for Mahalanobis scoring, unchanged otherwise."""
-        return (
-            self.model.scoring_head.transform(embeds.to(self.model.scoring_head.logit_scale.device))
-            .float()
-            .cpu()
-        )
-
-    # Indexing ----------------------------------------------------------------------------------------
+    # Indexing, saving, the Hub: hf_atr.pipelines.indexing, .persistence and .sharing do the work -------
 
     def index(
         self,
@@ -357,7 +326,7 @@ class AudioTextRetrievalPipeline(Pipeline):
 
         Raises:
             ValueError: an empty corpus, a single clip instead of a list, two items with one id (naming both),
-                or an id already indexed.
+                an id already indexed, or a ``batch_size`` below 1.
             AudioDecodeError: an array that is not one clip (:func:`~hf_atr.data.audio.audio_clips`), whatever
                 ``strict`` says: it is refused before anything is encoded.
 
@@ -366,261 +335,18 @@ class AudioTextRetrievalPipeline(Pipeline):
             (``torch.distributed`` initialised, e.g. by ``accelerate launch``) each process encodes a share
             of the items and every process returns the whole index, the one a single process builds.
         """
-        if is_one_clip(corpus):
-            raise ValueError(
-                f"index() takes a list of clips, got one {type(corpus).__name__}: one array (or path, or dict) is "
-                "one clip. Pass [clip] to index one clip, and a stacked batch of clips as list(batch)."
-            )
-        if not hasattr(corpus, "__len__") or len(corpus) == 0:
-            raise ValueError(
-                "index() needs a non-empty list of captions or audio clips, or a datasets.Dataset."
-            )
-        if ids is not None and len(ids) != len(corpus):
-            raise ValueError(f"Got {len(corpus)} items but {len(ids)} ids.")
-        if hasattr(corpus, "column_names"):
-            if ids is not None:
-                raise ValueError("A Dataset brings its ids in its `audio_id` column; do not pass `ids`.")
-            return self._index_dataset(
-                corpus, batch_size, index_captions, show_progress, pool, strict, append
-            )
-        items = list(corpus)
-        if all(isinstance(item, str) for item in items) and not any(map(looks_like_audio_path, items)):
-            caption_ids = [str(i) for i in range(len(items))] if ids is None else [str(item) for item in ids]
-            return self._index_captions(items, caption_ids, 4 * batch_size, show_progress, append)
-        is_path = [isinstance(item, (str, os.PathLike)) for item in items]
-        root_dir = (
-            Path(root if root is not None else os.getcwd()).expanduser().resolve()
-            if any(is_path) and (root is not None or ids is None)
-            else None  # ids of the caller's own naming are no paths under the current directory
+        options = IndexingOptions(
+            batch_size=batch_size, show_progress=show_progress, pool=pool, strict=strict, append=append
         )
-        if ids is None:
-            ids = [
-                (relative_id(item, root_dir) if root is not None else str(item)) if path else str(position)
-                for position, (item, path) in enumerate(zip(items, is_path))
-            ]
-        sources = [
-            str(item) if path else f"item {position}"
-            for position, (item, path) in enumerate(zip(items, is_path))
-        ]
-        given = self._audio_clips(items, sampling_rate, "the corpus")
-        rows = [
-            {"audio": clip, "audio_id": source} for clip, source in zip(given.clips, sources)
-        ]  # names in messages
-        self._index_audio(
-            rows,
-            [str(item_id) for item_id in ids],
-            sources,
-            _IndexingOptions(batch_size, show_progress, pool, strict, append),
-            None if root_dir is None else str(root_dir),
-        )
-        return self.audio_index
-
-    def _index_dataset(
-        self,
-        dataset: Any,
-        batch_size: int,
-        index_captions: bool,
-        show_progress: bool,
-        pool: bool,
-        strict: bool,
-        append: bool,
-    ) -> EmbeddingIndex:
-        if "audio_id" not in dataset.column_names:
-            raise ValueError(f"The dataset needs an `audio_id` column (columns: {dataset.column_names}).")
-        audio_ids = [str(audio_id) for audio_id in dataset["audio_id"]]
-        sources = [f"row {row} ({audio_id})" for row, audio_id in enumerate(audio_ids)]
-        paths = _dataset_audio_paths(dataset)
-        if paths is not None:
-            sources = [
-                f"row {row} ({path})" if path else source
-                for row, (source, path) in enumerate(zip(sources, paths))
-            ]
-        options = _IndexingOptions(batch_size, show_progress, pool, strict, append)
-        indexed = set(self._index_audio(dataset, audio_ids, sources, options, None))
-        if index_captions and "captions" in dataset.column_names:
-            caption_ids, captions = [], []
-            for row, (audio_id, clip_captions) in enumerate(zip(audio_ids, dataset["captions"])):
-                if row in indexed:
-                    for slot, caption in enumerate(clip_captions or []):
-                        caption_ids.append(f"{audio_id}#{slot}")
-                        captions.append(caption)
-            self._index_captions(captions, caption_ids, 4 * batch_size, show_progress, append)
-        return self.audio_index
-
-    def _index_audio(
-        self,
-        rows: Any,
-        ids: Sequence[str],
-        sources: Sequence[str],
-        options: _IndexingOptions,
-        root: str | None,
-    ) -> list[int]:
-        """Add the audio of ``rows`` to the audio index step by step; returns the positions indexed."""
-        if options.append and self.audio_index is not None:
-            index = self.audio_index
-            if root is not None and index.root is not None and Path(index.root) != Path(root):
-                raise ValueError(
-                    f"The audio index resolves its ids from {index.root}, not {root}: pass root={index.root!r} "
-                    "(ids relative to it) or build a new index."
-                )
-            index.root = index.root or root
-        else:
-            index = self._new_index(root=root)
-            self.skipped = []
-        _check_unique_ids(ids, sources, index)
-        self.audio_index = index  # filled step by step: an interrupted call keeps what was encoded
-        appledouble = {position for position, source in enumerate(sources) if is_appledouble(source)}
-        skipped = [
-            SkippedAudio(position, sources[position], APPLEDOUBLE_REASON) for position in sorted(appledouble)
-        ]
-        windowing = self.windowing if _holds_waveforms(rows) else None
-        indexed: list[int] = []
-
-        def encode(positions: list[int]) -> tuple[torch.Tensor, dict[str, Any]]:
-            part = (
-                rows.select(positions)
-                if hasattr(rows, "select")
-                else [rows[position] for position in positions]
-            )
-            try:
-                encoded = self._encode_audio_entries(part, windowing, options)
-            except AudioDecodeError as error:  # strict: every process stops at the same step
-                return torch.zeros(0, self.model.config.projection_dim), {"error": (error.name, error.reason)}
-            spans = (
-                None if encoded.starts is None else list(zip(encoded.starts.tolist(), encoded.ends.tolist()))
-            )
-            return encoded.embeddings, {
-                "positions": [positions[clip] for clip in encoded.clip_indices.tolist()],
-                "spans": spans,
-                "skipped": [(positions[item.index], item.reason) for item in encoded.skipped],
-            }
-
-        todo = [position for position in range(len(ids)) if position not in appledouble]
-        for embeddings, payloads in self._encode_shared(todo, options, "Indexing audio", encode):
-            errors = [payload["error"] for payload in payloads if "error" in payload]
-            if errors:
-                raise AudioDecodeError(*errors[0])
-            positions = [position for payload in payloads for position in payload["positions"]]
-            spans = (
-                [span for payload in payloads for span in payload["spans"] or []]
-                if payloads[0]["spans"] is not None
-                else None
-            )
-            if positions:
-                index.add(self._for_index(embeddings), [ids[position] for position in positions], spans=spans)
-            indexed.extend(dict.fromkeys(positions))
-            skipped.extend(
-                SkippedAudio(position, sources[position], reason)
-                for payload in payloads
-                for position, reason in payload["skipped"]
-            )
-        settled = {sources[position] for position in indexed} | {item.name for item in skipped}
-        self.skipped = [item for item in self.skipped if item.name not in settled] + sorted(
-            skipped, key=lambda item: item.index
-        )
-        if skipped and rank_and_world_size()[0] == 0:  # every process holds the merged list: one reports it
-            listed = "; ".join(f"{item.name} ({item.reason})" for item in skipped[:5])
-            more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-            logger.warning(
-                f"Skipped {len(skipped)} of {len(ids)} audio item(s) that cannot be decoded: {listed}{more}. "
-                f"They are listed in `pipe.skipped`; `save_index` writes them to {SKIPPED_FILENAME}."
-            )
-        return indexed
-
-    def _encode_audio_entries(
-        self, part: Any, windowing: Windowing | None, options: _IndexingOptions
-    ) -> AudioEmbeddings:
-        """The index entries of some clips: one per window (with spans), or one pooled entry per clip."""
-        common = {"batch_size": options.batch_size, "strict": options.strict}
-        if windowing is not None and not options.pool:
-            return encode_audio_windows(self.model, self.processor, part, windowing=windowing, **common)
-        return encode_audio_clips(self.model, self.processor, part, windowing=windowing, **common)
-
-    def _index_captions(
-        self, captions: Sequence[str], ids: Sequence[str], batch_size: int, show_progress: bool, append: bool
-    ) -> EmbeddingIndex:
-        index = self.text_index if append and self.text_index is not None else self._new_index()
-        _check_unique_ids(ids, [f"caption {caption!r}" for caption in captions], index)
-        self.text_index = index
-
-        def encode(positions: list[int]) -> tuple[torch.Tensor, dict[str, Any]]:
-            texts = [captions[position] for position in positions]
-            embeds = (
-                encode_text(self.model, self.processor, texts, batch_size=batch_size)
-                if texts
-                else torch.zeros(0, self.model.config.projection_dim)
-            )
-            return embeds, {"positions": positions}
-
-        options = _IndexingOptions(batch_size, show_progress, False, True, append)
-        for embeddings, payloads in self._encode_shared(
-            list(range(len(captions))), options, "Indexing captions", encode
-        ):
-            positions = [position for payload in payloads for position in payload["positions"]]
-            if positions:
-                index.add(
-                    self._for_index(embeddings), [ids[p] for p in positions], [captions[p] for p in positions]
-                )
-        return index
-
-    def _encode_shared(
-        self,
-        positions: list[int],
-        options: _IndexingOptions,
-        description: str,
-        encode: Callable[[list[int]], tuple[torch.Tensor, Any]],
-    ) -> Any:
-        """Encode ``positions`` in steps, each process its share of a step; yields, per step, the gathered
-        embeddings and every process's payload in process order (which is the order of ``positions``)."""
-        rank, processes = rank_and_world_size()
-        step = options.batch_size * CLIPS_PER_STEP * processes
-        progress = tqdm(
-            total=len(positions), desc=description, disable=not options.show_progress or rank != 0
-        )
-        try:
-            for start in range(0, len(positions), step):
-                chunk = positions[start : start + step]
-                share = chunk[len(chunk) * rank // processes : len(chunk) * (rank + 1) // processes]
-                embeddings, payload = encode(share)
-                yield gather_shards(embeddings, payload)
-                progress.update(len(chunk))
-        finally:
-            progress.close()
-
-    def _new_index(self, root: str | None = None) -> EmbeddingIndex:
-        return EmbeddingIndex(
-            self.model.config.projection_dim,
-            metric=metric_for_scoring(self.model.config.scoring),
-            kind=self.index_kind,
-            fingerprint=model_fingerprint(self.model),
+        return index_corpus(
+            self,
+            corpus,
+            ids=ids,
+            index_captions=index_captions,
             root=root,
-            **self.index_options,
+            sampling_rate=sampling_rate,
+            options=options,
         )
-
-    # Persistence -------------------------------------------------------------------------------------
-
-    def _default_index_dir(self) -> Path | None:
-        model_dir = Path(str(getattr(self.model, "name_or_path", "") or ""))
-        return model_dir / INDEX_DIRNAME if str(model_dir) and model_dir.is_dir() else None
-
-    def _hub_index_dir(self) -> Path | None:
-        """The ``retrieval_index`` folder of the Hub repository the model came from, if it has one.
-
-        Downloads only that folder (:meth:`push_to_hub` puts it there); a model that is not from the
-        Hub, a repository without an index, or no network (and nothing cached) gives ``None``.
-        """
-        repo_id = str(getattr(self.model, "name_or_path", "") or "")
-        if not repo_id or os.path.exists(repo_id) or repo_id.count("/") != 1:
-            return None
-        try:
-            snapshot = snapshot_download(repo_id, allow_patterns=[f"{INDEX_DIRNAME}/*"])
-        except (
-            OSError,
-            ValueError,
-        ) as error:  # huggingface_hub's HTTP, offline and not-found errors are OSErrors
-            logger.info(f"No retrieval index fetched from {repo_id}: {error}")
-            return None
-        return Path(snapshot) / INDEX_DIRNAME
 
     def save_index(
         self, directory: str | os.PathLike | None = None, *, report_skipped: bool = True
@@ -636,56 +362,28 @@ class AudioTextRetrievalPipeline(Pipeline):
             report_skipped: write ``skipped.tsv`` (a stale one is removed when nothing was skipped).
         """
         if directory is None:
-            directory = self._default_index_dir()
+            directory = default_index_dir(self.model)
             if directory is None:
                 raise ValueError("The model was not loaded from a directory; pass save_index(directory).")
         if self.audio_index is None and self.text_index is None:
             raise ValueError("Nothing to save: build an index with `pipe.index(...)` first.")
-        directory = Path(directory)
-        rank, _ = rank_and_world_size()
-        written = []
-        for name, index in ((AUDIO_INDEX_NAME, self.audio_index), (TEXT_INDEX_NAME, self.text_index)):
-            if index is not None:
-                written.extend(
-                    index.save(directory, name)
-                    if rank == 0
-                    else [directory / f"{name}.safetensors", directory / f"{name}.json"]
-                )
-        if report_skipped:
-            report = directory / SKIPPED_FILENAME
-            if self.skipped:
-                if rank == 0:
-                    write_skipped_report(report, self.skipped)
-                written.append(report)
-            elif rank == 0:
-                report.unlink(missing_ok=True)
-        wait_for_all()
-        return written
+        return save_indexes(
+            directory, self.audio_index, self.text_index, self.skipped, report_skipped=report_skipped
+        )
 
     def load_index(self, directory: str | os.PathLike) -> None:
         """Load the indexes saved in ``directory`` (and its ``skipped.tsv``), checking dimension and model
-        fingerprint.
+        fingerprint; an index of a kind that ``directory`` does not hold is left as it was.
 
         Raises:
             IndexFormatError: a corrupt file, or an index built by another model (rebuild it).
             FileNotFoundError: ``directory`` holds no index.
         """
-        directory = Path(directory)
-        found = [name for name in INDEX_NAMES if (directory / f"{name}.json").is_file()]
-        if not found:
-            raise FileNotFoundError(f"No {AUDIO_INDEX_NAME}.json or {TEXT_INDEX_NAME}.json in {directory}.")
-        expected = {
-            "expected_dim": self.model.config.projection_dim,
-            "expected_fingerprint": model_fingerprint(self.model),
-        }
-        for name in found:
-            index = EmbeddingIndex.load(directory, name, **expected)
-            if name == AUDIO_INDEX_NAME:
-                self.audio_index = index
-            else:
-                self.text_index = index
-        report = directory / SKIPPED_FILENAME
-        self.skipped = read_skipped_report(report) if report.is_file() else []
+        audio_index, text_index, self.skipped = load_indexes(directory, self.model)
+        if audio_index is not None:
+            self.audio_index = audio_index
+        if text_index is not None:
+            self.text_index = text_index
 
     def push_to_hub(self, repo_id: str, **upload: Any) -> Any:
         """Upload the model, its processor, its card and this pipeline's index in one commit.
@@ -694,18 +392,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         ``pipeline("audio-text-retrieval", model=repo_id)`` loads the index again with the model. The local
         list of skipped files stays local.
         """
-        if self.audio_index is None and self.text_index is None:
-            raise ValueError(
-                "This pipeline holds no index to push: build one with `pipe.index(...)`, or push the model "
-                "alone with `model.push_to_hub(repo_id)`."
-            )
-        return hub.push_to_hub(
-            self.model,
-            repo_id,
-            processor=self.processor,
-            stage_extra=lambda staging: self.save_index(staging / INDEX_DIRNAME, report_skipped=False),
-            **upload,
-        )
+        return push_pipeline_to_hub(self, repo_id, **upload)
 
     # Zero-shot classification ------------------------------------------------------------------------
 
@@ -733,7 +420,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         Returns:
             ``[{"label", "score"}]`` best first, or one such list per clip for a list of clips.
         """
-        given = self._audio_clips(audio, sampling_rate, "the audio")
+        given = self.read_audio(audio, sampling_rate, "the audio")
         labels = list(labels)
         label_embeds = encode_labels(self.model, self.processor, labels, templates)
         rows = [{"audio": clip, "audio_id": name} for clip, name in zip(given.clips, given.names)]
@@ -750,77 +437,6 @@ class AudioTextRetrievalPipeline(Pipeline):
         return results[0] if given.single else results
 
 
-@dataclass(frozen=True)
-class _IndexingOptions:
-    batch_size: int
-    show_progress: bool
-    pool: bool
-    strict: bool
-    append: bool
-
-
-def relative_id(path: str | os.PathLike, root: Path) -> str:
-    """The id of a file under ``root``: its POSIX path relative to ``root``, or its absolute path when it
-    lies elsewhere (``root / id`` resolves to the file either way)."""
-    absolute = Path(path).expanduser().resolve()
-    try:
-        return absolute.relative_to(root).as_posix()
-    except ValueError:
-        return str(absolute)
-
-
-def _check_unique_ids(ids: Sequence[str], sources: Sequence[str], index: EmbeddingIndex) -> None:
-    """Raise naming both items when two share an id, or when an id is already in ``index``."""
-    first_source: dict[str, str] = {}
-    existing = set(index.ids)
-    for item_id, source in zip(ids, sources):
-        if item_id in first_source:
-            raise ValueError(
-                f"Duplicate id {item_id!r}: {first_source[item_id]} and {source}. Each item of an index needs its "
-                "own id."
-            )
-        if item_id in existing:
-            already = index.path_of(item_id) or item_id
-            raise ValueError(
-                f"Duplicate id {item_id!r}: {source} and {already}, which is already in the index. Give it "
-                "another id, or leave indexed items out when appending."
-            )
-        first_source[item_id] = source
-
-
-def _dataset_audio_paths(dataset: Any) -> list[str | None] | None:
-    """The ``path`` field of a dataset's undecoded ``audio`` column, read without loading the audio bytes."""
-    if "audio" not in dataset.column_names:
-        return None
-    flat = dataset.select_columns(["audio"]).flatten()
-    return flat["audio.path"] if "audio.path" in flat.column_names else None
-
-
-def _holds_waveforms(rows: Any) -> bool:
-    """Whether rows carry audio to decode (and so to window), rather than only precomputed features."""
-    columns = rows.column_names if hasattr(rows, "column_names") else (list(rows[0]) if len(rows) else [])
-    return "audio" in columns or not any(name in columns for name in AUDIO_INPUT_NAMES)
-
-
-def write_skipped_report(path: Path, skipped: Sequence[SkippedAudio]) -> None:
-    """Write ``path`` (tab-separated, header ``path<TAB>reason``), replacing it in one rename."""
-    with replaced_atomically(path) as partial, partial.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
-        writer.writerow(["path", "reason"])
-        writer.writerows((item.name, item.reason) for item in skipped)
-
-
-def read_skipped_report(path: Path) -> list[SkippedAudio]:
-    """The rows of a ``skipped.tsv`` written by :func:`write_skipped_report`."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t"))
-    return [SkippedAudio(position, row[0], row[1]) for position, row in enumerate(rows[1:]) if len(row) == 2]
-
-
-def _holds_index(directory: Path) -> bool:
-    return any((directory / f"{name}.json").is_file() for name in INDEX_NAMES)
-
-
 def register_pipeline() -> None:
     """Register the ``audio-text-retrieval`` task so that ``transformers.pipeline`` builds our pipeline."""
     registered = PIPELINE_REGISTRY.supported_tasks.get(TASK)
@@ -831,15 +447,4 @@ def register_pipeline() -> None:
     )
 
 
-__all__ = [
-    "APPLEDOUBLE_REASON",
-    "AudioTextRetrievalPipeline",
-    "INDEX_DIRNAME",
-    "MissingIndexError",
-    "SKIPPED_FILENAME",
-    "label_prompts",
-    "read_skipped_report",
-    "register_pipeline",
-    "relative_id",
-    "write_skipped_report",
-]
+__all__ = ["AudioTextRetrievalPipeline", "MissingIndexError", "register_pipeline"]

@@ -1,8 +1,9 @@
-"""Push a model with a saved retrieval index: the index is checked against the model before anything is uploaded.
+"""A retrieval index on the Hub: pushed with its model, and fetched again with it.
 
-``pipeline("audio-text-retrieval", model=repo_id)`` then loads the index with the model. A pipeline pushes
-the index it holds with :meth:`AudioTextRetrievalPipeline.push_to_hub`; these functions push one saved with
-``pipe.save_index(dir)``.
+:func:`push_to_hub` pushes a model with an index saved by ``pipe.save_index(dir)``, checked against the model
+before anything is uploaded; :func:`push_pipeline_to_hub` (``pipe.push_to_hub(repo_id)``) the index a pipeline
+holds. Either lands in the repository's ``retrieval_index/``, which :func:`hub_index_dir` downloads when
+``pipeline("audio-text-retrieval", model=repo_id)`` loads the model, so that the index comes with it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import CommitInfo
+from huggingface_hub import CommitInfo, snapshot_download
+from transformers.utils import logging
 
 from .. import hub
 from .index import EmbeddingIndex, model_fingerprint
-from .retrieval_pipeline import INDEX_DIRNAME, INDEX_NAMES
+from .persistence import INDEX_DIRNAME, INDEX_NAMES, save_indexes
+
+logger = logging.get_logger(__name__)
 
 
 def push_to_hub(
@@ -30,6 +34,51 @@ def push_to_hub(
     was checked: an index built with other weights raises ``IndexFormatError`` and nothing is uploaded.
     """
     return hub.push_to_hub(model, repo_id, stage_extra=_index_stager(model, index_dir), **upload)
+
+
+def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Any) -> CommitInfo:
+    """Upload the model of ``pipe`` (an :class:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline`),
+    its processor, its card and the index it holds in one commit; the list of skipped files stays local.
+
+    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (``eval_results``, ``private``, ...).
+
+    Raises:
+        ValueError: the pipeline holds no index.
+    """
+    if pipe.audio_index is None and pipe.text_index is None:
+        raise ValueError(
+            "This pipeline holds no index to push: build one with `pipe.index(...)`, or push the model "
+            "alone with `model.push_to_hub(repo_id)`."
+        )
+    return hub.push_to_hub(
+        pipe.model,
+        repo_id,
+        processor=pipe.processor,
+        stage_extra=lambda staging: save_indexes(
+            staging / INDEX_DIRNAME, pipe.audio_index, pipe.text_index, [], report_skipped=False
+        ),
+        **upload,
+    )
+
+
+def hub_index_dir(model: Any) -> Path | None:
+    """The ``retrieval_index`` folder of the Hub repository ``model`` came from, if it has one.
+
+    Downloads only that folder (the push functions put it there); a model that is not from the Hub, a
+    repository without an index, or no network (and nothing cached) gives ``None``.
+    """
+    repo_id = str(getattr(model, "name_or_path", "") or "")
+    if not repo_id or os.path.exists(repo_id) or repo_id.count("/") != 1:
+        return None
+    try:
+        snapshot = snapshot_download(repo_id, allow_patterns=[f"{INDEX_DIRNAME}/*"])
+    except (
+        OSError,
+        ValueError,
+    ) as error:  # huggingface_hub's HTTP, offline and not-found errors are OSErrors
+        logger.info(f"No retrieval index fetched from {repo_id}: {error}")
+        return None
+    return Path(snapshot) / INDEX_DIRNAME
 
 
 def stage_upload(
@@ -62,4 +111,4 @@ def copy_checked_index(model: Any, source: Path, destination: Path) -> None:
             shutil.copy2(source / f"{name}{suffix}", destination / f"{name}{suffix}")
 
 
-__all__ = ["copy_checked_index", "push_to_hub", "stage_upload"]
+__all__ = ["copy_checked_index", "hub_index_dir", "push_pipeline_to_hub", "push_to_hub", "stage_upload"]

@@ -56,7 +56,9 @@ def test_every_split_records_its_provenance_with_the_generated_size_as_official(
         "official_clips": 4, "clips_found": 4, "skipped": 0, "filters": [], "classes": list(SOUND_EVENTS),
     }  # fmt: skip
     # a split holding 4 clips of 13 classes still records all 13: zero-shot scores against the whole set
-    assert class_list(provenance) == list(SOUND_EVENTS) and len(set(corpus["test"]["label"])) < len(SOUND_EVENTS)
+    assert class_list(provenance) == list(SOUND_EVENTS) and len(set(corpus["test"]["label"])) < len(
+        SOUND_EVENTS
+    )
     assert official_clip_count(corpus_provenance(corpus["train"])) == 26
     assert describe_dataset(corpus["validation"], "x") == "synthcaps validation"
     other = corpus_provenance(load_synthcaps(0, 0, 2, seed=5, duration=1.0, sampling_rate=22050)["test"])

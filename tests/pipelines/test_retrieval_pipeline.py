@@ -1,57 +1,27 @@
-"""pipeline("audio-text-retrieval"): indexing, text/audio queries vs brute force, round trip, zero-shot."""
+"""pipeline("audio-text-retrieval"): text/audio queries and query by example vs brute force, zero-shot
+classification, and the one audio-input contract of every method (indexing: test_indexing.py; saving and loading:
+test_persistence.py; the Hub: test_sharing.py)."""
 
 from __future__ import annotations
-
-import contextlib
-import logging
-from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
 import soundfile
 import torch
-from datasets import Dataset
+from pipeline_setups import CAPTIONS, caplog_warnings, save_model
 from synthetic_audio import recording_with_event, synthetic_clip
-from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
+from tiny_models import SAMPLING_RATE, random_waveforms
 from transformers import pipeline
 
 from hf_atr.data.audio import AudioDecodeError, encode_wav
-from hf_atr.encoding import encode_audio, encode_audio_windows
-from hf_atr.pipelines.index import IndexFormatError
+from hf_atr.encoding import encode_audio, label_prompts
 from hf_atr.pipelines.retrieval_pipeline import (
-    INDEX_DIRNAME,
-    SKIPPED_FILENAME,
     AudioTextRetrievalPipeline,
     MissingIndexError,
-    label_prompts,
     register_pipeline,
 )
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.windowing import Windowing
-
-CAPTIONS = ["a dog barks loudly", "birds sing", "a siren wails", "a car passes quietly", "beep tone high"]
-
-
-def save_model(directory, **config_kwargs):
-    processor = make_processor()
-    model = make_model(processor=processor, **config_kwargs)
-    model.save_pretrained(directory)
-    processor.save_pretrained(directory)
-    return model, processor
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("model")
-    save_model(directory)
-    return directory
-
-
-@pytest.fixture
-def pipe(model_dir):
-    register_pipeline()
-    return pipeline("audio-text-retrieval", model=str(model_dir))
 
 
 @torch.no_grad()
@@ -97,57 +67,6 @@ def test_audio_file_path_is_an_audio_query(pipe, tmp_path):
     assert [hit["id"] for hit in from_path] == [hit["id"] for hit in from_array]
 
 
-@contextlib.contextmanager
-def caplog_warnings():
-    """The warnings logged by hf_atr inside the block, as one string (the pipeline factory resets handlers)."""
-    records: list[str] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger = logging.getLogger("hf_atr")
-    logger.addHandler(handler)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-        records[:] = ["\n".join(records)]
-
-
-def clips_dataset(count=4):
-    waveforms = random_waveforms(count, seed=7)
-    return Dataset.from_dict(
-        {
-            "audio_id": [f"clip{i}" for i in range(count)],
-            "audio": [
-                {"bytes": encode_wav(w, SAMPLING_RATE, subtype="FLOAT"), "path": None} for w in waveforms
-            ],
-            "captions": [[CAPTIONS[i % 5], CAPTIONS[(i + 1) % 5]] for i in range(count)],
-        }
-    )
-
-
-def test_dataset_index_round_trip_through_the_model_directory(tmp_path):
-    register_pipeline()
-    save_model(tmp_path)
-    pipe = pipeline("audio-text-retrieval", model=str(tmp_path))
-    pipe.index(clips_dataset(), show_progress=False)
-    assert pipe.audio_index.ids == [f"clip{i}" for i in range(4)]
-    assert pipe.text_index.ids[:3] == ["clip0#0", "clip0#1", "clip1#0"]
-    waveform = random_waveforms(1, seed=9)[0]
-    before = pipe("a siren wails", top_k=3), pipe(waveform, top_k=3)
-    written = pipe.save_index()
-    assert {path.parent for path in written} == {tmp_path / INDEX_DIRNAME}
-
-    with caplog_warnings() as messages:
-        reloaded = pipeline(
-            "audio-text-retrieval", model=str(tmp_path)
-        )  # loads the index saved next to the model
-    assert (
-        f"Loaded the retrieval index saved with the model in {tmp_path / INDEX_DIRNAME}: 4 audio clip(s) in 4 "
-        "entries, 8 caption(s)." in messages[0]
-    )
-    assert (reloaded("a siren wails", top_k=3), reloaded(waveform, top_k=3)) == before
-
-
 def test_an_index_whose_every_file_was_skipped_is_refused_like_no_index(pipe, tmp_path):
     (tmp_path / "notes.wav").write_text("not audio")
     pipe.index([str(tmp_path / "notes.wav")], show_progress=False)
@@ -156,15 +75,6 @@ def test_an_index_whose_every_file_was_skipped_is_refused_like_no_index(pipe, tm
         MissingIndexError, match="^A text query searches audio clips, and this pipeline holds none"
     ):
         pipe("a dog barks")
-
-
-def test_index_of_another_model_is_refused(pipe, tmp_path):
-    other_model, _ = save_model(tmp_path / "other", seed=1)
-    pipe.index(CAPTIONS, show_progress=False)
-    pipe.save_index(tmp_path / "index")
-    other = pipeline("audio-text-retrieval", model=str(tmp_path / "other"))
-    with pytest.raises(IndexFormatError, match="fingerprint .* Rebuild"):
-        other.load_index(tmp_path / "index")
 
 
 def test_mahalanobis_model_searches_in_the_heads_metric(tmp_path):
@@ -227,167 +137,6 @@ def test_bad_requests_are_explained(pipe):
         pipe.classify(random_waveforms(1)[0], labels=["dog"], templates=["no placeholder"])
     with pytest.raises(FileNotFoundError, match="No audio_index.json"):
         pipe.load_index(pipe.model.name_or_path)
-
-
-def test_index_pushed_with_a_hub_model_is_fetched_and_loaded(pipe, tmp_path):
-    pipe.index(random_waveforms(3), show_progress=False)
-    pipe.save_index(tmp_path / "snapshot" / INDEX_DIRNAME)
-    model = pipe.model
-    model.name_or_path = "team/atr-tiny"
-    with mock.patch(
-        "hf_atr.pipelines.retrieval_pipeline.snapshot_download", return_value=str(tmp_path / "snapshot")
-    ) as download:
-        from_hub = AudioTextRetrievalPipeline(model=model, processor=pipe.processor)
-    assert download.call_args.args == ("team/atr-tiny",)
-    assert download.call_args.kwargs == {"allow_patterns": [f"{INDEX_DIRNAME}/*"]}
-    assert from_hub("a dog barks", top_k=2) == pipe("a dog barks", top_k=2)
-    with mock.patch("hf_atr.pipelines.retrieval_pipeline.snapshot_download", side_effect=OSError("offline")):
-        assert AudioTextRetrievalPipeline(model=model, processor=pipe.processor).audio_index is None
-
-
-@pytest.fixture(scope="module")
-def recordings(tmp_path_factory):
-    """A 60-s field recording with one tone at 40.2 s, two 20-s recordings of noise, and the 1-s query."""
-    directory = tmp_path_factory.mktemp("recordings")
-    recording, query = recording_with_event(60, 40.2, SAMPLING_RATE)
-    (directory / "field").mkdir()
-    (directory / "field" / "long take 1.wav").write_bytes(
-        encode_wav(recording, SAMPLING_RATE, subtype="FLOAT")
-    )
-    for index, seed in enumerate((3, 4)):
-        noise, _ = recording_with_event(20, None, SAMPLING_RATE, seed=seed)
-        (directory / f"noise{index}.wav").write_bytes(encode_wav(noise, SAMPLING_RATE, subtype="FLOAT"))
-    (directory / "query.wav").write_bytes(encode_wav(query, SAMPLING_RATE, subtype="FLOAT"))
-    files = [directory / "field" / "long take 1.wav", directory / "noise0.wav", directory / "noise1.wav"]
-    return directory, files
-
-
-def test_a_long_recording_is_found_at_the_span_of_its_event(pipe, recordings, monkeypatch, tmp_path):
-    directory, files = recordings
-    monkeypatch.chdir(tmp_path)  # paths must not depend on where the index is searched from
-    pipe.index([str(path) for path in files], root=directory, show_progress=False)
-    assert pipe.audio_index.ids.count("field/long take 1.wav") > 100  # kept window by window
-    hits = pipe(audio=str(directory / "query.wav"), top_k=3)
-    assert [hit["id"] for hit in hits][0] == "field/long take 1.wav" and len(hits) == 3
-    assert hits[0]["start"] <= 40.2 and hits[0]["end"] >= 40.7
-    assert hits[0]["path"] == str(directory / "field" / "long take 1.wav")
-    # A text query ranks files by their best window, as brute force over every window does.
-    encoded = encode_audio_windows(
-        pipe.model, pipe.processor, [{"audio": str(path)} for path in files], windowing=Windowing()
-    )
-    with torch.no_grad():
-        text = pipe.model.get_text_features(**pipe.processor(text=["a dog barks"]))
-    scores = (text @ encoded.embeddings.T)[0]
-    best = {
-        clip: max(range(len(scores)), key=lambda i: scores[i] if encoded.clip_indices[i] == clip else -2)
-        for clip in range(3)
-    }
-    expected = sorted(best.items(), key=lambda item: -float(scores[item[1]]))
-    hits = pipe("a dog barks", top_k=3)
-    assert [hit["id"] for hit in hits] == [
-        pipe.audio_index.ids[0] if clip == 0 else f"noise{clip - 1}.wav" for clip, _ in expected
-    ]
-    for hit, (_, window) in zip(hits, expected):
-        assert (hit["start"], hit["end"]) == (float(encoded.starts[window]), float(encoded.ends[window]))
-        assert hit["score"] == pytest.approx(float(scores[window]), abs=1e-5)
-
-
-def test_pooled_indexing_stores_one_entry_per_file(pipe, recordings):
-    directory, files = recordings
-    pipe.index([str(path) for path in files], root=directory, pool=True, show_progress=False)
-    assert pipe.audio_index.ids == ["field/long take 1.wav", "noise0.wav", "noise1.wav"]
-    assert pipe.audio_index.spans == [(0.0, 60.0), (0.0, 20.0), (0.0, 20.0)]
-    pooled = encode_audio(pipe.model, pipe.processor, [{"audio": str(files[0])}], windowing=Windowing())
-    np.testing.assert_allclose(pipe.audio_index.embeddings[0], pooled[0].numpy(), atol=1e-6)
-    hits = pipe(audio=str(directory / "query.wav"), top_k=1)
-    assert (hits[0]["start"], hits[0]["end"]) == (0.0, 60.0)
-
-
-def bad_folder(directory):
-    """Two good clips and the three kinds of unreadable file a real folder holds."""
-    waveforms = random_waveforms(2, seed=11)
-    (directory / "a.wav").write_bytes(encode_wav(waveforms[0], SAMPLING_RATE))
-    (directory / "b.wav").write_bytes(encode_wav(waveforms[1], SAMPLING_RATE))
-    (directory / "._a.wav").write_bytes((directory / "a.wav").read_bytes()[:200])
-    (directory / "empty.wav").write_bytes(b"")
-    (directory / "readme.wav").write_text("renamed text")
-    return sorted(directory.iterdir())
-
-
-def test_unreadable_files_are_skipped_reported_and_listed_in_skipped_tsv(pipe, tmp_path, caplog):
-    (tmp_path / "audio").mkdir()
-    files = bad_folder(tmp_path / "audio")
-    with caplog.at_level(logging.WARNING):
-        pipe.index([str(path) for path in files], root=tmp_path / "audio", show_progress=False)
-    assert sorted(set(pipe.audio_index.ids)) == ["a.wav", "b.wav"]
-    skipped = {Path(item.name).name: item.reason for item in pipe.skipped}
-    assert skipped == {
-        "._a.wav": "AppleDouble",
-        "empty.wav": "the audio file is empty (0 bytes).",
-        "readme.wav": "the audio is unreadable or corrupt (Format not recognised).",
-    }
-    assert "Skipped 3 of 5 audio item(s) that cannot be decoded:" in caplog.text
-    written = pipe.save_index(tmp_path / "index")
-    report = tmp_path / "index" / SKIPPED_FILENAME
-    assert report in written
-    lines = report.read_text().splitlines()
-    assert (
-        lines[0] == "path\treason"
-        and f"{tmp_path / 'audio' / 'empty.wav'}\tthe audio file is empty (0 bytes)." in lines
-    )
-    pipe.skipped = []
-    pipe.load_index(tmp_path / "index")
-    assert {Path(item.name).name for item in pipe.skipped} == set(skipped)
-
-
-def test_strict_stops_at_the_first_unreadable_file_and_keeps_what_was_indexed(pipe, tmp_path):
-    good = [str(tmp_path / f"clip{i}.wav") for i in range(9)]
-    for path, waveform in zip(good, random_waveforms(9, seed=2)):
-        Path(path).write_bytes(encode_wav(waveform, SAMPLING_RATE))
-    (tmp_path / "zz_empty.wav").write_bytes(b"")
-    with pytest.raises(AudioDecodeError, match=r"zz_empty\.wav: the audio file is empty \(0 bytes\)\."):
-        pipe.index([*good, str(tmp_path / "zz_empty.wav")], batch_size=1, strict=True, show_progress=False)
-    assert len(set(pipe.audio_index.ids)) == 8  # the first step (8 clips of batch 1) was kept
-    pipe.index([str(tmp_path / "._x.wav")], strict=True, append=True, show_progress=False)  # never audio
-    assert pipe.skipped[-1].reason == "AppleDouble"
-
-
-def test_duplicate_ids_are_rejected_naming_both_items(pipe, tmp_path):
-    waveforms = random_waveforms(2)
-    with pytest.raises(
-        ValueError, match=r"Duplicate id 'x': item 0 and item 1\. Each item of an index needs"
-    ):
-        pipe.index(waveforms, ids=["x", "x"], show_progress=False)
-    pipe.index(waveforms, ids=["x", "y"], show_progress=False)
-    with pytest.raises(ValueError, match=r"Duplicate id 'y': item 1 and y, which is already in the index"):
-        pipe.index(waveforms, ids=["z", "y"], append=True, show_progress=False)
-    pipe.index(waveforms[:1], ids=["z"], append=True, show_progress=False)
-    assert pipe.audio_index.ids == ["x", "y", "z"]
-    dataset = clips_dataset(3)
-    duplicated = dataset.map(lambda row: {"audio_id": "same"})
-    with pytest.raises(ValueError, match=r"Duplicate id 'same': row 0 \(same\) and row 1 \(same\)"):
-        pipe.index(duplicated, show_progress=False)
-
-
-def test_files_indexed_under_ids_of_ones_own_carry_no_made_up_path(pipe, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    files = []
-    for name, waveform in zip(["dog bark.wav", "dawn chorus.wav"], random_waveforms(2)):
-        (tmp_path / name).write_bytes(encode_wav(waveform, SAMPLING_RATE))
-        files.append(str(tmp_path / name))
-    pipe.index(files[:1], ids=["dog"], show_progress=False)
-    assert pipe.audio_index.root is None and "path" not in pipe("a dog barks", top_k=1)[0]
-    with pytest.raises(
-        ValueError,
-        match=rf"Duplicate id 'dog': {files[1]} and dog, which is already in the index\. Give it another id",
-    ):
-        pipe.index(files[1:], ids=["dog"], append=True, show_progress=False)
-    pipe.index(files[:1], ids=["dog"], root=tmp_path, show_progress=False)
-    assert pipe("a dog barks", top_k=1)[0]["path"] == str(
-        tmp_path / "dog"
-    )  # root given: ids are relative paths
-    pipe.index(["dog bark.wav"], show_progress=False)
-    assert pipe("a dog barks", top_k=1)[0]["path"] == files[0]
 
 
 def test_a_query_that_looks_like_a_missing_audio_file_is_an_error(pipe):
@@ -538,3 +287,22 @@ def test_a_stacked_batch_is_refused_and_a_list_is_a_batch(pipe):
     batch = pipe.classify(list(stacked), labels=["dog", "siren"])
     assert len(batch) == 8 and all(len(result) == 2 for result in batch)
     assert len(pipe(list(stacked), top_k=1)) == 8
+
+
+def test_read_audio_reads_every_input_as_the_pipeline_does(pipe, stereo_and_mono_files):
+    stereo, mono = stereo_and_mono_files
+    frames, rate = soundfile.read(stereo)
+    one = pipe.read_audio(frames, rate)
+    assert one.single and len(one.clips) == 1 and one.names == ["the audio"]
+    assert one.clips[0]["sampling_rate"] == rate and one.clips[0]["array"].shape == (44100,)
+    batch = pipe.read_audio([str(mono), {"raw": frames, "sampling_rate": rate}], name="the corpus")
+    assert not batch.single and batch.names == [str(mono), "item 1"] and batch.clips[0] == str(mono)
+    with pytest.raises(
+        AudioDecodeError, match=r"^the query: an audio array must be 1-D .* got shape \(3, 2, 2\)"
+    ):
+        pipe.read_audio(np.zeros((3, 2, 2), dtype=np.float32), name="the query")
+    with caplog_warnings() as logged:
+        bare = [pipe.read_audio(frames[:, 0]) for _ in range(2)]
+    assert all(given.rate_assumed == 1 for given in bare)
+    assert bare[0].clips[0]["sampling_rate"] == pipe.processor.sampling_rate
+    assert logged[0].count("An audio array was given without its sampling rate") == 1

@@ -1,4 +1,5 @@
-"""Pushing a model with its retrieval index: the uploaded files and the index checks, offline."""
+"""A retrieval index on the Hub (hf_atr.pipelines.sharing): pushed with its model (the uploaded files and the index
+checks) and fetched again with it, offline."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from tiny_models import make_model, make_processor, random_waveforms
 from transformers import pipeline
 
 from hf_atr.pipelines.index import IndexFormatError
-from hf_atr.pipelines.retrieval_pipeline import register_pipeline
-from hf_atr.pipelines.sharing import push_to_hub, stage_upload
+from hf_atr.pipelines.persistence import INDEX_DIRNAME
+from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
+from hf_atr.pipelines.sharing import hub_index_dir, push_pipeline_to_hub, push_to_hub, stage_upload
 
 UPLOADED_FILES = [
     "README.md",
@@ -130,3 +132,47 @@ def test_model_push_to_hub_uploads_model_processor_and_card_only(tmp_path):
         make_model().push_to_hub("atr-tiny", processor=make_processor())
     assert sorted(uploaded) == [name for name in UPLOADED_FILES if not name.startswith("retrieval_index/")]
     assert 'pipeline("audio-text-retrieval", model="team/atr-tiny")' in uploaded["README.md"].decode()
+
+
+def test_index_pushed_with_a_hub_model_is_fetched_and_loaded(pipe, tmp_path):
+    pipe.index(random_waveforms(3), show_progress=False)
+    pipe.save_index(tmp_path / "snapshot" / INDEX_DIRNAME)
+    model = pipe.model
+    model.name_or_path = "team/atr-tiny"
+    with mock.patch(
+        "hf_atr.pipelines.sharing.snapshot_download", return_value=str(tmp_path / "snapshot")
+    ) as download:
+        from_hub = AudioTextRetrievalPipeline(model=model, processor=pipe.processor)
+    assert download.call_args.args == ("team/atr-tiny",)
+    assert download.call_args.kwargs == {"allow_patterns": [f"{INDEX_DIRNAME}/*"]}
+    assert from_hub("a dog barks", top_k=2) == pipe("a dog barks", top_k=2)
+    with mock.patch("hf_atr.pipelines.sharing.snapshot_download", side_effect=OSError("offline")):
+        assert AudioTextRetrievalPipeline(model=model, processor=pipe.processor).audio_index is None
+
+
+def test_hub_index_dir_asks_the_hub_only_for_a_hub_model(pipe, model_dir):
+    with mock.patch("hf_atr.pipelines.sharing.snapshot_download") as download:
+        assert hub_index_dir(pipe.model) is None  # a local directory
+        pipe.model.name_or_path = "atr-tiny"  # no owner/name: not a Hub id
+        assert hub_index_dir(pipe.model) is None
+    download.assert_not_called()
+    pipe.model.name_or_path = "team/atr-tiny"
+    with mock.patch("hf_atr.pipelines.sharing.snapshot_download", side_effect=ValueError("no such repo")):
+        assert hub_index_dir(pipe.model) is None
+
+
+def test_push_pipeline_to_hub_uploads_the_caption_index_it_holds(pipe):
+    with pytest.raises(
+        ValueError, match=r"^This pipeline holds no index to push: build one with `pipe\.index"
+    ):
+        push_pipeline_to_hub(pipe, "atr-tiny")
+    pipe.index(["a dog barks", "rain on a roof"], show_progress=False)
+    uploaded: dict[str, bytes] = {}
+    create_repo, create_commit = fake_hub(uploaded)
+    with create_repo, create_commit:
+        assert push_pipeline_to_hub(pipe, "atr-tiny") is mock.sentinel.commit_info
+    assert [name for name in sorted(uploaded) if name.startswith(INDEX_DIRNAME)] == [
+        "retrieval_index/text_index.json",
+        "retrieval_index/text_index.safetensors",
+    ]
+    assert b"rain on a roof" in uploaded["retrieval_index/text_index.json"]
