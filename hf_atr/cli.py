@@ -945,7 +945,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _quiet_transformers_progress_bars()
+    if getattr(args, "loads_model", True):  # build-dataset loads none: it imports no transformers
+        _quiet_transformers_progress_bars()
     return args.handler(args)
 
 

@@ -141,7 +141,7 @@ def test_evaluate_on_a_saved_dataset_dict(model_dir, saved_split, tmp_path):
     assert metrics["t2a_R@1"] == 0.25 and metrics["t2a_mean_rank"] == 2.5
     assert metrics["a2t_R@1"] == 0.0 and metrics["a2t_R@5"] == 1.0 and metrics["a2t_mean_rank"] == 4.0
     assert metrics["a2t_mAP@10"] == pytest.approx((1 / 4 + 2 / 8) / 2)
-    with pytest.raises(SystemExit, match=r"no split 'test'; splits: \['validation'\]"):
+    with pytest.raises(SystemExit, match=r"has no split\(s\) \['test'\]; its splits: \['validation'\]\.$"):
         run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(saved_split)])
     with pytest.raises(SystemExit, match="neither `synthcaps` nor a directory"):
         run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(tmp_path / "missing")])

@@ -31,7 +31,7 @@ def add_build_dataset_parser(subparsers: Any) -> argparse.ArgumentParser:
         "build-dataset", help=BUILD_DATASET_HELP, add_help=False, prefix_chars="\0"
     )
     parser.add_argument("arguments", nargs="*")
-    parser.set_defaults(handler=run_build_dataset)
+    parser.set_defaults(handler=run_build_dataset, loads_model=False)
     return parser
 
 
