@@ -1,10 +1,12 @@
-"""Push a dual encoder with its processor and model card to the Hub in one commit.
+"""Push a dual encoder with its processor and model card to the Hub in one commit: the one implementation.
 
 transformers' own ``push_to_hub`` replaces ``README.md`` with a generic card fetched from the Hub;
-:func:`push_to_hub` writes ours instead (``AtrDualEncoderModel.push_to_hub`` calls it). What else goes
-into the repository is written by its owner through ``stage_extra``: the retrieval pipeline adds its index
-(:meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.push_to_hub`,
-:func:`hf_atr.pipelines.sharing.push_to_hub`).
+:func:`push_to_hub` writes ours instead. Every other ``push_to_hub`` of hf-atr is a thin caller of it that takes
+the same options, :class:`HubUpload`, by the same names: ``AtrDualEncoderModel.push_to_hub(repo_id, ...)``,
+:func:`hf_atr.pipelines.sharing.push_to_hub` (``hf_atr.push_to_hub(model, repo_id, index_dir=..., ...)``),
+:func:`~hf_atr.pipelines.sharing.push_pipeline_to_hub` and
+:meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.push_to_hub`. What else goes into the
+repository is written by its owner through ``stage_extra``: the retrieval pipeline adds its index.
 """
 
 from __future__ import annotations
@@ -13,11 +15,30 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 
 from .model_card import write_model_card
+
+
+class HubUpload(TypedDict, total=False):
+    """The options every ``push_to_hub`` of hf-atr takes, by the names of transformers' ``push_to_hub`` where it
+    has them; :func:`push_to_hub` documents them and holds their defaults."""
+
+    processor: Any
+    eval_results: Mapping[str, float] | None
+    training_data: str | None
+    license: str | None
+    license_name: str | None
+    license_link: str | None
+    base_model: list[str] | None
+    commit_message: str
+    private: bool | None
+    token: str | None
+    revision: str | None
+    create_pr: bool
+    max_shard_size: str | int
 
 
 def push_to_hub(
@@ -40,6 +61,10 @@ def push_to_hub(
     stage_extra: Callable[[Path], object] | None = None,
 ) -> CommitInfo:
     """Upload ``model`` (+ ``processor``) and its card in one commit.
+
+    The options but ``stage_extra`` are :class:`HubUpload`, which the other ``push_to_hub`` functions take too;
+    ``commit_message``, ``private``, ``token``, ``revision``, ``create_pr`` and ``max_shard_size`` are those of
+    transformers' ``push_to_hub``.
 
     Files in the repository: the model's ``config.json`` and weights, the processor's files, and
     ``README.md`` (the card of :func:`~hf_atr.model_card.write_model_card`, whose usage snippet names
@@ -120,4 +145,4 @@ def stage_upload(
     return sorted(path for path in directory.rglob("*") if path.is_file())
 
 
-__all__ = ["push_to_hub", "stage_upload"]
+__all__ = ["HubUpload", "push_to_hub", "stage_upload"]

@@ -6,7 +6,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -28,6 +28,11 @@ from .models.clap.convert_clap_checkpoint import (
 )
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 from .towers import pooler_modules, tower_from_config, tower_from_pretrained
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .hub import HubUpload
 
 logger = logging.get_logger(__name__)
 
@@ -494,13 +499,13 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
                 apply_umask(weights)
             write_model_card(self, save_directory)
 
-    def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:
+    def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload weights, config, the generated card (and optionally the processor) in one commit.
 
-        See :func:`hf_atr.hub.push_to_hub` for the options. A retrieval index goes with the pipeline that
-        built it: ``pipe.push_to_hub(repo_id)``.
+        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`). A
+        retrieval index goes with the pipeline that built it: ``pipe.push_to_hub(repo_id)``.
         """
-        return hub.push_to_hub(self, repo_id, **kwargs)
+        return hub.push_to_hub(self, repo_id, **upload)
 
     @classmethod
     def from_audio_text_pretrained(

@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from .model_loading import load_retrieval_pipeline
+from .common import load_retrieval_pipeline
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_TOP_K = 10

@@ -32,7 +32,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoModel, Pipeline
@@ -54,6 +54,11 @@ from hf_atr.pipelines.persistence import (
 from hf_atr.pipelines.sharing import hub_index_dir, push_pipeline_to_hub
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.windowing import Windowing, pool_window_embeddings, window_bounds
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from hf_atr.hub import HubUpload
 
 logger = logging.get_logger(__name__)
 
@@ -385,10 +390,11 @@ class AudioTextRetrievalPipeline(Pipeline):
         if text_index is not None:
             self.text_index = text_index
 
-    def push_to_hub(self, repo_id: str, **upload: Any) -> Any:
+    def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload the model, its processor, its card and this pipeline's index in one commit.
 
-        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (``eval_results``, ``private``, ...).
+        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
+        ``eval_results``, ``private``, ...; but ``processor``: the pipeline's is uploaded).
         ``pipeline("audio-text-retrieval", model=repo_id)`` loads the index again with the model. The local
         list of skipped files stays local.
         """

@@ -12,7 +12,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import CommitInfo, snapshot_download
 from transformers.utils import logging
@@ -21,26 +21,32 @@ from .. import hub
 from .index import EmbeddingIndex, model_fingerprint
 from .persistence import INDEX_DIRNAME, INDEX_NAMES, save_indexes
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..hub import HubUpload
+
 logger = logging.get_logger(__name__)
 
 
 def push_to_hub(
-    model: Any, repo_id: str, *, index_dir: str | os.PathLike | None = None, **upload: Any
+    model: Any, repo_id: str, *, index_dir: str | os.PathLike | None = None, **upload: Unpack[HubUpload]
 ) -> CommitInfo:
     """Upload ``model``, its card and (with ``index_dir``) the saved index in one commit.
 
-    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (``processor``, ``eval_results``,
-    ``training_data``, ``license``, ``private``, ...). The index lands in ``retrieval_index/`` after it
+    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
+    ``processor``, ``eval_results``, ``training_data``, ``license``, ``private``, ...). The index lands in ``retrieval_index/`` after it
     was checked: an index built with other weights raises ``IndexFormatError`` and nothing is uploaded.
     """
     return hub.push_to_hub(model, repo_id, stage_extra=_index_stager(model, index_dir), **upload)
 
 
-def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Any) -> CommitInfo:
+def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Unpack[HubUpload]) -> CommitInfo:
     """Upload the model of ``pipe`` (an :class:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline`),
     its processor, its card and the index it holds in one commit; the list of skipped files stays local.
 
-    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (``eval_results``, ``private``, ...).
+    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
+    ``eval_results``, ``private``, ...; but ``processor``: the pipeline's is uploaded).
 
     Raises:
         ValueError: the pipeline holds no index.

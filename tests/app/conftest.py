@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sound_library import SoundLibrary, make_sound_library
 
-from hf_atr.commands.model_loading import load_retrieval_pipeline
+from hf_atr.commands.common import load_retrieval_pipeline
 
 
 @pytest.fixture(scope="session")

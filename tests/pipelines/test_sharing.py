@@ -3,6 +3,7 @@ checks) and fetched again with it, offline."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from unittest import mock
 
@@ -11,6 +12,8 @@ from huggingface_hub import HfApi
 from tiny_models import make_model, make_processor, random_waveforms
 from transformers import pipeline
 
+from hf_atr import hub
+from hf_atr.modeling_atr import AtrDualEncoderModel
 from hf_atr.pipelines.index import IndexFormatError
 from hf_atr.pipelines.persistence import INDEX_DIRNAME
 from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
@@ -176,3 +179,33 @@ def test_push_pipeline_to_hub_uploads_the_caption_index_it_holds(pipe):
         "retrieval_index/text_index.safetensors",
     ]
     assert b"rain on a roof" in uploaded["retrieval_index/text_index.json"]
+
+
+def test_every_push_to_hub_takes_the_options_of_the_one_implementation():
+    """hf_atr.hub.push_to_hub is the implementation; the other four pass HubUpload's options to it by name."""
+    implementation = inspect.signature(hub.push_to_hub).parameters
+    options = {name for name, parameter in implementation.items() if parameter.kind is parameter.KEYWORD_ONLY}
+    assert set(hub.HubUpload.__annotations__) == options - {"stage_extra"}
+    staged = {name for name, parameter in inspect.signature(hub.stage_upload).parameters.items()
+              if parameter.kind is parameter.KEYWORD_ONLY}  # fmt: skip
+    assert staged - {"repo_id", "stage_extra"} <= set(hub.HubUpload.__annotations__)
+    for caller in (push_to_hub, push_pipeline_to_hub, AtrDualEncoderModel.push_to_hub,
+                   AudioTextRetrievalPipeline.push_to_hub):  # fmt: skip
+        upload = [p for p in inspect.signature(caller).parameters.values() if p.kind is p.VAR_KEYWORD]
+        assert [parameter.annotation for parameter in upload] == ["Unpack[HubUpload]"], caller
+
+
+def test_the_model_s_push_to_hub_passes_the_commit_options_on():
+    commits = []
+    with (
+        mock.patch.object(
+            HfApi, "create_repo", return_value=mock.Mock(repo_id="team/atr-tiny")
+        ) as create_repo,
+        mock.patch.object(
+            HfApi, "create_commit", lambda self, repo_id, operations, **kwargs: commits.append(kwargs)
+        ),
+    ):
+        make_model().push_to_hub("atr-tiny", commit_message="First upload", private=True, revision="dev",
+                                 create_pr=True)  # fmt: skip
+    assert create_repo.call_args.kwargs == {"private": True, "exist_ok": True}
+    assert commits == [{"commit_message": "First upload", "revision": "dev", "create_pr": True}]

@@ -1,4 +1,5 @@
-"""hf-atr evaluate --report and --zero-shot, end to end on CPU with a tiny model trained a few steps."""
+"""hf-atr evaluate, called as the CLI calls it: retrieval on synthcaps and saved datasets with a random-init model;
+--report and --zero-shot end to end on CPU with a tiny model trained a few steps."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import json
 import re
 
 import pytest
-from datasets import DatasetDict
+from cli_runner import run_cli
+from datasets import Dataset, DatasetDict
 from esc50_release import write_esc50_release
+from synthetic_audio import recording_with_event
 from tiny_models import (
+    SAMPLING_RATE,
     WORD_CLASSES,
     feature_dataset,
     make_model,
@@ -19,7 +23,112 @@ from tiny_models import (
 
 from hf_atr import AtrTrainer
 from hf_atr.cli import main
+from hf_atr.data.audio import encode_wav
 from hf_atr.model_card import TRAINING_CURVES_FILE
+
+
+@pytest.mark.parametrize(("command", "explains"), [("evaluate", "`synthcaps`")])
+def test_help_explains_the_command(command, explains, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([command, "--help"])
+    assert exit_info.value.code == 0
+    assert explains in " ".join(capsys.readouterr().out.split())
+
+
+def test_evaluate_on_synthcaps_writes_metrics_and_protocol(model_dir, tmp_path, capsys):
+    output = tmp_path / "metrics.json"
+    argv = ["evaluate", "--model", str(model_dir), "--dataset", "synthcaps", "--num-test", "6",
+            "--languages", "eng", "fra", "--map-cutoffs", "10", "16", "--output", str(output)]  # fmt: skip
+    assert run_cli(argv) == 0
+    written = json.loads(output.read_text())
+    metrics, protocol = written["metrics"], written["protocol"]
+    assert {"t2a_R@1", "a2t_R@1", "t2a_mAP@10", "t2a_mAP@16", "t2a_R@1/fra", "MRV"} <= set(metrics)
+    assert protocol["split"] == "test" and protocol["clips"] == 6 and protocol["languages"] == ["eng", "fra"]
+    assert protocol["captions"] == 6 * 5 * 2 and protocol["map_cutoffs"] == [10, 16]
+    assert protocol["relevance"] == "own clip" and "irrelevant items scoring >=" in protocol["tie_rule"]
+    printed = capsys.readouterr().out
+    assert "Retrieval on synthcaps (test, 6 clips, 60 captions, each caption's own clip relevant" in printed
+    median_line = next(line for line in printed.splitlines() if line.strip().startswith("t2a_median_rank"))
+    assert float(median_line.split()[-1]) == pytest.approx(metrics["t2a_median_rank"])  # ranks are not scaled
+
+
+def test_evaluate_on_a_saved_dataset_dict(model_dir, saved_split, tmp_path):
+    output = tmp_path / "metrics.json"
+    argv = ["evaluate", "--model", str(model_dir), "--dataset", str(saved_split), "--split", "validation",
+            "--output", str(output)]  # fmt: skip
+    assert run_cli(argv) == 0
+    metrics = json.loads(output.read_text())["metrics"]
+    # Every clip has the same two captions, so the four copies of a caption score alike: in T2A they rank
+    # their four clips once (one of them first), and in A2T the three copies of a clip's captions tie with
+    # its own, which count against it: its best caption sits at position 3, its other at 7.
+    assert metrics["t2a_R@1"] == 0.25 and metrics["t2a_mean_rank"] == 2.5
+    assert metrics["a2t_R@1"] == 0.0 and metrics["a2t_R@5"] == 1.0 and metrics["a2t_mean_rank"] == 4.0
+    assert metrics["a2t_mAP@10"] == pytest.approx((1 / 4 + 2 / 8) / 2)
+    with pytest.raises(SystemExit, match=r"has no split\(s\) \['test'\]; its splits: \['validation'\]\.$"):
+        run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(saved_split)])
+    with pytest.raises(SystemExit, match="neither `synthcaps` nor a directory"):
+        run_cli(["evaluate", "--model", str(model_dir), "--dataset", str(tmp_path / "missing")])
+
+
+def test_evaluate_with_relevance_judgements(model_dir, saved_split, tmp_path, capsys):
+    judgements = tmp_path / "judgements.csv"
+    judgements.write_text(
+        "caption,file_name,relevance\na dog barks,clip0,90\na dog barks,clip2,75\na dog barks,clip3,20\n"
+    )
+    output = tmp_path / "metrics.json"
+    argv = ["evaluate", "--model", str(model_dir), "--dataset", str(saved_split), "--split", "validation",
+            "--relevance", str(judgements), "--relevance-threshold", "50", "--output", str(output)]  # fmt: skip
+    assert run_cli(argv) == 0
+    written = json.loads(output.read_text())
+    protocol = written["protocol"]
+    assert protocol["relevance"] == "judgements" and protocol["relevance_file"] == str(judgements)
+    assert protocol["relevance_threshold"] == 50 and protocol["captions"] == 1
+    assert protocol["relevant_clips_per_caption"] == 2 and protocol["captions_without_judgement"] == 7
+    assert "t2a_recall_fraction@1" in written["metrics"]
+    assert f"relevance judgements {judgements}" in capsys.readouterr().out
+    judgements.write_text("caption,file_name,relevance\na dog barks,clip9,1\n")
+    with pytest.raises(
+        SystemExit, match=r"hf-atr evaluate: .*judgements\.csv, line 2: field 'file_name' names 'clip9'"
+    ):
+        run_cli(argv[:-2])
+
+
+def test_evaluate_with_window_pooling_records_it_and_skips_undecodable_clips(model_dir, tmp_path):
+    waveforms = [recording_with_event(3, 1.0, SAMPLING_RATE, seed=seed)[0] for seed in range(3)]
+    audio = [{"bytes": encode_wav(w, SAMPLING_RATE, subtype="FLOAT"), "path": None} for w in waveforms]
+    audio.append({"bytes": b"not audio at all", "path": "broken.wav"})
+    split = Dataset.from_dict(
+        {
+            "audio_id": ["c0", "c1", "c2", "broken"],
+            "audio": audio,
+            "captions": [["a tone"], ["a beep"], ["noise"], ["x"]],
+        }
+    )
+    DatasetDict({"test": split}).save_to_disk(str(tmp_path / "data"))
+    output = tmp_path / "metrics.json"
+    argv = [
+        "evaluate",
+        "--model",
+        str(model_dir),
+        "--dataset",
+        str(tmp_path / "data"),
+        "--output",
+        str(output),
+    ]
+    assert run_cli([*argv, "--window-pooling", "max", "--hop-seconds", "0.25"]) == 0
+    protocol = json.loads(output.read_text())["protocol"]
+    assert protocol["window_pooling"] == {"pooling": "max", "window_seconds": 1.015, "hop_seconds": 0.25}
+    assert protocol["clips"] == 3 and protocol["captions"] == 3
+    assert protocol["skipped_clips"] == [
+        {"audio_id": "broken", "reason": "the audio is unreadable or corrupt (Format not recognised)."}
+    ]
+    assert run_cli(argv) == 0
+    protocol = json.loads(output.read_text())["protocol"]
+    assert protocol["window_pooling"] is None and protocol["clips_cut_to_window"] == 3
+    with pytest.raises(SystemExit, match="--window-seconds / --hop-seconds apply with --window-pooling"):
+        run_cli([*argv, "--hop-seconds", "0.5"])
+    with pytest.raises(SystemExit, match="broken: the audio is unreadable or corrupt"):
+        run_cli([*argv, "--strict"])
 
 
 def labelled(num_clips: int, seed: int = 0):

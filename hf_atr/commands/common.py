@@ -1,0 +1,160 @@
+"""What several sub-commands share: ``--model`` (a directory or a Hub id checked before anything is loaded, and the
+retrieval pipeline that ``hf-atr index``, ``search`` and ``serve`` build from it), the windowing flags of ``index``
+and ``evaluate``, a dataset saved with ``save_to_disk``, and the process group of a distributed ``hf-atr index``.
+
+Everything heavy (transformers, datasets, torch, accelerate) is imported inside the functions, so building the
+parsers stays light."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hf_atr.pipelines.index import IndexMismatchError
+
+HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+"""``owner/name``: what ``--model`` may name on the Hub when no local directory of that name exists."""
+
+
+def checked_model(model: str) -> str:
+    """``--model`` as a local directory (``~`` expanded) holding a saved model, or a Hub repository id.
+
+    Raises:
+        SystemExit: no such directory (and not of the form ``owner/name``), or a directory without a
+            ``config.json``.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise SystemExit(
+                f"--model {model}: the directory holds no saved model (no config.json); give the folder that "
+                "`save_pretrained` (or `hf-atr demo`) wrote."
+            )
+        return str(path)
+    if path.exists():
+        raise SystemExit(f"--model {model} is a file; give the directory of a saved model.")
+    if not HUB_REPO_ID.match(model):
+        raise SystemExit(f"--model {model}: no such directory.")
+    return model
+
+
+def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
+    """The retrieval pipeline of ``--model``; a missing model or an unreadable index ends the command with
+    a message naming it."""
+    from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
+
+    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
+
+    model_path = checked_model(model)
+    try:
+        return pipeline("audio-text-retrieval", model=model_path, **pipeline_kwargs)
+    except IndexMismatchError as error:
+        raise SystemExit(f"hf-atr: {rebuild_advice(error, model)}") from error
+    except (IndexFormatError, FileNotFoundError) as error:
+        raise SystemExit(f"hf-atr: {error}") from error
+    except OSError as error:
+        if model_path != model or Path(model_path).is_dir():
+            raise
+        raise SystemExit(
+            f"--model {model}: no such directory, and no model of that name could be loaded from the Hub "
+            f"({str(error).splitlines()[0]})."
+        ) from error
+
+
+def rebuild_advice(error: IndexMismatchError, model: str) -> str:
+    """What differs between an index and ``--model`` (an ``IndexMismatchError``), with the ``hf-atr index``
+    command that rebuilds the index for that model (the error's own message names the Python call)."""
+    from hf_atr.pipelines.persistence import AUDIO_INDEX_NAME
+
+    source = "--audio-dir DIR" if error.name == AUDIO_INDEX_NAME else "--captions FILE"
+    return (
+        f"{error.problem} Rebuild it for this model with `hf-atr index --model {shlex.quote(model)} {source} --out "
+        f"{shlex.quote(str(error.directory))} --overwrite`, or use the model that built it."
+    )
+
+
+def add_windowing_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--window-seconds`` and ``--hop-seconds``, their help starting with ``what`` (what is windowed)."""
+    parser.add_argument(
+        "--window-seconds",
+        type=float,
+        default=None,
+        help=f"{what}: window length in seconds (default: the feature extractor's window)",
+    )
+    parser.add_argument(
+        "--hop-seconds",
+        type=float,
+        default=None,
+        help=f"{what}: distance between window starts (default: half the window, 50%% overlap)",
+    )
+
+
+def parsed_windowing(args: argparse.Namespace, pooling: str) -> Any:
+    """The ``Windowing`` of ``--window-seconds`` / ``--hop-seconds`` with ``pooling``; a bad value ends the command."""
+    from hf_atr.windowing import Windowing
+
+    try:
+        return Windowing(window_seconds=args.window_seconds, hop_seconds=args.hop_seconds, pooling=pooling)
+    except ValueError as error:
+        raise SystemExit(f"hf-atr {args.command}: {error}") from error
+
+
+@contextlib.contextmanager
+def process_group() -> Iterator[Any]:
+    """Under ``accelerate launch`` / ``torchrun`` (``WORLD_SIZE`` > 1): join the process group (gloo on
+    CPU-only machines, where accelerate's default would start independent processes) and yield this
+    process's device; alone, yield ``None`` (the pipeline's default device)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        yield None
+        return
+    import torch
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    try:
+        yield state.device
+    finally:
+        state.destroy_process_group()
+
+
+def saved_dataset(path: Path) -> Any:
+    """The ``DatasetDict`` or ``Dataset`` saved in ``path``."""
+    from datasets import load_from_disk
+
+    if not path.is_dir():
+        raise SystemExit(
+            f"--dataset {path} is neither `synthcaps` nor a directory saved with `save_to_disk`."
+        )
+    return load_from_disk(str(path))
+
+
+def saved_split(path: Path, split: str) -> tuple[Any, str | None]:
+    """Split ``split`` of a DatasetDict saved in ``path`` (or the saved Dataset itself, split ``None``)."""
+    from datasets import DatasetDict
+
+    loaded = saved_dataset(path)
+    if isinstance(loaded, DatasetDict):
+        if split not in loaded:
+            raise SystemExit(f"{path} has no split {split!r}; splits: {sorted(loaded)}.")
+        return loaded[split], split
+    return loaded, None
+
+
+__all__ = [
+    "HUB_REPO_ID",
+    "add_windowing_arguments",
+    "checked_model",
+    "load_retrieval_pipeline",
+    "parsed_windowing",
+    "process_group",
+    "rebuild_advice",
+    "saved_dataset",
+    "saved_split",
+]

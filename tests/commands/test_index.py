@@ -1,0 +1,193 @@
+"""hf-atr index, called as the CLI calls it (and searched, to check what it wrote)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from cli_runner import run_cli
+from tiny_models import SAMPLING_RATE, random_waveforms
+
+from hf_atr.data.audio import encode_wav
+
+
+@pytest.mark.parametrize(("command", "explains"), [("index", "Ids are the files' paths")])
+def test_help_explains_the_command(command, explains, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([command, "--help"])
+    assert exit_info.value.code == 0
+    assert explains in " ".join(capsys.readouterr().out.split())
+
+
+def test_index_then_search(model_dir, audio_dir, tmp_path, capsys):
+    index_dir = tmp_path / "index"
+    assert (
+        run_cli(["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(index_dir)])
+        == 0
+    )
+    assert "Indexed 3 audio file(s)" in capsys.readouterr().out
+    assert sorted(path.name for path in index_dir.iterdir()) == [
+        "audio_index.json",
+        "audio_index.safetensors",
+    ]
+
+    assert run_cli(["search", "--model", str(model_dir), "--index", str(index_dir), "--top-k", "2", "--json",
+                    "a dog barks"]) == 0  # fmt: skip
+    hits = json.loads(capsys.readouterr().out)
+    assert len(hits) == 2 and {hit["id"] for hit in hits} <= {"dog.wav", "birds/morning.flac", "siren.wav"}
+    assert hits[0]["score"] >= hits[1]["score"]
+
+    assert run_cli(["search", "--model", str(model_dir), "--index", str(index_dir), "a siren wails"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Query: 'a siren wails'" and len(lines) == 4 and lines[1].startswith("  1. ")
+
+
+def test_index_of_a_folder_without_audio_fails_clearly(model_dir, tmp_path):
+    with pytest.raises(SystemExit, match="No audio files"):
+        run_cli(
+            ["index", "--model", str(model_dir), "--audio-dir", str(tmp_path), "--out", str(tmp_path / "i")]
+        )
+
+
+@pytest.mark.parametrize("flag", ["--save-every", "--batch-size"])
+def test_index_refuses_a_save_every_or_batch_size_below_one(model_dir, audio_dir, tmp_path, flag):
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(tmp_path / "i")]
+    with pytest.raises(SystemExit, match=rf"^{flag} must be at least 1, got 0\.$"):
+        run_cli([*argv, flag, "0"])
+    assert not (tmp_path / "i").exists()
+
+
+def bad_and_good_files(directory):
+    directory.mkdir(exist_ok=True)
+    for name, waveform in zip(["a.wav", "b.wav"], random_waveforms(2, seed=5)):
+        (directory / name).write_bytes(encode_wav(waveform, SAMPLING_RATE))
+    (directory / "._a.wav").write_bytes((directory / "a.wav").read_bytes()[:200])
+    (directory / "empty.wav").write_bytes(b"")
+    (directory / "readme.wav").write_text("renamed text")
+
+
+def test_index_skips_unreadable_files_and_appends_only_new_ones(model_dir, tmp_path, capsys):
+    audio, out = tmp_path / "my audio", tmp_path / "index"
+    bad_and_good_files(audio)
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio), "--out", str(out)]
+    assert run_cli(argv) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith(
+        f"Indexed 2 audio file(s) from {audio} into {out}: the index holds 2 file(s) in 2 entries; skipped 3 "
+        f"file(s) that cannot be decoded (3 listed in {out / 'skipped.tsv'});"
+    )
+    assert (out / "skipped.tsv").read_text().splitlines() == [
+        "path\treason",
+        f"{audio / '._a.wav'}\tAppleDouble",
+        f"{audio / 'empty.wav'}\tthe audio file is empty (0 bytes).",
+        f"{audio / 'readme.wav'}\tthe audio is unreadable or corrupt (Format not recognised).",
+    ]
+    with pytest.raises(
+        SystemExit, match="already holds an index; pass --append to add the files not yet in it"
+    ):
+        run_cli(argv)
+    (audio / "empty.wav").write_bytes(encode_wav(random_waveforms(1, seed=9)[0], SAMPLING_RATE))  # fixed
+    assert run_cli([*argv, "--append"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "Indexed 1 audio file(s)" in summary and "the index holds 3 file(s)" in summary
+    assert "skipped 2 file(s)" in summary and "2 already in the index" in summary
+    assert "empty.wav" not in (out / "skipped.tsv").read_text()
+    assert run_cli([*argv, "--overwrite", "--pool"]) == 0
+
+
+def test_index_strict_stops_at_the_first_unreadable_file_and_keeps_the_rest(model_dir, tmp_path):
+    audio, out = tmp_path / "audio", tmp_path / "index"
+    bad_and_good_files(audio)
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio), "--out", str(out), "--strict",
+            "--save-every", "1"]  # fmt: skip
+    message = (
+        rf"hf-atr index: stopped: {audio / 'empty.wav'}: the audio file is empty \(0 bytes\)\. \(--strict\)\. "
+        rf"The 2 file\(s\) indexed so far are saved in {out}; repair or remove that file \(or leave out --strict to "
+        rf"skip such files and list them in {out / 'skipped.tsv'}\), then run again with --append to add the rest\."
+    )
+    with pytest.raises(SystemExit, match=message):
+        run_cli(argv)
+    assert sorted(set(json.loads((out / "audio_index.json").read_text())["ids"])) == ["a.wav", "b.wav"]
+
+
+def test_caption_index_from_a_file_answers_audio_queries(model_dir, audio_dir, tmp_path, capsys):
+    captions = tmp_path / "captions.csv"
+    captions.write_text(
+        "file_name,caption_1,caption_2\ndog.wav,a dog barks,a dog growls\nsiren.wav,a siren wails,\n"
+    )
+    out = tmp_path / "index"
+    assert run_cli(["index", "--model", str(model_dir), "--captions", str(captions), "--out", str(out)]) == 0
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .splitlines()[-1]
+        .startswith(f"Indexed 3 caption(s) into {out} (3 in the caption index)")
+    )
+    assert (
+        run_cli(
+            ["search", "--model", str(model_dir), "--index", str(out), "--json", str(audio_dir / "dog.wav")]
+        )
+        == 0
+    )
+    hits = json.loads(capsys.readouterr().out)
+    assert {hit["id"] for hit in hits} == {"dog.wav#0", "dog.wav#1", "siren.wav#0"} and "caption" in hits[0]
+
+
+def test_a_caption_file_in_another_encoding_is_read_with_encoding(model_dir, tmp_path, capsys):
+    captions = tmp_path / "captions.csv"
+    captions.write_bytes("file_name,caption\ncafe.wav,Chatter in a café\n".encode("cp1252"))
+    argv = ["index", "--model", str(model_dir), "--captions", str(captions), "--out", str(tmp_path / "index")]
+    with pytest.raises(
+        SystemExit,
+        match=rf"hf-atr index --captions: {captions}, line 2: not valid utf-8 .*'cp1252' it reads 'cafe\.wav,Chatter in a café'",
+    ):
+        run_cli(argv)
+    assert run_cli([*argv, "--encoding", "cp1252"]) == 0
+    assert json.loads((tmp_path / "index" / "text_index.json").read_text())["captions"] == [
+        "Chatter in a café"
+    ]
+    with pytest.raises(SystemExit, match="encoding='latin-9x' is not a text encoding Python knows"):
+        run_cli([*argv, "--overwrite", "--encoding", "latin-9x"])
+
+
+def test_index_a_saved_dataset(model_dir, saved_split, tmp_path, capsys):
+    out = tmp_path / "index"
+    argv = [
+        "index",
+        "--model",
+        str(model_dir),
+        "--dataset",
+        str(saved_split),
+        "--split",
+        "validation",
+        "--out",
+        str(out),
+    ]
+    assert run_cli(argv) == 0
+    entries = json.loads((out / "text_index.json").read_text())
+    assert len(entries["ids"]) == 8 and entries["ids"][:2] == ["clip0#0", "clip0#1"]
+    assert "the index holds 4 file(s)" in capsys.readouterr().out
+
+
+def test_index_files_get_the_permissions_of_any_new_file(model_dir, audio_dir, tmp_path):
+    previous = os.umask(0o027)
+    try:
+        assert (
+            run_cli(
+                [
+                    "index",
+                    "--model",
+                    str(model_dir),
+                    "--audio-dir",
+                    str(audio_dir),
+                    "--out",
+                    str(tmp_path / "i"),
+                ]
+            )
+            == 0
+        )
+    finally:
+        os.umask(previous)
+    assert {oct(stat.S_IMODE(path.stat().st_mode)) for path in (tmp_path / "i").iterdir()} == {oct(0o640)}
