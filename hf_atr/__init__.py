@@ -31,12 +31,12 @@ _LAZY_NAMES = {
     "StreamingPairs": ".training.streaming",
     "load_audio_text_shards": ".data.shards",
     "register_tower": ".towers",
-    "retrieval_metrics": ".evaluation.retrieval",
-    "retrieval_metrics_from_embeddings": ".evaluation.retrieval",
-    "load_retrieval_metric": ".evaluation.retrieval",
+    "retrieval_metrics": ".metrics.retrieval",
+    "retrieval_metrics_from_embeddings": ".metrics.retrieval",
+    "load_retrieval_metric": ".metrics.retrieval",
     "push_to_hub": ".pipelines.sharing",
-    "ModelCardCallback": ".model_card",
-    "write_model_card": ".model_card",
+    "ModelCardCallback": ".training.callbacks",
+    "write_model_card": ".model_card.card",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
 

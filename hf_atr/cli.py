@@ -366,10 +366,10 @@ def run_index(args: argparse.Namespace) -> int:
     dataset = _saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
     out = Path(args.out).expanduser()
     from hf_atr.data.audio import AudioDecodeError
+    from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
     from hf_atr.pipelines.indexing import IndexingOptions, IndexingRun, indexed_files
     from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
-    from hf_atr.training.distributed import rank_and_world_size
 
     existing = holds_index(out)
     if existing and not (args.append or args.overwrite):
@@ -428,9 +428,9 @@ def run_index(args: argparse.Namespace) -> int:
 
 def _index_summary(run: IndexingRun, out: Path, audio_dir: Path | None, seconds: float) -> str:
     """The line ``hf-atr index`` ends with: what ``run`` (an ``IndexingRun``) added, skipped and left out."""
+    from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.indexing import indexed_files
     from hf_atr.pipelines.persistence import SKIPPED_FILENAME
-    from hf_atr.training.distributed import rank_and_world_size
 
     pipe = run.pipe
     parts = []
@@ -570,7 +570,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr evaluate``."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.evaluation.tables import format_metric
+    from hf_atr.metrics.tables import format_metric
 
     _refuse_options_of_the_other_mode(args)
     windowing = None if args.window_pooling is None else _windowing(args, args.window_pooling)
@@ -651,8 +651,8 @@ def _run_zero_shot(
 
 def _zero_shot_table(results: dict[str, dict[str, Any]], chance: dict[str, float]) -> list[str]:
     """The lines of the zero-shot results: a row per metric (and the clip count), a column per split and chance."""
-    from hf_atr.evaluation.tables import format_metric
     from hf_atr.evaluation.zero_shot import METRIC_NAMES
+    from hf_atr.metrics.tables import format_metric
 
     def text(name: str, value: float | None) -> str:
         return "—" if value is None else str(value) if name == "clips" else format_metric(name, value)
@@ -706,7 +706,7 @@ def _retrieval_evaluator(
     args: argparse.Namespace, dataset: Any, split: str | None, processor: Any, windowing: Any
 ) -> Any:
     from hf_atr.evaluation.evaluator import RetrievalEvaluator
-    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+    from hf_atr.metrics.retrieval import DEFAULT_MAP_CUTOFFS
 
     missing = {} if args.relevance_missing is None else {"relevance_missing": args.relevance_missing}
     return RetrievalEvaluator(

@@ -14,14 +14,7 @@ from transformers.utils import logging
 from ..data.relevance import load_relevance_judgements
 from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
 from ..encoding import CaptionTable, SkippedAudio, caption_table, encode_audio_clips, encode_text
-from ..objectives.mltm import ground_cost
-from ..objectives.registry import build_objective
-from ..ot import sinkhorn_log_plan
-from ..plots.canvas import require_matplotlib
-from ..processing_atr import AtrProcessor
-from ..windowing import Windowing
-from .report import BatchTransport, write_retrieval_report
-from .retrieval import (
+from ..metrics.retrieval import (
     DEFAULT_KS,
     DEFAULT_MAP_CUTOFFS,
     TIE_RULE,
@@ -29,6 +22,13 @@ from .retrieval import (
     retrieval_ranks,
     retrieval_ranks_from_embeddings,
 )
+from ..objectives.mltm import ground_cost
+from ..objectives.registry import build_objective
+from ..ot import sinkhorn_log_plan
+from ..plots.canvas import require_matplotlib
+from ..processing_atr import AtrProcessor
+from ..windowing import Windowing
+from .report import BatchTransport, write_retrieval_report
 
 logger = logging.get_logger(__name__)
 
@@ -376,7 +376,7 @@ class RetrievalEvaluator:
             ``True``: it raises :class:`~hf_atr.data.audio.AudioDecodeError`.
 
     Calling it with a model returns the flat dict of
-    :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
+    :func:`~hf_atr.metrics.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
     item); scores come from the model's scoring head (cosine, or negative Euclidean/Mahalanobis
     distance), or with ``scoring="ot_plan"`` from the entropic OT plan between all captions of a language
     and all clips (m-LTM Eq. 5, regularisation ``ot_reg``), see :func:`ot_plan_scores`. A warning naming

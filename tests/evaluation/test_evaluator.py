@@ -22,7 +22,7 @@ from hf_atr.evaluation.evaluator import (
     head_similarity,
     ot_plan_scores,
 )
-from hf_atr.evaluation.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
+from hf_atr.metrics.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
 from hf_atr.windowing import Windowing
 
 
