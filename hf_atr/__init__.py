@@ -21,6 +21,12 @@ _LAZY_NAMES = {
     "AtrScoringHead": ".modeling_atr",
     "AtrProcessor": ".processing_atr",
     "AudioTextRetrievalPipeline": ".pipelines.retrieval_pipeline",
+    "EmbeddingIndex": ".pipelines.index",
+    "KnowledgeBase": ".knowledge.knowledge_base",
+    "encode_audio": ".encoding",
+    "encode_text": ".encoding",
+    "RetrievalEvaluator": ".evaluation.evaluator",
+    "ZeroShotEvaluator": ".evaluation.zero_shot",
     "available_objectives": ".objectives.registry",
     "build_objective": ".objectives.registry",
     "register_objective": ".objectives.registry",
@@ -36,7 +42,7 @@ _LAZY_NAMES = {
     "load_retrieval_metric": ".metrics.retrieval",
     "push_to_hub": ".pipelines.sharing",
     "ModelCardCallback": ".training.callbacks",
-    "write_model_card": ".model_card.card",
+    "write_model_card": ".model_card",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
 
