@@ -2,7 +2,7 @@
 
 Side by side in one run, on the same synthetic L2-normalised embeddings (5 captions per clip, d = 512):
 
-* ours: `hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (scores computed in blocks,
+* ours: `hf_atr.metrics.retrieval.retrieval_metrics_from_embeddings` (scores computed in blocks,
   ranks counted against each relevant item's score, no sort);
 * baseline: the loop of the seed papers' evaluation code (XinhaoMei's `t2a` / `a2t`, reused by m-LTM,
   DART, ASK): for every query, `np.argsort` of its full score row, then `np.where` to find the relevant
@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hf_atr.evaluation.retrieval import retrieval_metrics_from_embeddings
+from hf_atr.metrics.retrieval import retrieval_metrics_from_embeddings
 
 CAPTIONS_PER_CLIP = 5
 EMBED_DIM = 512

@@ -45,7 +45,7 @@ from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
 from hf_atr.evaluation.multilingual import language_consistency
-from hf_atr.evaluation.tables import results_table
+from hf_atr.metrics.tables import results_table
 from hf_atr.objectives.batch import group_caption_embeds, pop_batch_metadata
 from hf_atr.objectives.registry import build_objective
 from hf_atr.tokenization import train_caption_tokenizer

@@ -3,8 +3,8 @@
 ``import hf_atr`` must stay light: Python imports ``hf_atr/__init__.py`` before any submodule, so
 registering eagerly would load transformers' modeling code and our model into ``import hf_atr.data`` and
 ``hf-atr --help``. Instead an import hook watches five transformers modules and the hf-atr modules that
-register with them (:data:`REGISTRATIONS`); each registration runs as soon as both of its modules have been
-imported, in either order:
+register with them, and the model with its card (:data:`REGISTRATIONS`); each registration runs as soon as both
+of its modules have been imported, in either order:
 
 - ``transformers.models.auto.configuration_auto`` + ``hf_atr.configuration_atr``: ``AutoConfig``;
 - ``transformers.models.auto.modeling_auto`` + ``hf_atr.modeling_atr``: ``AutoModel``;
@@ -12,11 +12,13 @@ imported, in either order:
 - ``transformers.pipelines`` + ``hf_atr.pipelines.retrieval_pipeline``: ``pipeline("audio-text-retrieval")``;
 - the PANNs backbones (``model_type="panns"``, :mod:`hf_atr.models.panns`): their configuration with
   ``AutoConfig``, their models with ``AutoModel`` and ``AutoModelForAudioClassification``, their feature
-  extractor with ``AutoFeatureExtractor`` (``transformers.models.auto.feature_extraction_auto``).
+  extractor with ``AutoFeatureExtractor`` (``transformers.models.auto.feature_extraction_auto``);
+- ``hf_atr.modeling_atr`` + ``hf_atr.model_card``: the card as a file written beside the weights
+  (:mod:`hf_atr.model_files`), so that every saved model writes its card while the model imports none of it.
 
 When transformers loads its side first (``from transformers import AutoModel`` after ``import hf_atr``, or
 before it), the hf-atr module is imported right then, so the Auto class resolves our model types on its
-first use. Once every registration has run, the hook removes itself from ``sys.meta_path``.
+first use; likewise the card is imported as soon as the model is. Once every registration has run, the hook removes itself from ``sys.meta_path``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Registration:
-    """``function`` (``"module:name"`` of ours) registers ``ours`` with ``theirs``, once both are imported."""
+    """``function`` (``"module:name"`` of ours) registers ``ours`` with ``theirs``, once both are imported; ``ours``
+    is imported as soon as ``theirs`` is."""
 
     theirs: str
     ours: str
@@ -74,6 +77,7 @@ REGISTRATIONS = (
         "hf_atr.models.panns.feature_extraction_panns",
         "hf_atr.models.panns.feature_extraction_panns:register_auto_feature_extractor",
     ),
+    Registration("hf_atr.modeling_atr", "hf_atr.model_card", "hf_atr.model_card:register_card_writer"),
 )
 
 

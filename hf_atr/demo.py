@@ -26,11 +26,12 @@ from .configuration_atr import AtrConfig
 from .data.schema import LANGUAGES, all_captions, describe_dataset
 from .data.synthcaps import CORPUS_NAME, load_synthcaps
 from .evaluation.evaluator import RetrievalEvaluator
-from .evaluation.tables import results_table
-from .model_card import ModelCardCallback, card_data, record_sharing_terms
+from .metrics.tables import results_table
+from .model_card.facts import card_data, record_sharing_terms
 from .modeling_atr import AtrDualEncoderModel
 from .processing_atr import AtrProcessor
 from .tokenization import train_caption_tokenizer
+from .training.callbacks import ModelCardCallback
 from .training.final_model import TRAINING_AUDIO, evaluate_and_save, training_audio_record
 from .training.trainer import AtrTrainer
 from .windowing import collect_cut_clips, extractor_window

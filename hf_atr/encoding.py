@@ -9,7 +9,8 @@ gradients and leaves it in the train/eval mode it found; embeddings come back as
 Long clips: :func:`encode_audio_windows` embeds every window of a clip (:mod:`hf_atr.windowing`) with its
 time span, and :func:`encode_audio` with a :class:`~hf_atr.windowing.Windowing` pools them into one clip
 embedding; without one, each clip is one forward pass of what the processor prepares (the model's own
-protocol), and the clips the extractor cuts are named in one warning per call.
+protocol), and the clips the extractor cuts are named in one warning per call. Both evaluators encode their clips
+by one protocol, :func:`encode_evaluation_clips` (undecodable clips left out and named in one warning).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 from .data.audio import AudioDecodeError, decode_audio
 from .data.esc50 import ESC50_DEFAULT_TEMPLATES
 from .data.schema import ENGLISH, captions_in_language, check_caption
+from .lazy import get_logger
 from .processing_atr import AUDIO_INPUT_NAMES, AtrProcessor, audio_batch
 from .windowing import (
     ExtractorWindow,
@@ -36,10 +38,14 @@ from .windowing import (
     window_bounds,
 )
 
+logger = get_logger(__name__)
+
 CAPTION_MODES = ("all", "first")
 """Which captions :func:`encode_pairs` pairs with their clip: every one, or the first of each clip."""
 DEFAULT_TEMPLATES = ESC50_DEFAULT_TEMPLATES
 """Zero-shot caption templates (``"This is a sound of {class}."``); ``{}`` works as the placeholder too."""
+MAX_SKIPPED_NAMED = 5
+"""How many undecodable clips an evaluation's warning names (the rest are counted)."""
 
 
 @dataclass
@@ -368,6 +374,89 @@ def encode_audio(
     ).embeddings
 
 
+@dataclass
+class EvaluatedClips:
+    """The clips of an evaluation set as an evaluator encoded them (:func:`encode_evaluation_clips`).
+
+    ``embeddings: (len(kept), dim)`` float32, one row per kept clip (its windows pooled when the evaluator
+    pools); ``kept``: their dataset rows, increasing (every row unless some could not be decoded);
+    ``skipped``: the clips left out as undecodable; ``cut_clips``: clips the model's own protocol cut to the
+    extractor's window.
+    """
+
+    embeddings: torch.Tensor
+    kept: list[int]
+    skipped: list[SkippedAudio]
+    cut_clips: int
+
+    def protocol_entries(self) -> dict[str, Any]:
+        """``clips`` (kept), ``clips_cut_to_window`` and ``skipped_clips`` (``[{"audio_id", "reason"}]``) of the
+        evaluators' ``protocol``."""
+        return {
+            "clips": len(self.kept),
+            "clips_cut_to_window": self.cut_clips,
+            "skipped_clips": [{"audio_id": item.name, "reason": item.reason} for item in self.skipped],
+        }
+
+    def dataset_rows(self, dataset: Any) -> Any:
+        """``dataset`` restricted to the kept clips (``dataset`` itself when none was skipped), aligned with
+        :attr:`embeddings`."""
+        return dataset.select(self.kept) if self.skipped else dataset
+
+
+def encode_evaluation_clips(
+    model: Any,
+    processor: AtrProcessor,
+    dataset: Any,
+    *,
+    windowing: Windowing | None = None,
+    strict: bool = False,
+    batch_size: int = 64,
+    show_progress: bool = False,
+    description: str = "Evaluating",
+) -> EvaluatedClips:
+    """Encode every clip of an evaluation set once: the clip protocol of both evaluators
+    (:class:`~hf_atr.evaluation.clip_evaluator.ClipEvaluator`).
+
+    Without ``windowing`` each clip is one forward pass of what the processor prepares (the model's own
+    protocol; the clips its extractor cuts are counted and named in one warning); with it, clips longer than
+    the window are embedded window by window and pooled (:meth:`~hf_atr.windowing.Windowing.splits_clips`:
+    CLAP fusion keeps its own embedding of the whole clip unless a window length is given). A clip that
+    cannot be decoded is left out and named in one warning, or raises
+    :class:`~hf_atr.data.audio.AudioDecodeError` with ``strict=True``.
+
+    Args:
+        description: names the job in the progress bar and the warnings (``"Evaluating on split 'test'"``).
+    """
+    encoded = encode_audio_clips(
+        model,
+        processor,
+        dataset,
+        windowing=windowing,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        strict=strict,
+        description=description,
+    )
+    if encoded.skipped:
+        named = "; ".join(f"{item.name} ({item.reason})" for item in encoded.skipped[:MAX_SKIPPED_NAMED])
+        more = (
+            f" and {len(encoded.skipped) - MAX_SKIPPED_NAMED} more"
+            if len(encoded.skipped) > MAX_SKIPPED_NAMED
+            else ""
+        )
+        logger.warning(
+            f"{description}: {len(encoded.skipped)} clip(s) cannot be decoded and are left out with their "
+            f"captions or labels: {named}{more}. The metrics cover the other clips."
+        )
+    return EvaluatedClips(
+        embeddings=encoded.embeddings,
+        kept=encoded.kept_clips,
+        skipped=encoded.skipped,
+        cut_clips=encoded.cut_clips,
+    )
+
+
 def encode_text(
     model: Any,
     processor: AtrProcessor,
@@ -515,12 +604,14 @@ __all__ = [
     "CAPTION_MODES",
     "CaptionTable",
     "DEFAULT_TEMPLATES",
+    "EvaluatedClips",
     "SkippedAudio",
     "caption_table",
     "check_templates",
     "encode_audio",
     "encode_audio_clips",
     "encode_audio_windows",
+    "encode_evaluation_clips",
     "encode_labels",
     "encode_pairs",
     "encode_text",

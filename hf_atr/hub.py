@@ -1,11 +1,12 @@
 """Push a dual encoder with its processor and model card to the Hub in one commit: the one implementation.
 
 transformers' own ``push_to_hub`` replaces ``README.md`` with a generic card fetched from the Hub;
-:func:`push_to_hub` writes ours instead. Every other ``push_to_hub`` of hf-atr is a thin caller of it that takes
-the same options, :class:`HubUpload`, by the same names: ``AtrDualEncoderModel.push_to_hub(repo_id, ...)``,
-:func:`hf_atr.pipelines.sharing.push_to_hub` (``hf_atr.push_to_hub(model, repo_id, index_dir=..., ...)``),
-:func:`~hf_atr.pipelines.sharing.push_pipeline_to_hub` and
-:meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.push_to_hub`. What else goes into the
+:func:`push_to_hub` writes ours instead, through the files registered beside the weights (:mod:`hf_atr.model_files`),
+whose card writer gets the repository id, licence and evaluation given here; this module imports no card. Every
+other ``push_to_hub`` of hf-atr is a thin caller of it that takes the same options, :class:`HubUpload`, by the same
+names: ``AtrDualEncoderModel.push_to_hub(repo_id, ...)``, :func:`hf_atr.pipelines.sharing.push_to_hub`
+(``hf_atr.push_to_hub(model, repo_id, index_dir=..., ...)``), :func:`~hf_atr.pipelines.sharing.push_pipeline_to_hub`
+and :meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.push_to_hub`. What else goes into the
 repository is written by its owner through ``stage_extra``: the retrieval pipeline adds its index.
 """
 
@@ -19,7 +20,7 @@ from typing import Any, TypedDict
 
 from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 
-from .model_card import write_model_card
+from .model_files import MODEL_CARD_FILE, write_model_files
 
 
 class HubUpload(TypedDict, total=False):
@@ -131,17 +132,16 @@ def stage_upload(
         processor.save_pretrained(directory)
     if stage_extra is not None:
         stage_extra(directory)
-    write_model_card(
-        model,
-        directory,
-        model_id=repo_id,
-        eval_results=eval_results,
-        training_data=training_data,
-        license=license,
-        license_name=license_name,
-        license_link=license_link,
-        base_model=base_model,
-    )
+    card = {
+        "model_id": repo_id,
+        "eval_results": eval_results,
+        "training_data": training_data,
+        "license": license,
+        "license_name": license_name,
+        "license_link": license_link,
+        "base_model": base_model,
+    }
+    write_model_files(model, directory, {MODEL_CARD_FILE: card})
     return sorted(path for path in directory.rglob("*") if path.is_file())
 
 

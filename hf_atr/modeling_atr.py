@@ -19,7 +19,7 @@ from transformers.utils import logging
 from . import hub
 from .configuration_atr import ATR_CONFIG_FIELDS, AtrConfig, register_auto_config
 from .file_permissions import apply_umask
-from .model_card import write_model_card
+from .model_files import write_model_files
 from .models.clap.convert_clap_checkpoint import (
     CLAP_FIXED_CONFIG_FIELDS,
     atr_config_kwargs_from_clap,
@@ -491,13 +491,14 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         self.scoring_head.project_to_psd_()
 
     def save_pretrained(self, save_directory: str | Any, *args: Any, **kwargs: Any) -> None:
-        """``PreTrainedModel.save_pretrained`` plus a generated model card (``README.md``); the weight files
-        get the permissions of any new file (safetensors writes them ``0o600``, :mod:`hf_atr.file_permissions`)."""
+        """``PreTrainedModel.save_pretrained`` plus the files written beside the weights (:mod:`hf_atr.model_files`:
+        the generated model card, ``README.md``); the weight files get the permissions of any new file
+        (safetensors writes them ``0o600``, :mod:`hf_atr.file_permissions`)."""
         super().save_pretrained(save_directory, *args, **kwargs)
         if kwargs.get("is_main_process", True):
             for weights in Path(save_directory).glob("model*.safetensors"):  # model.safetensors or its shards
                 apply_umask(weights)
-            write_model_card(self, save_directory)
+            write_model_files(self, save_directory)
 
     def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload weights, config, the generated card (and optionally the processor) in one commit.

@@ -1,4 +1,4 @@
-"""Worker for tests/training/test_distributed_gather.py (a module importable by name, as spawn needs)."""
+"""Worker for tests/test_distributed.py (a module importable by name, as spawn needs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from hf_atr.training.distributed import gather_batch_metadata, gather_rows, is_distributed
+from hf_atr.distributed import gather_batch_metadata, gather_rows, is_distributed
 
 
 def gather_worker(rank: int, world_size: int, port: int, results) -> None:

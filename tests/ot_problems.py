@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import ot
 import torch
 
 
@@ -58,3 +59,18 @@ def saved_tensor_bytes(function) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         function()
     return total
+
+
+def pot_log_plan(cost: np.ndarray, reg: float) -> np.ndarray:
+    """log of POT's entropic plan with uniform marginals (m-LTM Eq. 3), the reference for the evaluators' OT scoring."""
+    n_text, n_audio = cost.shape
+    plan = ot.sinkhorn(
+        np.full(n_text, 1 / n_text),
+        np.full(n_audio, 1 / n_audio),
+        cost,
+        reg,
+        method="sinkhorn_log",
+        stopThr=1e-10,
+        numItermax=100000,
+    )
+    return np.log(plan)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hf_atr.deprecation import HfAtrDeprecationWarning
-from hf_atr.evaluation.retrieval import retrieval_metrics
+from hf_atr.metrics.retrieval import retrieval_metrics
 
 
 def test_a_deprecated_alias_used_in_the_tests_fails_them():
@@ -28,7 +28,7 @@ def test_a_user_sees_the_deprecation_under_python_s_default_filters(tmp_path):
     call is in ``__main__``)."""
     (tmp_path / "analysis.py").write_text(
         "import numpy as np\n"
-        "from hf_atr.evaluation.retrieval import retrieval_metrics\n"
+        "from hf_atr.metrics.retrieval import retrieval_metrics\n"
         "metrics = retrieval_metrics(np.eye(3), [0, 1, 2], map_cutoff=2)\n"
     )
     completed = subprocess.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 
 import numpy as np
@@ -21,6 +22,7 @@ from hf_atr.encoding import (
     encode_audio,
     encode_audio_clips,
     encode_audio_windows,
+    encode_evaluation_clips,
     encode_labels,
     encode_pairs,
     encode_text,
@@ -252,3 +254,35 @@ def test_encode_audio_clips_pools_each_clips_windows_into_one_entry_spanning_it(
     torch.testing.assert_close(
         own.embeddings, encode_audio_windows(model, processor, rows, strict=False).embeddings
     )
+
+
+def test_evaluation_clips_name_the_first_undecodable_ones_and_count_the_rest(raw_setup, tmp_path, caplog):
+    model, processor = raw_setup
+    (tmp_path / "empty.wav").write_bytes(b"")
+    rows = [{"audio": synthetic_clip(SAMPLING_RATE, SAMPLING_RATE), "audio_id": "good0"}]
+    rows += [{"audio": str(tmp_path / "empty.wav"), "audio_id": f"empty{row}"} for row in range(1, 8)]
+    rows += [{"audio": synthetic_clip(SAMPLING_RATE, SAMPLING_RATE, seed=8), "audio_id": "good8"}]
+    with caplog.at_level(logging.WARNING):
+        clips = encode_evaluation_clips(model, processor, rows, description="Evaluating on split 'test'")
+    assert (
+        "Evaluating on split 'test': 7 clip(s) cannot be decoded and are left out with their captions or labels: "
+        "empty1 (the audio file is empty (0 bytes).); " in caplog.text
+    )
+    assert (
+        "empty5 (the audio file is empty (0 bytes).) and 2 more. The metrics cover the other clips."
+        in caplog.text
+    )
+    assert "empty6" not in caplog.text
+    assert clips.kept == [0, 8] and clips.cut_clips == 0
+    torch.testing.assert_close(clips.embeddings, encode_audio(model, processor, [rows[0], rows[8]]))
+    assert clips.protocol_entries() == {
+        "clips": 2,
+        "clips_cut_to_window": 0,
+        "skipped_clips": [
+            {"audio_id": f"empty{row}", "reason": "the audio file is empty (0 bytes)."} for row in range(1, 8)
+        ],
+    }
+    dataset = Dataset.from_dict({"audio_id": [row["audio_id"] for row in rows]})
+    assert clips.dataset_rows(dataset)["audio_id"] == ["good0", "good8"]
+    with pytest.raises(AudioDecodeError, match=r"^empty1: the audio file is empty \(0 bytes\)\.$"):
+        encode_evaluation_clips(model, processor, rows, strict=True)

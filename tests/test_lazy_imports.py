@@ -148,6 +148,34 @@ def test_auto_classes_and_pipeline_resolve_in_either_import_order(imports):
     assert run_fresh(code) == RESOLVED  # and the hook removed itself once everything was registered
 
 
+CARD_CHECK = f"""
+    import os, tempfile
+    saved = tempfile.mkdtemp()
+    AutoModel.from_pretrained({str(FIXTURE_MODEL)!r}).save_pretrained(saved)
+    card = open(os.path.join(saved, "README.md")).read()
+    metadata, text = card.split("---\\n", 2)[1:]
+    print(json.dumps(["- hf-atr" in metadata, "## Usage" in text, "## Licence" in text]))
+"""
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import hf_atr\nfrom transformers import AutoModel",
+        "from transformers import AutoModel\nimport hf_atr",
+        "from hf_atr.model_card import write_model_card\nfrom transformers import AutoModel",
+        "from hf_atr.modeling_atr import AtrDualEncoderModel as AutoModel",
+    ],
+    ids=["hf_atr-first", "transformers-first", "card-first", "model-alone"],
+)
+def test_a_saved_model_writes_its_card_whichever_module_came_first(imports):
+    """The model imports no card: the card registers its writer beside the weights (``hf_atr.model_files``) as
+    soon as the model is imported (``hf_atr.auto_registration``), so README's promise holds after a bare import
+    (``tests/test_layers.py`` checks that the model imports no card)."""
+    code = "import json, sys\n" + imports + "\n" + textwrap.dedent(CARD_CHECK)
+    assert run_fresh(code) == [True, True, True]
+
+
 @pytest.fixture(scope="module")
 def panns_directories(tmp_path_factory):
     """A PANNs classifier with its feature extractor, and a dual encoder with a PANNs audio tower."""
@@ -249,7 +277,8 @@ def test_model_card_evaluator_and_report_modules_do_not_import_matplotlib():
     loaded = run_fresh(
         """
         import json, sys
-        import hf_atr.model_card, hf_atr.evaluation.evaluator, hf_atr.evaluation.zero_shot, hf_atr.evaluation.report
+        import hf_atr.model_card.card, hf_atr.model_card.figures
+        import hf_atr.evaluation.evaluator, hf_atr.evaluation.zero_shot, hf_atr.evaluation.report
         print(json.dumps([name for name in sys.modules if name.split(".")[0] == "matplotlib"]))
         """
     )

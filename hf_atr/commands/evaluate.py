@@ -182,7 +182,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr evaluate``."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.evaluation.tables import format_metric
+    from hf_atr.metrics.tables import format_metric
 
     _refuse_options_of_the_other_mode(args)
     windowing = None if args.window_pooling is None else parsed_windowing(args, args.window_pooling)
@@ -263,8 +263,8 @@ def _run_zero_shot(
 
 def _zero_shot_table(results: dict[str, dict[str, Any]], chance: dict[str, float]) -> list[str]:
     """The lines of the zero-shot results: a row per metric (and the clip count), a column per split and chance."""
-    from hf_atr.evaluation.tables import format_metric
     from hf_atr.evaluation.zero_shot import METRIC_NAMES
+    from hf_atr.metrics.tables import format_metric
 
     def text(name: str, value: float | None) -> str:
         return "—" if value is None else str(value) if name == "clips" else format_metric(name, value)
@@ -318,7 +318,7 @@ def _retrieval_evaluator(
     args: argparse.Namespace, dataset: Any, split: str | None, processor: Any, windowing: Any
 ) -> Any:
     from hf_atr.evaluation.evaluator import RetrievalEvaluator
-    from hf_atr.evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+    from hf_atr.metrics.retrieval import DEFAULT_MAP_CUTOFFS
 
     missing = {} if args.relevance_missing is None else {"relevance_missing": args.relevance_missing}
     return RetrievalEvaluator(

@@ -50,10 +50,11 @@ from ..data.schema import ENGLISH, describe_dataset
 from ..data.shards import load_audio_text_shards
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..hub import push_to_hub
-from ..model_card import ModelCardCallback, card_data, hub_model_id, record_sharing_terms
+from ..model_card.facts import card_data, hub_model_id, record_sharing_terms
 from ..modeling_atr import AtrDualEncoderModel
 from ..objectives.registry import build_objective, validate_objective_config
 from ..processing_atr import AtrProcessor
+from ..training.callbacks import ModelCardCallback
 from ..training.final_model import TRAINING_AUDIO, FinalModel, evaluate_and_save, training_audio_record
 from ..training.objective_setup import objective_training_setup
 from ..training.streaming import StreamingPairs

@@ -116,10 +116,10 @@ def run_index(args: argparse.Namespace) -> int:
     dataset = saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
     out = Path(args.out).expanduser()
     from hf_atr.data.audio import AudioDecodeError
+    from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
     from hf_atr.pipelines.indexing import IndexingOptions, IndexingRun, indexed_files
     from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
-    from hf_atr.training.distributed import rank_and_world_size
 
     existing = holds_index(out)
     if existing and not (args.append or args.overwrite):
@@ -178,9 +178,9 @@ def run_index(args: argparse.Namespace) -> int:
 
 def _index_summary(run: IndexingRun, out: Path, audio_dir: Path | None, seconds: float) -> str:
     """The line ``hf-atr index`` ends with: what ``run`` (an ``IndexingRun``) added, skipped and left out."""
+    from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.indexing import indexed_files
     from hf_atr.pipelines.persistence import SKIPPED_FILENAME
-    from hf_atr.training.distributed import rank_and_world_size
 
     pipe = run.pipe
     parts = []

@@ -42,7 +42,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_train_command(arguments: TrainArguments) -> int:
     """``hf-atr train``: run, then print the test results; returns the exit status."""
-    from ..evaluation.tables import results_table
+    from ..metrics.tables import results_table
     from .fine_tune import run_training
 
     try:

@@ -23,7 +23,7 @@ from ..data.corpus_utils import MISSING_POLICIES
 from ..data.multilingual import normalize_language_code
 from ..data.overlap import OVERLAP_CRITERIA
 from ..data.schema import ENGLISH
-from ..evaluation.retrieval import DEFAULT_MAP_CUTOFFS
+from ..metrics.retrieval import DEFAULT_MAP_CUTOFFS
 
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, TrainingArguments
@@ -394,7 +394,7 @@ class CardArguments:
 
     def __post_init__(self) -> None:
         # The card's module, imported once the flags parse.
-        from ..model_card import check_license, hub_model_id
+        from ..model_card.facts import check_license, hub_model_id
 
         if isinstance(self.base_model, str):  # a YAML scalar for a list
             self.base_model = [self.base_model]

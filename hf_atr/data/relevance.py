@@ -3,7 +3,7 @@
 The classic protocol counts only a caption's own clip as relevant. DCASE 2025 (language-based audio
 retrieval) judged further (caption, clip) pairs and ranks systems by mAP@16 with several relevant clips
 per caption. :func:`load_relevance_judgements` reads such judgements into what
-:func:`hf_atr.evaluation.retrieval.retrieval_metrics` takes as ``text_to_audio``: the relevant clips of
+:func:`hf_atr.metrics.retrieval.retrieval_metrics` takes as ``text_to_audio``: the relevant clips of
 each judged caption, as row indices of a shared-schema dataset. Two CSV layouts are read, told apart by
 their header:
 

@@ -1,27 +1,25 @@
-"""Retrieval evaluation: chunked metrics, the `evaluate` module, the evaluator and the results table."""
+"""Evaluating a model: the retrieval and zero-shot evaluators, their OT scoring and report pages.
 
-from .retrieval import (
-    DEFAULT_KS,
-    DEFAULT_MAP_CUTOFFS,
-    QueryRanks,
-    RetrievalRanks,
-    inner_product_scores,
-    load_retrieval_metric,
-    retrieval_metrics,
-    retrieval_metrics_from_embeddings,
-    retrieval_ranks,
-    retrieval_ranks_from_embeddings,
-)
+The metric arithmetic they call lives a floor below, in :mod:`hf_atr.metrics`; its retrieval names are
+re-exported here as well (``hf_atr.evaluation.retrieval_metrics``). Names resolve on first use.
+"""
 
-__all__ = [
-    "DEFAULT_KS",
-    "DEFAULT_MAP_CUTOFFS",
-    "QueryRanks",
-    "RetrievalRanks",
-    "inner_product_scores",
-    "load_retrieval_metric",
-    "retrieval_metrics",
-    "retrieval_metrics_from_embeddings",
-    "retrieval_ranks",
-    "retrieval_ranks_from_embeddings",
-]
+from ..lazy import lazy_attributes
+
+_LAZY_NAMES = {
+    "DEFAULT_KS": "..metrics.retrieval",
+    "DEFAULT_MAP_CUTOFFS": "..metrics.retrieval",
+    "QueryRanks": "..metrics.retrieval",
+    "RetrievalRanks": "..metrics.retrieval",
+    "inner_product_scores": "..metrics.retrieval",
+    "load_retrieval_metric": "..metrics.retrieval",
+    "retrieval_metrics": "..metrics.retrieval",
+    "retrieval_metrics_from_embeddings": "..metrics.retrieval",
+    "retrieval_ranks": "..metrics.retrieval",
+    "retrieval_ranks_from_embeddings": "..metrics.retrieval",
+    "RetrievalEvaluator": ".evaluator",
+    "ZeroShotEvaluator": ".zero_shot",
+}
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
+
+__all__ = sorted(_LAZY_NAMES)

@@ -1,9 +1,11 @@
-"""Encode an evaluation set once (:mod:`hf_atr.encoding`) and compute retrieval metrics (DESIGN.md, "Data flow" 7)."""
+"""Retrieval metrics of a model on an evaluation set: its clips encoded once (:mod:`~hf_atr.evaluation.clip_evaluator`),
+its captions once, scored by the model's head or an OT plan (:mod:`~hf_atr.evaluation.ot_scoring`) and ranked
+(:mod:`hf_atr.metrics.retrieval`); DESIGN.md, "Data flow" 7."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,15 +15,8 @@ from transformers.utils import logging
 
 from ..data.relevance import load_relevance_judgements
 from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
-from ..encoding import CaptionTable, SkippedAudio, caption_table, encode_audio_clips, encode_text
-from ..objectives.mltm import ground_cost
-from ..objectives.registry import build_objective
-from ..ot import sinkhorn_log_plan
-from ..plots.canvas import require_matplotlib
-from ..processing_atr import AtrProcessor
-from ..windowing import Windowing
-from .report import BatchTransport, write_retrieval_report
-from .retrieval import (
+from ..encoding import CaptionTable, EvaluatedClips, caption_table, encode_text
+from ..metrics.retrieval import (
     DEFAULT_KS,
     DEFAULT_MAP_CUTOFFS,
     TIE_RULE,
@@ -29,61 +24,19 @@ from .retrieval import (
     retrieval_ranks,
     retrieval_ranks_from_embeddings,
 )
+from ..plots.canvas import require_matplotlib
+from ..processing_atr import AtrProcessor
+from ..windowing import Windowing
+from .clip_evaluator import ClipEvaluator, EvaluationReport, describe_split, head_similarity
+from .ot_scoring import TRANSPORT_BATCH_SIZE, batch_transport, ot_plan_scores
+from .report import write_retrieval_report
 
 logger = logging.get_logger(__name__)
 
 SCORING_MODES = ("head", "ot_plan")
-TRANSPORT_BATCH_SIZE = 32
-"""Clips in the evaluation batch whose transport plan the report draws."""
-SIMILARITY_LABELS = {
-    "cosine": "cosine similarity",
-    "euclidean": "− Euclidean distance",
-    "mahalanobis": "− Mahalanobis distance",
-}
 COLLAPSE_RELATIVE_VARIANCE = 1e-6
 """Embeddings whose variance across clips (or captions) is below this fraction of their mean squared norm
 count as collapsed: every item then scores (nearly) the same against every query."""
-
-
-def head_similarity(model: Any) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """``(text (n, d), audio (m, d)) -> (n, m)`` CPU scores from the model's scoring head, on the head's device."""
-    head = model.scoring_head
-    device = head.logit_scale.device
-
-    @torch.no_grad()
-    def similarity(text_embeds: torch.Tensor, audio_embeds: torch.Tensor) -> torch.Tensor:
-        return head.similarity(text_embeds.to(device), audio_embeds.to(device)).cpu()
-
-    return similarity
-
-
-@torch.no_grad()
-def ot_plan_scores(
-    model: Any,
-    text_embeds: torch.Tensor,
-    audio_embeds: torch.Tensor,
-    languages: Sequence[str],
-    *,
-    reg: float = 0.05,
-    max_iter: int = 5000,
-    tol: float = 1e-6,
-) -> torch.Tensor:
-    """``(n_text, n_audio)`` retrieval scores from the entropic OT plan (m-LTM Eq. 5).
-
-    Each language's captions and all clips get uniform marginals and the plan of Eq. 3 under the
-    model's ground metric; a caption's clips (and a clip's captions) are ranked by their coupling
-    ``log π_ij``. Needs the whole score matrix of one language in memory (fine for test sets).
-    """
-    device = model.scoring_head.logit_scale.device
-    scores = torch.empty(text_embeds.shape[0], audio_embeds.shape[0])
-    language_of_text = list(languages)
-    audio = audio_embeds.to(device)
-    for language in dict.fromkeys(language_of_text):
-        rows = torch.tensor([index for index, code in enumerate(language_of_text) if code == language])
-        cost = model.scoring_head.distance(text_embeds[rows].to(device), audio)
-        log_plan = sinkhorn_log_plan(cost.float(), reg, max_iter=max_iter, tol=tol, grad_mode="none")
-        scores[rows] = log_plan.cpu()
-    return scores
 
 
 def embedding_spread(embeds: torch.Tensor) -> float:
@@ -163,184 +116,6 @@ def _queries_on_clips(queries: _Queries, kept_clips: Sequence[int]) -> _Queries:
 
 
 @dataclass
-class EvaluationReport:
-    """What :meth:`RetrievalEvaluator.report` (and :meth:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator.report`)
-    return: the metrics and the path of ``report.html``."""
-
-    metrics: dict[str, float]
-    path: Path
-
-
-@torch.no_grad()
-def batch_transport(
-    model: Any,
-    processor: AtrProcessor,
-    dataset: Any,
-    audio_embeds: torch.Tensor,
-    *,
-    size: int = TRANSPORT_BATCH_SIZE,
-    ot_reg: float | None = None,
-) -> BatchTransport | None:
-    """The scores and the transport plan of one evaluation batch: the first `size` clips and their first captions.
-
-    The plan is the one the model's objective computes on a training batch (``objective.transport_log_plan`` on
-    the ground cost of :func:`~hf_atr.objectives.mltm.ground_cost`: ``iot`` and ``iot_partial``, and ``dart``
-    whose instance-level base is one of them), with the objective's own ε, mass and solver (:mod:`hf_atr.ot`);
-    with ``ot_reg`` (an evaluator scoring by OT plan), the balanced entropic plan of m-LTM Eq. 5 at that ε
-    instead, as :func:`ot_plan_scores` computes it.
-
-    Args:
-        audio_embeds: `(n_clips, dim)` the dataset's audio embeddings (rows in dataset order).
-        size: clips in the batch (fewer if the dataset has fewer).
-        ot_reg: ε of the evaluator's OT-plan scoring, or None.
-
-    Returns:
-        None when the model's objective has no batch transport plan (and ``ot_reg`` is None), or when its
-        objective is a plugin that is not installed here.
-    """
-    transport_log_plan, method = _objective_transport(model) if ot_reg is None else (None, None)
-    if ot_reg is not None:
-        method = f"balanced entropic OT with uniform marginals, ε = {ot_reg:g} (m-LTM Eq. 5, the evaluator's scoring)"
-    elif transport_log_plan is None:
-        return None
-    first_captions = dataset.select(range(min(size, len(dataset))))["captions"]
-    rows = [row for row, captions in enumerate(first_captions) if captions]
-    if len(rows) < 2:
-        return None
-    text_embeds = encode_text(model, processor, [first_captions[row][0] for row in rows])
-    audio_embeds = audio_embeds[rows]
-    device = model.scoring_head.logit_scale.device
-    audio_embeds, text_embeds = audio_embeds.to(device), text_embeds.to(device)
-    if ot_reg is not None:
-        log_plan = sinkhorn_log_plan(
-            model.scoring_head.distance(text_embeds, audio_embeds).float(), ot_reg, grad_mode="none"
-        )
-    else:
-        log_plan = transport_log_plan(ground_cost(audio_embeds.float(), text_embeds.float(), model)).T
-    scores = model.scoring_head.similarity(text_embeds, audio_embeds)
-    return BatchTransport(
-        scores=scores.cpu().numpy(),
-        plan=log_plan.exp().cpu().numpy(),
-        score_label=SIMILARITY_LABELS[model.config.scoring],
-        method=method,
-    )
-
-
-def _objective_transport(model: Any) -> tuple[Callable[[torch.Tensor], torch.Tensor] | None, str | None]:
-    """The batch transport of the model's objective (its own, or its instance-level base's) and its description."""
-    try:
-        objective = build_objective(model.config)
-    except (KeyError, ValueError) as error:
-        logger.info(f"No transport plan in the report: the model's objective cannot be built here ({error}).")
-        return None, None
-    for owner in (objective, getattr(objective, "base", None)):
-        plan = getattr(owner, "transport_log_plan", None)
-        if plan is not None:
-            settings = ", ".join(
-                f"{name} = {getattr(owner, name):g}" for name in ("reg", "mass") if hasattr(owner, name)
-            )
-            whose = (
-                f"the `{owner.name}` objective's plan"
-                if owner is objective
-                else f"the plan of `{objective.name}`'s instance-level base `{owner.name}`"
-            )
-            return plan, f"{whose}, {settings}"
-    return None, None
-
-
-def describe_split(split: str | None, capital: bool = True) -> str:
-    """``"Split 'test'"`` or ``"The evaluation set"`` (a Dataset without a split name), for messages."""
-    if split:
-        return f"{'Split' if capital else 'split'} {split!r}"
-    return "The evaluation set" if capital else "the evaluation set"
-
-
-MAX_SKIPPED_NAMED = 5
-"""How many undecodable clips an evaluation's warning names (the rest are counted)."""
-
-
-@dataclass
-class EvaluatedClips:
-    """The clips of an evaluation set as an evaluator encoded them.
-
-    ``embeddings: (len(kept), dim)`` float32, one row per kept clip (its windows pooled when the evaluator
-    pools); ``kept``: their dataset rows, increasing (every row unless some could not be decoded);
-    ``skipped``: the clips left out as undecodable; ``cut_clips``: clips the model's own protocol cut to the
-    extractor's window.
-    """
-
-    embeddings: torch.Tensor
-    kept: list[int]
-    skipped: list[SkippedAudio]
-    cut_clips: int
-
-    def protocol_entries(self) -> dict[str, Any]:
-        """``clips`` (kept), ``clips_cut_to_window`` and ``skipped_clips`` (``[{"audio_id", "reason"}]``) of the
-        evaluators' ``protocol``."""
-        return {
-            "clips": len(self.kept),
-            "clips_cut_to_window": self.cut_clips,
-            "skipped_clips": [{"audio_id": item.name, "reason": item.reason} for item in self.skipped],
-        }
-
-    def dataset_rows(self, dataset: Any) -> Any:
-        """``dataset`` restricted to the kept clips (``dataset`` itself when none was skipped), aligned with
-        :attr:`embeddings`."""
-        return dataset.select(self.kept) if self.skipped else dataset
-
-
-def encode_evaluation_clips(
-    model: Any,
-    processor: AtrProcessor,
-    dataset: Any,
-    *,
-    windowing: Windowing | None = None,
-    strict: bool = False,
-    batch_size: int = 64,
-    show_progress: bool = False,
-    split: str | None = None,
-) -> EvaluatedClips:
-    """Encode every clip of an evaluation set once, as :class:`RetrievalEvaluator` and
-    :class:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator` do.
-
-    Without ``windowing`` each clip is one forward pass of what the processor prepares (the model's own
-    protocol; the clips its extractor cuts are counted and named in one warning); with it, clips longer than
-    the window are embedded window by window and pooled (:meth:`~hf_atr.windowing.Windowing.splits_clips`:
-    CLAP fusion keeps its own embedding of the whole clip unless a window length is given). A clip that
-    cannot be decoded is left out and named in a warning, or raises
-    :class:`~hf_atr.data.audio.AudioDecodeError` with ``strict=True``.
-    """
-    where = describe_split(split, capital=False)
-    encoded = encode_audio_clips(
-        model,
-        processor,
-        dataset,
-        windowing=windowing,
-        batch_size=batch_size,
-        show_progress=show_progress,
-        strict=strict,
-        description=f"Evaluating on {where}",
-    )
-    if encoded.skipped:
-        named = "; ".join(f"{item.name} ({item.reason})" for item in encoded.skipped[:MAX_SKIPPED_NAMED])
-        more = (
-            f" and {len(encoded.skipped) - MAX_SKIPPED_NAMED} more"
-            if len(encoded.skipped) > MAX_SKIPPED_NAMED
-            else ""
-        )
-        logger.warning(
-            f"Evaluating on {where}: {len(encoded.skipped)} clip(s) cannot be decoded and are left out with "
-            f"their captions or labels: {named}{more}. The metrics cover the other clips."
-        )
-    return EvaluatedClips(
-        embeddings=encoded.embeddings,
-        kept=encoded.kept_clips,
-        skipped=encoded.skipped,
-        cut_clips=encoded.cut_clips,
-    )
-
-
-@dataclass
 class _EncodedSplit:
     """What :meth:`RetrievalEvaluator._encode` returns: the clips, the queries on them and their embeddings
     (``text_embeds: (len(queries.captions), dim)``)."""
@@ -350,7 +125,7 @@ class _EncodedSplit:
     queries: _Queries
 
 
-class RetrievalEvaluator:
+class RetrievalEvaluator(ClipEvaluator):
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
     Args:
@@ -376,10 +151,10 @@ class RetrievalEvaluator:
             ``True``: it raises :class:`~hf_atr.data.audio.AudioDecodeError`.
 
     Calling it with a model returns the flat dict of
-    :func:`~hf_atr.evaluation.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
+    :func:`~hf_atr.metrics.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant
     item); scores come from the model's scoring head (cosine, or negative Euclidean/Mahalanobis
     distance), or with ``scoring="ot_plan"`` from the entropic OT plan between all captions of a language
-    and all clips (m-LTM Eq. 5, regularisation ``ot_reg``), see :func:`ot_plan_scores`. A warning naming
+    and all clips (m-LTM Eq. 5, regularisation ``ot_reg``), see :func:`~hf_atr.evaluation.ot_scoring.ot_plan_scores`. A warning naming
     the split is logged when the audio or caption embeddings have collapsed (:func:`embedding_spread`
     below :data:`COLLAPSE_RELATIVE_VARIANCE`).
 
@@ -420,18 +195,18 @@ class RetrievalEvaluator:
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}.")
         self.scoring = scoring
         self.ot_reg = ot_reg
-        self.dataset = dataset
-        self.processor = processor
         self.languages = list(languages) if languages else None
-        self.batch_size = batch_size
-        self.show_progress = show_progress
-        self.split = split
         self.ks = tuple(ks)
         self.map_cutoffs = tuple(map_cutoffs)
-        self.windowing = windowing
-        self.strict = strict
-        if windowing is not None:
-            windowing.samples(processor.feature_extractor)  # a window the extractor cannot read fails here
+        super().__init__(
+            dataset,
+            processor,
+            batch_size=batch_size,
+            show_progress=show_progress,
+            split=split,
+            windowing=windowing,
+            strict=strict,
+        )
         if len(dataset) == 0:
             raise ValueError(f"{describe_split(split)} has no clips: nothing to evaluate.")
         self.table = caption_table(dataset, self.languages)
@@ -471,7 +246,7 @@ class RetrievalEvaluator:
         The metrics are those of ``self(model)`` (one encoding, one ranking pass); the page shows them with the
         R@k curves (k = 1..50, both directions, every language), the histogram of the true item's rank, the
         protocol, and, when the model's objective transports a batch (``iot``, ``iot_partial``, ``dart`` over
-        an IOT base) or the evaluator scores by OT plan, :func:`batch_transport` of the first
+        an IOT base) or the evaluator scores by OT plan, :func:`~hf_atr.evaluation.ot_scoring.batch_transport` of the first
         ``transport_batch_size`` clips (:mod:`hf_atr.evaluation.report`).
 
         Needs matplotlib (``pip install 'hf-atr[plots]'``).
@@ -503,19 +278,10 @@ class RetrievalEvaluator:
         return EvaluationReport(metrics=metrics, path=path)
 
     def _encode(self, model: Any) -> _EncodedSplit:
-        """Every clip (:func:`encode_evaluation_clips`) and every query caption once, checked for collapse; the
-        queries of clips that could not be decoded are left out (relevant clips re-indexed to the kept ones)."""
-        clips = encode_evaluation_clips(
-            model,
-            self.processor,
-            self.dataset,
-            windowing=self.windowing,
-            strict=self.strict,
-            batch_size=self.batch_size,
-            show_progress=self.show_progress,
-            split=self.split,
-        )
-        self.protocol.update(clips.protocol_entries())
+        """Every clip (:meth:`~hf_atr.evaluation.clip_evaluator.ClipEvaluator.encode_clips`) and every query caption
+        once, checked for collapse; the queries of clips that could not be decoded are left out (relevant clips
+        re-indexed to the kept ones)."""
+        clips = self.encode_clips(model)
         queries = self.queries if not clips.skipped else _queries_on_clips(self.queries, clips.kept)
         if not queries.captions:
             raise ValueError(
@@ -539,7 +305,6 @@ class RetrievalEvaluator:
 
     def _ranks(self, model: Any, encoded: _EncodedSplit) -> RetrievalRanks:
         """The positions behind the metrics: scores from the head (in chunks) or from the OT plan."""
-        self.protocol["similarity"] = model.config.scoring
         queries, audio_embeds, text_embeds = encoded.queries, encoded.clips.embeddings, encoded.text_embeds
         multilingual = self.languages is not None and len(self.languages) > 1
         arguments = {
@@ -574,12 +339,7 @@ class RetrievalEvaluator:
             "ks": list(self.ks),
             "map_cutoffs": list(self.map_cutoffs),
             "scoring": self.scoring,
-            "similarity": None,
-            "window_pooling": None
-            if self.windowing is None
-            else self.windowing.describe(self.processor.feature_extractor),
-            "clips_cut_to_window": None,
-            "skipped_clips": [],
+            **self.encoding_protocol(),
         }
         if self.scoring == "ot_plan":
             protocol["ot_reg"] = self.ot_reg

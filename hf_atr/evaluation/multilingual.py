@@ -1,8 +1,8 @@
 """Cross-language consistency of a multilingual model (ATRI §5.3).
 
 Retrieval metrics per language and MRV (Eq. 16) come from
-:func:`~hf_atr.evaluation.retrieval.retrieval_metrics`; this module adds the embedding-space measures of
-Eq. (14)–(15). :func:`~hf_atr.evaluation.tables.results_table` shows them side by side, like ATRI's
+:func:`~hf_atr.metrics.retrieval.retrieval_metrics`; this module adds the embedding-space measures of
+Eq. (14)–(15). :func:`~hf_atr.metrics.tables.results_table` shows them side by side, like ATRI's
 Tables 1–3.
 """
 

@@ -7,7 +7,7 @@
   with the R@k of random scores for comparison (``recall_at_k.png``); the histogram of the rank of each query's
   best relevant item (``rank_histogram.png``); for a model trained with an OT objective, one evaluation batch's
   score matrix beside the transport plan on its ground cost (``transport_plan.png``). All from the positions
-  the metrics were computed from (:class:`~hf_atr.evaluation.retrieval.RetrievalRanks`), never a second ranking.
+  the metrics were computed from (:class:`~hf_atr.metrics.retrieval.RetrievalRanks`), never a second ranking.
 - zero-shot classification (:func:`write_zero_shot_report`): the confusion matrix (``confusion_matrix.png``)
   and the accuracy of every class (``per_class_accuracy.png``).
 
@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics.retrieval import QueryRanks, RetrievalRanks
+from ..metrics.tables import format_metric, results_table_rows
 from ..plots.canvas import save_figure
 from ..plots.classification import confusion_matrix_figure, per_class_accuracy_figure
 from ..plots.retrieval import (
@@ -38,8 +40,6 @@ from ..plots.retrieval import (
     recall_at_k_figure,
     transport_plan_figure,
 )
-from .retrieval import QueryRanks, RetrievalRanks
-from .tables import format_metric, results_table_rows
 
 REPORT_FILE = "report.html"
 RECALL_CURVE_KS = tuple(range(1, 51))

@@ -4,7 +4,7 @@ Each class becomes captions through templates (``"This is a sound of {class}."``
 (:func:`~hf_atr.encoding.encode_labels`, the prompt ensemble that the retrieval pipeline's ``classify`` uses);
 each clip is scored against every class with the model's scoring head. The metrics reuse the retrieval
 arithmetic with the clips as queries and the classes as the gallery (one relevant class per clip), so ties
-count against the true class as everywhere else (:data:`~hf_atr.evaluation.retrieval.TIE_RULE`):
+count against the true class as everywhere else (:data:`~hf_atr.metrics.retrieval.TIE_RULE`):
 
 - ``accuracy``: clip -> class R@1, the share of clips whose true class scores strictly above every other;
 - ``balanced_accuracy``: the mean over classes of each class's accuracy;
@@ -32,12 +32,12 @@ from transformers.utils import logging
 
 from ..data.schema import class_list, corpus_provenance
 from ..encoding import check_templates, encode_labels
+from ..metrics.retrieval import TIE_RULE, retrieval_ranks
 from ..plots.canvas import require_matplotlib
 from ..processing_atr import AtrProcessor
 from ..windowing import Windowing
-from .evaluator import EvaluationReport, describe_split, encode_evaluation_clips, head_similarity
+from .clip_evaluator import ClipEvaluator, EvaluationReport, describe_split, head_similarity
 from .report import write_zero_shot_report
-from .retrieval import TIE_RULE, retrieval_ranks
 
 LABEL_COLUMN = "label"
 """The shared schema's class column (ESC-50, synthcaps)."""
@@ -145,7 +145,7 @@ class ZeroShotPredictions:
         )
 
 
-class ZeroShotEvaluator:
+class ZeroShotEvaluator(ClipEvaluator):
     """Zero-shot classification metrics of a model on a labelled dataset (module docstring).
 
     Args:
@@ -165,7 +165,8 @@ class ZeroShotEvaluator:
         min_clips: a split with fewer clips is flagged as too few to measure (a warning, ``too_few_clips`` in
             `protocol` and :meth:`split_results`); default :func:`minimum_clips`, one clip per class.
         windowing, strict: how long clips are encoded and whether an undecodable clip stops the evaluation, as
-            for :class:`~hf_atr.evaluation.evaluator.RetrievalEvaluator` (default: the model's own protocol;
+            for :class:`~hf_atr.evaluation.evaluator.RetrievalEvaluator`, by the same clip encoding
+            (:class:`~hf_atr.evaluation.clip_evaluator.ClipEvaluator`; default: the model's own protocol;
             undecodable clips left out, named in a warning and in ``protocol["skipped_clips"]``).
 
     Calling it with a model returns the metrics; :meth:`predict` the scores behind them, :meth:`report` writes the
@@ -232,21 +233,21 @@ class ZeroShotEvaluator:
                 f"{where}: {len(unknown)} clip(s) have a {label_column!r} that is not among the {len(class_names)} "
                 f"labels to choose from ({examples}); add them to the labels or leave those clips out."
             )
-        self.dataset = dataset
-        self.processor = processor
         self.class_names = class_names
         self.true_classes = torch.tensor([class_index[label] for label in clip_labels], dtype=torch.long)
         self.templates = check_templates(templates)
-        self.batch_size = batch_size
-        self.show_progress = show_progress
-        self.split = split
-        self.windowing = windowing
-        self.strict = strict
         self.min_clips = minimum_clips(len(class_names)) if min_clips is None else min_clips
         self._warn_about_small_splits(split, len(dataset))
-        if windowing is not None:
-            windowing.samples(processor.feature_extractor)  # a window the extractor cannot read fails here
-        self.protocol: dict[str, Any] = {
+        super().__init__(
+            dataset,
+            processor,
+            batch_size=batch_size,
+            show_progress=show_progress,
+            split=split,
+            windowing=windowing,
+            strict=strict,
+        )
+        self.protocol = {
             "task": "zero-shot classification (clips as queries, class prompts as the gallery)",
             "tie_rule": TIE_RULE,
             "split": split,
@@ -260,10 +261,7 @@ class ZeroShotEvaluator:
             "templates": list(self.templates),
             "class_embedding": "mean of the templates' caption embeddings, L2-normalised",
             "scoring": "head",
-            "similarity": None,
-            "window_pooling": None if windowing is None else windowing.describe(processor.feature_extractor),
-            "clips_cut_to_window": None,
-            "skipped_clips": [],
+            **self.encoding_protocol(),
         }
 
     def __call__(self, model: Any) -> dict[str, float]:
@@ -272,19 +270,8 @@ class ZeroShotEvaluator:
     def predict(self, model: Any) -> ZeroShotPredictions:
         """Encode the clips and the class prompts once and score every clip against every class (clips that
         cannot be decoded are left out unless ``strict``)."""
-        self.protocol["similarity"] = model.config.scoring
         class_embeds = encode_labels(model, self.processor, self.class_names, self.templates)
-        clips = encode_evaluation_clips(
-            model,
-            self.processor,
-            self.dataset,
-            windowing=self.windowing,
-            strict=self.strict,
-            batch_size=self.batch_size,
-            show_progress=self.show_progress,
-            split=self.split,
-        )
-        self.protocol.update(clips.protocol_entries())
+        clips = self.encode_clips(model)
         self.protocol["too_few_clips"] = len(clips.kept) < self.min_clips
         if not clips.kept:
             raise ValueError(f"{describe_split(self.split)}: no clip could be decoded; nothing to classify.")

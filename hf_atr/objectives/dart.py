@@ -209,7 +209,7 @@ class UnbalancedFeatureTransport(Objective):
       initialises it. Otherwise (eval mode, or under ``torch.no_grad``) the stored EMA is used as is
       (the batch's own scores before any training update). Under several processes the scores must be
       those of the global batch, as DART averages them across processes: :class:`~hf_atr.AtrTrainer`
-      gathers every rank's embeddings before the objective (``hf_atr.training.distributed``), so every
+      gathers every rank's embeddings before the objective (``hf_atr.distributed``), so every
       rank computes the same scores and holds the same EMA.
     - ``"uniform"``, ``"norm"`` (``‖U[:, j]‖₂`` for u, ``‖V[:, j]‖₂`` for v), ``"variance"`` (the
       batch variance of each channel): the alternatives of App. I, recomputed per batch.

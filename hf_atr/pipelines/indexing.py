@@ -8,7 +8,7 @@ per clip); a dataset's captions the caption index.
 
 How it is encoded: the items are cut once into steps of ``batch_size × CLIPS_PER_STEP`` per process, no more than
 ``save_every``. Under several processes each process encodes its share of a step and the shares are merged in
-process order (:func:`~hf_atr.training.distributed.gather_shards`), so every process holds the index one process
+process order (:func:`~hf_atr.distributed.gather_shards`), so every process holds the index one process
 builds. The index grows step by step: an interrupted call, or one stopped by ``strict``, keeps the steps done
 before it, and with ``save_every`` they are saved as it goes. Audio that cannot be decoded is skipped and listed in
 ``pipe.skipped`` (``skipped.tsv`` beside a saved index) unless ``strict``; macOS ``._*`` AppleDouble files always.
@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from transformers.utils import logging
 
 from hf_atr.data.audio import AudioDecodeError, is_appledouble, is_one_clip, looks_like_audio_path
+from hf_atr.distributed import gather_shards, rank_and_world_size
 from hf_atr.encoding import (
     AudioEmbeddings,
     SkippedAudio,
@@ -41,7 +42,6 @@ from hf_atr.encoding import (
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
 from hf_atr.processing_atr import AUDIO_INPUT_NAMES
-from hf_atr.training.distributed import gather_shards, rank_and_world_size
 from hf_atr.windowing import Windowing
 
 logger = logging.get_logger(__name__)

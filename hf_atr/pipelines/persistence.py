@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hf_atr.distributed import rank_and_world_size, wait_for_all
 from hf_atr.encoding import SkippedAudio
 from hf_atr.pipelines.index import EmbeddingIndex, model_fingerprint, replaced_atomically
-from hf_atr.training.distributed import rank_and_world_size, wait_for_all
 
 INDEX_DIRNAME = "retrieval_index"
 """Sub-folder of a model directory where ``pipe.save_index()`` writes by default."""

@@ -10,7 +10,7 @@ What is drawn, read from the entries of ``TrainerState.log_history``:
   (IOT's ``iot_transported_mass`` of 1, DART's ``uwd_channels``) are listed, not drawn;
 - :data:`CALLBACK_TERMS`: what callbacks record in the history, such as the knowledge-base drift of ASK's
   refresh;
-- the evaluation: ``eval_`` retrieval metrics (R@1/5/10, mAP@10 of :data:`~hf_atr.evaluation.tables
+- the evaluation: ``eval_`` retrieval metrics (R@1/5/10, mAP@10 of :data:`~hf_atr.metrics.tables
   .RETRIEVAL_COLUMNS`, averaged over languages), one panel per direction.
 """
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..evaluation.tables import RETRIEVAL_COLUMNS
+from ..metrics.tables import RETRIEVAL_COLUMNS
 from .canvas import new_figure
 from .retrieval import DIRECTIONS
 

@@ -1,9 +1,10 @@
-"""Trainer callbacks: the ASK knowledge-base refresh (dynamic knowledge refinement, ASK §4.4)."""
+"""Trainer callbacks: the ASK knowledge-base refresh (dynamic knowledge refinement, ASK §4.4) and the collection of
+what the model card shows (:class:`ModelCardCallback`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,10 @@ import torch.distributed as dist
 from transformers import TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
+from ..distributed import all_gather_rows, broadcast_rows, is_distributed
 from ..encoding import encode_pairs, pair_audio_ids
 from ..knowledge.knowledge_base import KnowledgeBase, prototype_pairs, representation_drift
-from .distributed import all_gather_rows, broadcast_rows, is_distributed
+from ..model_card.facts import card_data, normalize_metric_names
 
 logger = logging.get_logger(__name__)
 
@@ -201,3 +203,64 @@ class KnowledgeBaseRefreshCallback(TrainerCallback):
         """No refresh after the last step (nothing would train on it) nor twice at one step (epoch and step periods)."""
         already_fresh = bool(self.history) and self.history[-1]["step"] == state.global_step
         return already_fresh or (state.max_steps > 0 and state.global_step >= state.max_steps)
+
+
+class ModelCardCallback(TrainerCallback):
+    """Collects what the model card needs during training into ``model.model_card_data``.
+
+    Records the training data name and provenance, the Trainer's hyperparameters (learning rate, batch size,
+    epochs, seed), the last evaluation metrics, the number of steps and epochs done and the Trainer's
+    ``log_history`` (for the training curves); a model saved at the end of training (``trainer.save_model()``
+    → ``save_pretrained``) then gets a card with them.
+
+    Args:
+        training_data: name or Hub id of the training corpus.
+        eval_dataset: name of the evaluation corpus, if different.
+        training_provenance: the training data's provenance (:func:`~hf_atr.data.schema.corpus_provenance`:
+            corpus, release, clips found, filters such as the overlap filter); :class:`~hf_atr.AtrTrainer`
+            fills it from its training dataset when not given.
+    """
+
+    def __init__(
+        self,
+        training_data: str | None = None,
+        eval_dataset: str | None = None,
+        training_provenance: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.training_data = training_data
+        self.eval_dataset = eval_dataset
+        self.training_provenance = training_provenance
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if model is None:
+            return
+        data = card_data(model)
+        # The state's own list, which the Trainer and callbacks append to: the card draws it as it stands.
+        data["log_history"] = state.log_history
+        data["training_data"] = self.training_data
+        data["eval_dataset"] = self.eval_dataset
+        data["training_provenance"] = self.training_provenance
+        data["hyperparameters"] = {
+            "learning_rate": args.learning_rate,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "world_size": args.world_size,
+            "num_train_epochs": args.num_train_epochs,
+            "max_steps": args.max_steps,
+            "lr_scheduler_type": str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)),
+            "warmup_steps": args.warmup_steps,
+            "weight_decay": args.weight_decay,
+            "seed": args.seed,
+        }
+
+    def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
+        if model is not None and metrics:
+            data = card_data(model)
+            data["eval_metrics"] = normalize_metric_names(metrics)
+            data["log_history"] = state.log_history
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if model is not None:
+            data = card_data(model)
+            data["global_step"] = state.global_step
+            data["epoch"] = state.epoch

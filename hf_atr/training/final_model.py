@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..evaluation.evaluator import RetrievalEvaluator
-from ..model_card import card_data, record_evaluation
+from ..model_card.facts import card_data, record_evaluation
 from ..windowing import extractor_window
 
 MODEL_DIRECTORY = "model"

@@ -15,14 +15,15 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.utils import logging
 
 from ..data.schema import corpus_provenance
+from ..distributed import average_gradients, gather_batch_metadata, gather_rows, is_distributed
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..file_permissions import apply_umask
-from ..model_card import ModelCardCallback, card_data
+from ..model_card.facts import card_data
 from ..objectives.batch import CAPTIONS_PER_AUDIO, group_caption_embeds, pop_batch_metadata
 from ..objectives.registry import LOGIT_SCALE_NAMES, Objective, build_objective
+from .callbacks import ModelCardCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
-from .distributed import average_gradients, gather_batch_metadata, gather_rows, is_distributed
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
 from .multilingual import RandomLanguageDataset
 from .streaming import StreamingPairs, stream_data_loader

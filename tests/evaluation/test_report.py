@@ -15,8 +15,8 @@ from hf_atr.evaluation.report import (
     write_retrieval_report,
     write_zero_shot_report,
 )
-from hf_atr.evaluation.retrieval import retrieval_ranks
-from hf_atr.evaluation.tables import format_metric, results_table_rows
+from hf_atr.metrics.retrieval import retrieval_ranks
+from hf_atr.metrics.tables import format_metric, results_table_rows
 
 PROTOCOL = {"tie_rule": "ties count against the relevant item", "split": "test", "clips": 8, "ks": [1, 5, 10]}
 

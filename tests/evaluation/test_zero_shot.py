@@ -14,7 +14,7 @@ from tiny_models import WORD_CLASSES, feature_dataset, make_model, make_processo
 from hf_atr.data.audio import AudioDecodeError
 from hf_atr.data.esc50 import load_esc50
 from hf_atr.encoding import encode_audio, encode_labels
-from hf_atr.evaluation.evaluator import head_similarity
+from hf_atr.evaluation.clip_evaluator import head_similarity
 from hf_atr.evaluation.zero_shot import (
     CLASSES_FROM,
     METRIC_NAMES,

@@ -1,4 +1,5 @@
-"""KnowledgeBaseRefreshCallback: builds the ASK base at train begin, refreshes it on schedule, all ranks agree."""
+"""KnowledgeBaseRefreshCallback: builds the ASK base at train begin, refreshes it on schedule, all ranks agree;
+ModelCardCallback: collects the training facts the card shows."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from PIL import Image
 from tiny_models import feature_dataset, make_model, make_processor, training_args
 
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
+from hf_atr.metrics.retrieval import TIE_RULE
+from hf_atr.model_card import TRAINING_CURVES_FILE, write_model_card
 from hf_atr.objectives.ask import AskObjective
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.plots.training import CALLBACK_TERMS, training_curves
-from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
+from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback, ModelCardCallback
 from hf_atr.training.trainer import AtrTrainer
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -132,7 +136,7 @@ import torch.distributed as dist
 from tiny_models import feature_dataset
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.objectives.ask import AskObjective
-from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback
+from hf_atr.training.callbacks import KnowledgeBaseRefreshCallback, ModelCardCallback
 
 dist.init_process_group("gloo")
 model_dir = f"{{sys.argv[1]}}/model"
@@ -215,3 +219,36 @@ def test_resume_continues_with_the_checkpointed_base_and_matches_an_uninterrupte
         torch.testing.assert_close(
             actual, expected, msg=lambda m, name=name: f"{name} differs after resume: {m}"
         )
+
+
+def test_callback_collects_training_facts_for_the_card(tmp_path):
+    processor = make_processor()
+    model = make_model(processor=processor)
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=4, learning_rate=1e-3),
+        train_dataset=feature_dataset(32),
+        eval_dataset=feature_dataset(8),
+        processing_class=processor,
+        callbacks=[ModelCardCallback(training_data="synthcaps")],
+    )
+    trainer.train()
+    trainer.evaluate()
+    collected = model.model_card_data
+    assert collected["training_provenance"] is None  # the training data recorded none
+    assert collected["eval_protocol"]["clips"] == 8 and collected["eval_protocol"]["tie_rule"] == TIE_RULE
+    assert collected["training_data"] == "synthcaps"
+    assert collected["global_step"] == 4
+    assert collected["hyperparameters"]["learning_rate"] == 1e-3
+    assert collected["hyperparameters"]["per_device_train_batch_size"] == 8
+    assert 0.0 <= collected["eval_metrics"]["t2a_R@1"] <= 1.0
+    text = write_model_card(model, tmp_path / "card").read_text()
+    assert "- steps: 4" in text and "- learning_rate: 0.001" in text and "On synthcaps (8 clips):" in text
+    # The history the callback kept is the trainer's own, drawn beside the card.
+    assert collected["log_history"] is trainer.state.log_history
+    assert (
+        "![Training curves: loss, objective terms and evaluation over optimizer steps](training_curves.png)"
+        in text
+    )
+    assert "and R@k and mAP@10 (%, mean over languages) at each evaluation during training" in text
+    assert Image.open(tmp_path / "card" / TRAINING_CURVES_FILE).format == "PNG"

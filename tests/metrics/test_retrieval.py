@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hf_atr.deprecation import HfAtrDeprecationWarning
-from hf_atr.evaluation.retrieval import (
+from hf_atr.metrics.retrieval import (
     QueryRanks,
     inner_product_scores,
     retrieval_metrics,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hf_atr.evaluation.tables import results_table
+from hf_atr.metrics.tables import results_table
 
 
 def test_several_schemes_side_by_side_like_atri():

@@ -1,6 +1,6 @@
-"""`evaluate` metric for audio-text retrieval: a thin wrapper around `hf_atr.evaluation.retrieval`.
+"""`evaluate` metric for audio-text retrieval: a thin wrapper around `hf_atr.metrics.retrieval`.
 
-Load it offline with ``hf_atr.evaluation.retrieval.load_retrieval_metric()`` or
+Load it offline with ``hf_atr.metrics.retrieval.load_retrieval_metric()`` or
 ``evaluate.load("<path to this directory>")``.
 """
 
@@ -10,7 +10,7 @@ import datasets
 import evaluate
 import numpy as np
 
-from hf_atr.evaluation.retrieval import DEFAULT_KS, DEFAULT_MAP_CUTOFFS, retrieval_metrics
+from hf_atr.metrics.retrieval import DEFAULT_KS, DEFAULT_MAP_CUTOFFS, retrieval_metrics
 
 _DESCRIPTION = """
 Text-to-audio (T2A) and audio-to-text (A2T) retrieval metrics: R@k, mAP@c at any cutoffs and median/mean
@@ -48,7 +48,7 @@ Returns:
     dict of floats: t2a_R@k, a2t_R@k, a2t_recall_fraction@k, [t2a_recall_fraction@k], t2a_mAP@c,
     a2t_mAP@c, t2a_median_rank, t2a_mean_rank, a2t_median_rank, a2t_mean_rank (ranks 1-based), [MRV].
 Examples:
-    >>> from hf_atr.evaluation.retrieval import load_retrieval_metric
+    >>> from hf_atr.metrics.retrieval import load_retrieval_metric
     >>> metric = load_retrieval_metric()
     >>> metric.compute(predictions=[[0.9, 0.1], [0.2, 0.7]], references=[0, 1], ks=(1,))["t2a_R@1"]
     1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_atr.evaluation.retrieval import retrieval_metrics
+from hf_atr.metrics.retrieval import retrieval_metrics
 
 evaluate = pytest.importorskip("evaluate")
 
@@ -19,7 +19,7 @@ def metric(tmp_path_factory):
         monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", cache / "modules")
         monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", cache / "metrics")
         monkeypatch.setattr(evaluate.config, "HF_EVALUATE_CACHE", cache / "evaluate")
-        from hf_atr.evaluation.retrieval import load_retrieval_metric
+        from hf_atr.metrics.retrieval import load_retrieval_metric
 
         yield load_retrieval_metric(cache_dir=str(cache / "metrics"))
 

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from gather_worker import gather_worker
 
-from hf_atr.training.distributed import is_distributed
+from hf_atr.distributed import is_distributed
 
 
 def _free_port() -> int:

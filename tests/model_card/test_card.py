@@ -1,15 +1,12 @@
-"""Model cards (content, metadata, training callback) and push_to_hub's uploaded files, offline."""
+"""Model cards (content, metadata, the protocol behind the figures), written by save_pretrained, offline."""
 
 from __future__ import annotations
 
-import logging
 import re
-import sys
 
 import pytest
 from datasets import Dataset
 from huggingface_hub import ModelCard
-from PIL import Image
 from tiny_models import feature_dataset, make_model, make_processor, save_towers, training_args
 
 from hf_atr import AtrDualEncoderModel, AtrTrainer
@@ -17,17 +14,12 @@ from hf_atr.data.corpora import hold_out_test_split
 from hf_atr.data.overlap import remove_overlap
 from hf_atr.data.schema import corpus_provenance, describe_dataset, set_corpus_provenance
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
-from hf_atr.evaluation.retrieval import TIE_RULE
-from hf_atr.hub import stage_upload
+from hf_atr.metrics.retrieval import TIE_RULE
 from hf_atr.model_card import (
-    TRAINING_CURVES_FILE,
-    ModelCardCallback,
     build_model_card,
-    check_license,
     evaluation_table,
     normalize_metric_names,
     record_evaluation,
-    record_sharing_terms,
     write_model_card,
 )
 from hf_atr.objectives.registry import BUILTIN_OBJECTIVES, available_objectives, get_objective_class
@@ -132,39 +124,6 @@ def test_metric_names_and_single_language_table():
     table = evaluation_table({"t2a_R@1": 0.125, "a2t_R@10": 1.0})
     assert "| all | 12.5 | 100.0 |" in table
     assert "MRV" not in table
-
-
-def test_callback_collects_training_facts_for_the_card(tmp_path):
-    processor = make_processor()
-    model = make_model(processor=processor)
-    trainer = AtrTrainer(
-        model=model,
-        args=training_args(tmp_path, max_steps=4, learning_rate=1e-3),
-        train_dataset=feature_dataset(32),
-        eval_dataset=feature_dataset(8),
-        processing_class=processor,
-        callbacks=[ModelCardCallback(training_data="synthcaps")],
-    )
-    trainer.train()
-    trainer.evaluate()
-    collected = model.model_card_data
-    assert collected["training_provenance"] is None  # the training data recorded none
-    assert collected["eval_protocol"]["clips"] == 8 and collected["eval_protocol"]["tie_rule"] == TIE_RULE
-    assert collected["training_data"] == "synthcaps"
-    assert collected["global_step"] == 4
-    assert collected["hyperparameters"]["learning_rate"] == 1e-3
-    assert collected["hyperparameters"]["per_device_train_batch_size"] == 8
-    assert 0.0 <= collected["eval_metrics"]["t2a_R@1"] <= 1.0
-    text = write_model_card(model, tmp_path / "card").read_text()
-    assert "- steps: 4" in text and "- learning_rate: 0.001" in text and "On synthcaps (8 clips):" in text
-    # The history the callback kept is the trainer's own, drawn beside the card.
-    assert collected["log_history"] is trainer.state.log_history
-    assert (
-        "![Training curves: loss, objective terms and evaluation over optimizer steps](training_curves.png)"
-        in text
-    )
-    assert "and R@k and mAP@10 (%, mean over languages) at each evaluation during training" in text
-    assert Image.open(tmp_path / "card" / TRAINING_CURVES_FILE).format == "PNG"
 
 
 def test_save_pretrained_writes_the_card(tmp_path):
@@ -291,102 +250,6 @@ def test_trainer_records_the_provenance_of_its_training_clips(tmp_path):
     )
     trainer.train()
     assert model.model_card_data["training_provenance"] == provenance
-
-
-IOT_HISTORY = [
-    {"loss": 2.0, "iot/loss_iot": 2.0, "iot/iot_diagonal_mass": 0.2, "iot/iot_transported_mass": 1.0, "step": 5},
-    {"loss": 1.2, "iot/loss_iot": 1.2, "iot/iot_diagonal_mass": 0.5, "iot/iot_transported_mass": 1.0, "step": 10},
-    {"train_runtime": 3.0, "train_loss": 1.6, "step": 10},
-]  # fmt: skip
-
-
-def test_card_shows_the_training_curves_beside_it(tmp_path):
-    model = make_model(objective={"name": "iot"}, scoring="euclidean")
-    text = write_model_card(model, tmp_path, training_info={"log_history": IOT_HISTORY}).read_text()
-    section = text.split("### Training curves\n\n", 1)[1].split("\n\n## Evaluation", 1)[0]
-    assert section.splitlines() == [
-        "![Training curves: loss, objective terms and evaluation over optimizer steps](training_curves.png)",
-        "",
-        "The training loss and the terms the `iot` objective logs (averaged between logging steps), over optimizer steps.",
-        "Constant over the run (not drawn): `iot_transported_mass` = 1.",
-    ]
-    image = Image.open(tmp_path / TRAINING_CURVES_FILE)
-    assert image.format == "PNG" and image.size == (1040, 360)  # two panels: loss, diagonal mass
-    # What push_to_hub uploads includes the figure the card shows.
-    model.model_card_data = {"log_history": IOT_HISTORY}
-    uploaded = {path.name for path in stage_upload(model, tmp_path / "staged")}
-    assert {"README.md", TRAINING_CURVES_FILE} <= uploaded
-
-
-def test_card_without_training_history_is_unchanged(tmp_path):
-    model = make_model()
-    text = write_model_card(model, tmp_path).read_text()
-    assert "## Training\n\n- training data: not recorded\n\n## Evaluation" in text
-    assert "Training curves" not in text and not (tmp_path / TRAINING_CURVES_FILE).exists()
-    # A history without a training loss (an evaluation only) draws nothing either.
-    write_model_card(
-        model, tmp_path / "eval_only", training_info={"log_history": [{"eval_t2a_R@1": 0.5, "step": 0}]}
-    )
-    assert not (tmp_path / "eval_only" / TRAINING_CURVES_FILE).exists()
-
-
-def test_card_without_matplotlib_says_how_to_draw_the_curves(tmp_path, monkeypatch, caplog):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-    model = make_model(objective={"name": "iot"}, scoring="euclidean")
-    with caplog.at_level(logging.WARNING):
-        text = write_model_card(model, tmp_path, training_info={"log_history": IOT_HISTORY}).read_text()
-    assert (
-        "### Training curves\n\nNot drawn where this card was written (matplotlib is not installed: " in text
-    )
-    assert "pip install 'hf-atr[plots]'" in text and "pip install 'hf-atr[plots]'" in caplog.text
-    assert not (tmp_path / TRAINING_CURVES_FILE).exists()
-
-
-def test_without_a_licence_the_card_claims_none_and_says_that_one_must_be_set(tmp_path):
-    path = write_model_card(make_model(), tmp_path)
-    card = ModelCard.load(path)
-    assert card.data.license is None and "license" not in card.content.split("---")[1]
-    assert (
-        "## Licence\n\nNo licence was set when this card was written, so none is claimed. Set one before sharing "
-        "the model (`hf-atr train --license`, `write_model_card(license=...)`, or the `license` field of this "
-        "card's metadata)"
-    ) in card.content
-
-
-def test_a_licence_the_hub_does_not_list_is_other_with_its_name_and_link(tmp_path):
-    model = make_model()
-    record_sharing_terms(model, license="other", license_name="my-license-1.0", license_link="LICENSE")
-    model.save_pretrained(tmp_path)  # every card written afterwards carries it
-    card = ModelCard.load(tmp_path / "README.md")
-    assert (card.data.license, card.data.license_name, card.data.license_link) == (
-        "other", "my-license-1.0", "LICENSE",
-    )  # fmt: skip
-    assert "## Licence\n\n`other`: [my-license-1.0](LICENSE)" in card.content
-    # An argument given to write_model_card replaces what was recorded.
-    text = write_model_card(model, tmp_path / "again", license="cc-by-nc-4.0").read_text()
-    assert "license: cc-by-nc-4.0" in text and "license_name" not in text
-
-
-@pytest.mark.parametrize(
-    ("license", "name", "link", "message"),
-    [
-        (
-            "Apache 2.0",
-            None,
-            None,
-            "license 'Apache 2.0' is not a licence id: give the Hub's id of the licence",
-        ),
-        ("other", None, "LICENSE", "license other needs license_name: a short id of the licence"),
-        ("other", None, None, "license other needs license_name and license_link"),
-        ("mit", "mine", None, "license_name and license_link go with license other; 'mit' is a licence id"),
-        (None, None, "LICENSE", "license_name and license_link name a licence the Hub does not list"),
-        ("other", "My Licence", "LICENSE", "license_name 'My Licence' must be a short id in lower case"),
-    ],
-)
-def test_a_bad_licence_is_refused_naming_what_to_give(tmp_path, license, name, link, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        write_model_card(make_model(), tmp_path, license=license, license_name=name, license_link=link)
-    assert check_license("CC-BY-NC-4.0") == "cc-by-nc-4.0"
 
 
 def test_base_model_names_hub_ids_and_never_a_local_path(tmp_path, monkeypatch):
