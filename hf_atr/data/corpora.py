@@ -20,7 +20,6 @@ from hf_atr.data.audio_text_folder import load_audio_text_folder
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.clotho import load_clotho
 from hf_atr.data.esc50 import load_esc50
-from hf_atr.data.moments import load_moment_splits
 from hf_atr.data.schema import class_list, corpus_provenance, record_filter, set_corpus_provenance
 from hf_atr.data.wavcaps import load_wavcaps
 
@@ -30,7 +29,6 @@ CORPUS_LOADERS: dict[str, Callable[..., DatasetDict]] = {
     "esc50": load_esc50,
     "wavcaps": load_wavcaps,
     "audiofolder": load_audio_text_folder,
-    "moments": load_moment_splits,
 }
 """Loader name -> loader. Each takes the corpus location first (WavCaps: its JSON file) and options by keyword."""
 
@@ -53,7 +51,7 @@ def load_corpus(
 
     Args:
         source: a loader name (:data:`CORPUS_LOADERS`: ``audiocaps``, ``clotho``, ``esc50``, ``wavcaps``,
-            ``audiofolder``, ``moments``), or a directory written by ``save_to_disk`` (a ``DatasetDict``, or a ``Dataset``,
+            ``audiofolder``), or a directory written by ``save_to_disk`` (a ``DatasetDict``, or a ``Dataset``,
             which becomes the split ``train``).
         data_dir: the corpus location for a loader (the directory; WavCaps: its JSON file).
         options: the loader's keyword options (``audio_dir``, ``missing``, ``encoding``, ``splits``, WavCaps'

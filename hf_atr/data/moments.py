@@ -198,8 +198,7 @@ def load_moment_splits(
     splits: Iterable[str] | str | None = None,
     missing: str = "error",
 ) -> DatasetDict:
-    """Every ``<corpus>_<split>_release.jsonl`` in ``data_dir`` as a ``DatasetDict`` (``load_corpus("moments",
-    dir)``): splits ``train``, ``validation`` (``val``, ``valid``) and ``test``, each read by :func:`load_moments`
+    """Every ``<corpus>_<split>_release.jsonl`` in ``data_dir`` as a ``DatasetDict``: splits ``train``, ``validation`` (``val``, ``valid``) and ``test``, each read by :func:`load_moments`
     with ``audio_dir`` (default ``data_dir/audio``, else ``data_dir``).
 
     Raises:

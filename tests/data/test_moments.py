@@ -12,9 +12,8 @@ import pytest
 import soundfile
 from datasets import Audio
 
-from hf_atr.data.corpora import load_corpus
 from hf_atr.data.corpus_utils import CorpusFormatError
-from hf_atr.data.moments import WINDOW_TOLERANCE_S, load_moments, moment_recordings
+from hf_atr.data.moments import WINDOW_TOLERANCE_S, load_moment_splits, load_moments, moment_recordings
 from hf_atr.data.schema import corpus_provenance
 
 RATE = 8000
@@ -209,15 +208,15 @@ def test_translated_queries_ride_along(castella, caplog):
         load_moments(castella, translations={"jpn": stray})
 
 
-def test_load_corpus_reads_every_release_file_of_a_folder(tmp_path):
+def test_every_release_file_of_a_folder_is_a_split(tmp_path):
     _write_recordings(tmp_path / "audio", CASTELLA_LINES + CLOTHO_MOMENT_LINES)
     _write_jsonl(tmp_path / "castella_train_release.jsonl", CASTELLA_LINES)
     _write_jsonl(tmp_path / "castella_val_release.jsonl", CLOTHO_MOMENT_LINES)
-    corpus = load_corpus("moments", tmp_path)
+    corpus = load_moment_splits(tmp_path)
     assert list(corpus) == ["train", "validation"] and len(corpus["train"]) == 3
-    assert list(load_corpus("moments", tmp_path, splits=["val"])) == ["validation"]
+    assert list(load_moment_splits(tmp_path, splits=["val"])) == ["validation"]
     with pytest.raises(FileNotFoundError, match=r"No moment file for split\(s\) \['test'\]"):
-        load_corpus("moments", tmp_path, splits="test")
+        load_moment_splits(tmp_path, splits="test")
     _write_jsonl(tmp_path / "other_valid_release.jsonl", CLOTHO_MOMENT_LINES)
     with pytest.raises(CorpusFormatError, match="two files for split 'validation'"):
-        load_corpus("moments", tmp_path)
+        load_moment_splits(tmp_path)
