@@ -8,6 +8,8 @@ from .clotho import load_clotho
 from .corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
 from .corpus_utils import CorpusFormatError, MetadataEncodingError
 from .esc50 import class_prompts, load_esc50
+from .moment_synthesis import synthesize_moments
+from .moments import load_moment_splits, load_moments, moment_recordings
 from .multilingual import load_translations, normalize_language_code
 from .relevance import load_relevance_judgements
 from .schema import LANGUAGES, atr_features, corpus_provenance
@@ -47,13 +49,17 @@ __all__ = [
     "load_clotho",
     "load_corpus",
     "load_esc50",
+    "load_moment_splits",
+    "load_moments",
     "load_relevance_judgements",
     "load_synthcaps",
     "load_translations",
     "load_wavcaps",
+    "moment_recordings",
     "normalize_language_code",
     "read_caption_list",
     "resample",
+    "synthesize_moments",
     "write_audio_text_shards",
     "write_audiocaps_layout",
     "write_clotho_layout",

@@ -37,6 +37,7 @@ SCRIPT_BUILDERS = {
     "build_audiocaps.py": "audiocaps",
     "build_clotho.py": "clotho",
     "build_esc50.py": "esc50",
+    "build_moments.py": "moments",
     "build_translations.py": "translations",
     "build_wavcaps.py": "wavcaps",
     "write_shards.py": "shards",
@@ -505,4 +506,41 @@ def test_the_shards_script_names_a_missing_dataset_in_one_line(tmp_path, monkeyp
     assert exit_info.value.code == 1
     assert capsys.readouterr().err == (
         f"hf-atr build-dataset shards: error: Directory {tmp_path / 'nowhere'} not found\n"
+    )
+
+
+def test_moments_synthesises_from_a_saved_dataset_without_the_test_clips(tmp_path, synthcaps, capsys):
+    synthcaps.save_to_disk(tmp_path / "source")
+    backgrounds = tmp_path / "backgrounds"
+    for seed in range(2):
+        _write_wav(backgrounds / f"bg{seed}.wav", seed)
+    test_clips = DatasetDict({"test": synthcaps["train"].select([0])})
+    test_clips.save_to_disk(tmp_path / "test_set")
+    arguments = [str(tmp_path / "source"), "--backgrounds", str(backgrounds), "--num-recordings", "3"]
+    options = ["--duration", "2", "3", "--events", "1", "2", "--sampling-rate", "16000", "--seed", "1"]
+    overlap = ["--exclude-overlap-with", str(tmp_path / "test_set")]
+    assert command("moments")([*arguments, *options, *overlap, "--output-dir", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "train: overlap filter" in printed and "moments in 3 recordings" in printed
+    lines = [json.loads(line) for line in (tmp_path / "out" / "moments_train_release.jsonl").open()]
+    removed = synthcaps["train"][0]["audio_id"]
+    assert lines and all(line["source_audio_id"] != removed for line in lines)
+    assert sorted(path.name for path in (tmp_path / "out" / "audio").iterdir()) == [
+        f"train_{index:06d}.flac" for index in range(3)
+    ]
+    # The script writes the same files.
+    main = runpy.run_path(str(SCRIPTS / "build_moments.py"))["main"]
+    assert main([*arguments, *options, *overlap, "--output-dir", str(tmp_path / "script")]) == 0
+    assert (tmp_path / "script" / "moments_train_release.jsonl").read_text() == (
+        tmp_path / "out" / "moments_train_release.jsonl"
+    ).read_text()
+    with pytest.raises(SystemExit) as exit_info:
+        command("moments")([*arguments, "--source-split", "dev", "--output-dir", str(tmp_path / "x")])
+    assert exit_info.value.code == 2 and "has no split 'dev'; it has ['test', 'train', 'validation']" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        command("moments")([*arguments, "--events", "0", "2", "--output-dir", str(tmp_path / "x")])
+    assert exit_info.value.code == 1 and capsys.readouterr().err == (
+        "hf-atr build-dataset moments: error: events_range=(0, 2): expected 1 <= fewest <= most events.\n"
     )

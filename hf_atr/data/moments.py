@@ -1,0 +1,435 @@
+"""Audio moment retrieval data (issue 24): when, in a long recording, a described sound happens.
+
+The annotation format is the JSON Lines file of Moment-DETR that Lighthouse (``line/lighthouse``) uses for
+CASTELLA and Clotho-Moment, one query per line::
+
+    {"qid": "rqfQRErjfk8_2", "query": "Loud cheering and applause from a crowd", "duration": 190,
+     "vid": "rqfQRErjfk8", "relevant_windows": [[169, 190]]}
+
+``qid`` names the query (CASTELLA: ``<vid>_<n>``; Clotho-Moment: a number written as a string), ``vid`` the
+recording, ``duration`` its length and ``relevant_windows`` the moments ``[start, end]`` in seconds (CASTELLA:
+whole seconds, in any order, possibly touching or overlapping). Other fields (Clotho-Moment's ``fg_dB``) are
+ignored, but ``source_id`` and ``source_audio_id``, which :mod:`hf_atr.data.moment_synthesis` writes, are kept.
+Lighthouse names the files ``<corpus>_<split>_release.jsonl`` (``castella_val_release.jsonl``).
+
+A recording is the file ``<vid>.<ext>`` (any extension of :data:`~hf_atr.data.audio.AUDIO_EXTENSIONS`) in the
+audio folder: CASTELLA's downloader writes ``<YouTube id>.wav``, Clotho-Moment's generator ``<vid>.wav``.
+
+:func:`load_moments` returns one row per query; several queries share a recording, which an encoder should
+read once: :func:`moment_recordings` gives the distinct recordings and each query's recording.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict, Features, List, Value
+
+from hf_atr.data.audio import AUDIO_EXTENSIONS, AudioDecodeError, check_audio_file, is_appledouble
+from hf_atr.data.corpus_utils import (
+    CorpusFormatError,
+    CorpusProblems,
+    assemble_splits,
+    audio_root,
+    audio_value,
+    build_split,
+    expand_path,
+    location,
+    select_splits,
+    split_provenance,
+)
+from hf_atr.data.multilingual import normalize_language_code
+from hf_atr.data.schema import SOURCE_ID_COLUMN
+from hf_atr.lazy import get_logger
+
+logger = get_logger(__name__)  # transformers logging, imported on the first message
+
+MOMENT_FIELDS: tuple[str, ...] = ("qid", "query", "duration", "vid", "relevant_windows")
+"""The fields every line of a moment annotation file has."""
+
+WINDOW_TOLERANCE_S = 1.0
+"""How far (seconds) a window may run past the recording's ``duration`` (or start before 0) and be clipped to it
+with a warning instead of refused. CASTELLA gives durations and boundaries in whole seconds and its release has
+windows one second past the duration (``[118, 300]`` in a recording of ``duration`` 299, ``castella_val``); none
+is further out there."""
+
+SOURCE_AUDIO_ID_COLUMN = "source_audio_id"
+"""Optional column of synthesised moments: the ``audio_id`` of the clip the moment was made from."""
+
+MOMENT_SPLITS: dict[str, str] = {"train": "train", "val": "validation", "valid": "validation", "test": "test"}
+"""The split names in moment file names (Lighthouse: ``train``, ``val``, ``test``; Clotho-Moment's generator:
+``valid``) -> hf-atr's."""
+
+_RELEASE_FILE = re.compile(r"(?P<corpus>.+)_(?P<split>train|val|valid|validation|test)_release\.jsonl")
+_LISTED_IN_WARNING = 10
+
+
+def moment_features(translation_languages: Iterable[str] = (), with_sources: bool = False) -> Features:
+    """The ``datasets.Features`` of a moment dataset (``audio`` as an Arrow struct until it is cast)."""
+    features = {
+        "audio": {"bytes": Value("binary"), "path": Value("string")},
+        "recording_id": Value("string"),
+        "duration": Value("float64"),
+        "qid": Value("string"),
+        "query": Value("string"),
+        "windows": List(List(Value("float64"))),
+    }
+    languages = list(translation_languages)
+    if languages:
+        features["translations"] = {language: List(Value("string")) for language in languages}
+    if with_sources:
+        features[SOURCE_AUDIO_ID_COLUMN] = Value("string")
+        features[SOURCE_ID_COLUMN] = Value("string")
+    return Features(features)
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One checked line of a moment file."""
+
+    line: int
+    qid: str
+    query: str
+    duration: float
+    vid: str
+    windows: list[list[float]]
+    source_audio_id: str | None
+    source_id: str | None
+
+
+def load_moments(
+    path: str | os.PathLike,
+    audio_dir: str | os.PathLike | None = None,
+    *,
+    translations: Mapping[str, str | os.PathLike] | None = None,
+    missing: str = "error",
+    split: str | None = None,
+) -> Dataset:
+    """Read a moment annotation file (JSON Lines, module docstring) and find its recordings.
+
+    Args:
+        path: the ``.jsonl`` file (``castella_val_release.jsonl``).
+        audio_dir: the folder of the recordings ``<vid>.<ext>``; default ``<path's folder>/audio`` when it
+            exists, else the file's folder.
+        translations: language code (``"ja"``, ``"jpn"``, ``"jpn_Jpan"``) -> a file of the same format whose
+            ``query`` is the translation of the query with the same ``qid`` (other fields are not read). They
+            ride along as in the shared schema: ``translations[<ISO 639-3>]`` is a one-element list aligned
+            with ``query``, ``None`` for a query the file does not translate.
+        missing: ``"error"`` raises on the first problem (a malformed line, a missing field, ``start >= end``, a
+            window more than :data:`WINDOW_TOLERANCE_S` outside the recording, a duplicated ``qid``, two
+            durations for one recording, a missing or unreadable recording), naming the file and line;
+            ``"skip"`` drops those queries and logs them.
+        split: the split name recorded in the provenance (default: from the file name, else ``"test"``).
+
+    Returns:
+        A ``Dataset``, one row per query in file order: ``audio`` (``Audio(decode=False)``, absolute path),
+        ``recording_id`` (``vid``), ``duration`` (seconds), ``qid`` (an integer ``qid`` as its decimal
+        string), ``query``, ``windows`` (``[[start, end], ...]`` in seconds, in file order, each within
+        ``[0, duration]``), ``translations`` when given, ``source_audio_id`` and ``source_id`` when the file
+        has them. A window up to :data:`WINDOW_TOLERANCE_S` past the recording is clipped to it, with one
+        warning counting them.
+
+    Raises:
+        FileNotFoundError: ``path`` or ``audio_dir`` does not exist (and, under ``"error"``, a recording).
+        CorpusFormatError: the first problem under ``missing="error"``, or no query left.
+    """
+    path = expand_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Moment annotation file not found: {path}")
+    root = audio_root(path.parent, audio_dir, "audio")
+    split = split or _split_of(path) or "test"
+    problems = CorpusProblems(missing, "moments", split)
+    queries = _read_queries(path, problems)
+    recordings = _resolve_recordings(path, queries, root, problems)
+    queries = [query for query in queries if query.vid in recordings]
+    languages = {
+        normalize_language_code(code): expand_path(file) for code, file in (translations or {}).items()
+    }
+    translated = {language: _read_translations(file, queries) for language, file in languages.items()}
+    with_sources = any(query.source_audio_id is not None for query in queries)
+    rows = [
+        {
+            "audio": audio_value(recordings[query.vid]),
+            "recording_id": query.vid,
+            "duration": query.duration,
+            "qid": query.qid,
+            "query": query.query,
+            "windows": query.windows,
+            **(
+                {"translations": {lang: texts.get(query.qid) for lang, texts in translated.items()}}
+                if translated
+                else {}
+            ),
+            **(
+                {SOURCE_AUDIO_ID_COLUMN: query.source_audio_id, SOURCE_ID_COLUMN: query.source_id}
+                if with_sources
+                else {}
+            ),
+        }
+        for query in queries
+    ]
+    problems.log_summary()
+    if not rows:
+        raise CorpusFormatError(f"{path}: no query could be loaded (see the problems logged above).")
+    provenance = split_provenance(
+        "moments",
+        "Moment-DETR JSON Lines",
+        split,
+        [path, *languages.values()],
+        None,
+        problems,
+        recordings=len(recordings),
+    )
+    dataset = build_split(rows, moment_features(translated, with_sources), provenance)
+    logger.info(f"{path}: {len(dataset)} queries over {len(recordings)} recordings in {root}")
+    return dataset
+
+
+def load_moment_splits(
+    data_dir: str | os.PathLike,
+    audio_dir: str | os.PathLike | None = None,
+    splits: Iterable[str] | str | None = None,
+    missing: str = "error",
+) -> DatasetDict:
+    """Every ``<corpus>_<split>_release.jsonl`` in ``data_dir`` as a ``DatasetDict``: splits ``train``, ``validation`` (``val``, ``valid``) and ``test``, each read by :func:`load_moments`
+    with ``audio_dir`` (default ``data_dir/audio``, else ``data_dir``).
+
+    Raises:
+        FileNotFoundError: no such file, or none for a split asked for.
+        CorpusFormatError: two files for one split.
+    """
+    data_dir = expand_path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"Moments data_dir {data_dir} is not a directory.")
+    files: dict[str, Path] = {}
+    for file in sorted(data_dir.glob("*_release.jsonl")):
+        match = _RELEASE_FILE.fullmatch(file.name)
+        if match is None:
+            continue
+        split = MOMENT_SPLITS.get(match["split"], match["split"])
+        if split in files:
+            raise CorpusFormatError(
+                f"{data_dir}: two files for split {split!r}: {files[split].name}, {file.name}."
+            )
+        files[split] = file
+    aliases = {**MOMENT_SPLITS, "validation": "validation"}
+    chosen = [
+        name for name in select_splits(splits, aliases, "moments") if splits is not None or name in files
+    ]
+    absent = [name for name in chosen if name not in files]
+    if absent or not chosen:
+        raise FileNotFoundError(
+            f"No moment file for split(s) {absent or ['train', 'validation', 'test']} in {data_dir}: expected "
+            "<corpus>_<split>_release.jsonl with split train, val or test (castella_val_release.jsonl)."
+        )
+    loaded = {name: load_moments(files[name], audio_dir, missing=missing, split=name) for name in chosen}
+    return assemble_splits(loaded, "moments", missing, {name: files[name].name for name in chosen})
+
+
+def moment_recordings(dataset: Dataset) -> tuple[Dataset, list[int]]:
+    """The distinct recordings of a moment dataset and, for each query row, the index of its recording.
+
+    Encode ``recordings`` (``recording_id``, ``audio``, ``duration``; one row per recording, in the order of
+    their first query) once, then read query ``i``'s recording embedding at ``recording_of[i]``. Computed from
+    the ``recording_id`` column, so it holds for any ``select`` / ``filter`` of the dataset.
+
+    Returns:
+        ``(recordings, recording_of)``: a ``Dataset`` and a list of ``len(dataset)`` indices into it.
+    """
+    ordinal: dict[str, int] = {}
+    first_rows, recording_of = [], []
+    for row, recording in enumerate(dataset["recording_id"]):
+        if recording not in ordinal:
+            ordinal[recording] = len(first_rows)
+            first_rows.append(row)
+        recording_of.append(ordinal[recording])
+    return dataset.select_columns(["recording_id", "audio", "duration"]).select(first_rows), recording_of
+
+
+def _split_of(path: Path) -> str | None:
+    match = _RELEASE_FILE.fullmatch(path.name)
+    return MOMENT_SPLITS.get(match["split"], match["split"]) if match else None
+
+
+def _read_records(path: Path, problems: CorpusProblems) -> Iterable[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for each non-blank line of a JSON Lines file that holds a JSON object."""
+    with open(path, encoding="utf-8-sig") as lines:
+        for number, text in enumerate(lines, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except ValueError as error:
+                problems.flag(CorpusFormatError(f"{location(path, number)}: not a JSON object ({error})."))
+                continue
+            if not isinstance(record, dict):
+                problems.flag(
+                    CorpusFormatError(f"{location(path, number)}: not a JSON object but {record!r}.")
+                )
+                continue
+            yield number, record
+
+
+def _read_queries(path: Path, problems: CorpusProblems) -> list[_Query]:
+    queries: list[_Query] = []
+    first_line: dict[str, int] = {}
+    durations: dict[str, tuple[float, int]] = {}
+    clipped: list[str] = []
+    for number, record in _read_records(path, problems):
+        where = location(path, number)
+        try:
+            query = _check_record(record, where, clipped)
+            if query.qid in first_line:
+                raise CorpusFormatError(
+                    f"{where}: qid {query.qid!r} is already on line {first_line[query.qid]}."
+                )
+            known = durations.setdefault(query.vid, (query.duration, number))
+            if known[0] != query.duration:
+                raise CorpusFormatError(
+                    f"{where}: recording {query.vid!r} has duration {query.duration:g}, but {known[0]:g} on line "
+                    f"{known[1]}."
+                )
+        except CorpusFormatError as error:
+            problems.flag(error)
+            continue
+        first_line[query.qid] = number
+        queries.append(replace(query, line=number))
+    if clipped:
+        shown = "\n  ".join(clipped[:_LISTED_IN_WARNING])
+        more = (
+            f"\n  ... and {len(clipped) - _LISTED_IN_WARNING} more"
+            if len(clipped) > _LISTED_IN_WARNING
+            else ""
+        )
+        logger.warning(
+            f"{path}: clipped {len(clipped)} window(s) that ran up to {WINDOW_TOLERANCE_S:g} s outside their "
+            f"recording to [0, duration]:\n  {shown}{more}"
+        )
+    return queries
+
+
+def _check_record(record: dict[str, Any], where: str, clipped: list[str]) -> _Query:
+    absent = [field for field in MOMENT_FIELDS if field not in record]
+    if absent:
+        raise CorpusFormatError(f"{where}: no field(s) {absent}; a line needs {list(MOMENT_FIELDS)}.")
+    qid = record["qid"]
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
+        raise CorpusFormatError(f"{where}: qid {qid!r} is not a non-empty string or an integer.")
+    query, vid = record["query"], record["vid"]
+    if not isinstance(query, str) or not query.strip():
+        raise CorpusFormatError(f"{where}: query {query!r} is empty or not a string.")
+    if not isinstance(vid, str) or not vid.strip() or "/" in vid or "\\" in vid:
+        raise CorpusFormatError(
+            f"{where}: vid {vid!r} is not a recording name (a non-empty string without '/')."
+        )
+    duration = _number(record["duration"])
+    if duration is None or duration <= 0:
+        raise CorpusFormatError(
+            f"{where}: duration {record['duration']!r} is not a positive number of seconds."
+        )
+    windows = record["relevant_windows"]
+    if not isinstance(windows, list) or not windows:
+        raise CorpusFormatError(
+            f"{where}: relevant_windows {windows!r} is not a non-empty list of [start, end]."
+        )
+    checked = [_check_window(window, k, duration, where, clipped) for k, window in enumerate(windows)]
+    source_audio_id, source_id = record.get(SOURCE_AUDIO_ID_COLUMN), record.get(SOURCE_ID_COLUMN)
+    return _Query(0, str(qid), query.strip(), duration, vid, checked, source_audio_id, source_id)
+
+
+def _check_window(window: Any, k: int, duration: float, where: str, clipped: list[str]) -> list[float]:
+    bounds = [_number(value) for value in window] if isinstance(window, list) else []
+    if len(bounds) != 2 or None in bounds:
+        raise CorpusFormatError(f"{where}: relevant_windows[{k}] {window!r} is not [start, end] in seconds.")
+    start, end = bounds
+    if start >= end:
+        raise CorpusFormatError(f"{where}: relevant_windows[{k}] {window!r} has start >= end.")
+    if start < -WINDOW_TOLERANCE_S or end > duration + WINDOW_TOLERANCE_S or start >= duration:
+        raise CorpusFormatError(
+            f"{where}: relevant_windows[{k}] {window!r} lies outside the recording [0, {duration:g}] by more than "
+            f"{WINDOW_TOLERANCE_S:g} s (the rounding allowed)."
+        )
+    if start < 0 or end > duration:
+        clipped.append(f"{where}: {window!r} -> [{max(start, 0.0):g}, {min(end, duration):g}]")
+    return [max(start, 0.0), min(end, duration)]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _resolve_recordings(
+    path: Path, queries: Sequence[_Query], root: Path, problems: CorpusProblems
+) -> dict[str, Path]:
+    """``vid -> <root>/<vid>.<ext>`` for each recording found and readable; the others are flagged with the
+    first line that names them."""
+    by_stem: dict[str, list[Path]] = {}
+    with os.scandir(root) as entries:
+        for entry in entries:
+            name = Path(entry.name)
+            if entry.is_file() and name.suffix.lower() in AUDIO_EXTENSIONS and not is_appledouble(name):
+                by_stem.setdefault(name.stem, []).append(root / name)
+    found: dict[str, Path] = {}
+    flagged: set[str] = set()
+    for query in queries:
+        if query.vid in found or query.vid in flagged:
+            continue
+        where = location(path, query.line)
+        candidates = sorted(by_stem.get(query.vid, []))
+        try:
+            if not candidates:
+                raise FileNotFoundError(f"{where}: no recording {query.vid}.<ext> in {root}.")
+            if len(candidates) > 1:
+                raise CorpusFormatError(
+                    f"{where}: recording {query.vid!r} is ambiguous: {[file.name for file in candidates]} in {root}."
+                )
+            check_audio_file(candidates[0])
+        except (FileNotFoundError, CorpusFormatError, AudioDecodeError) as error:
+            flagged.add(query.vid)
+            problems.flag(
+                AudioDecodeError(where, str(error)) if isinstance(error, AudioDecodeError) else error
+            )
+            continue
+        found[query.vid] = candidates[0]
+    return found
+
+
+def _read_translations(path: Path, queries: Sequence[_Query]) -> dict[str, list[str]]:
+    """``qid -> [translated query]`` from a translation file (fields ``qid`` and ``query``); its lines that are
+    malformed or name no query of the base are errors naming the line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"Translation file not found: {path}")
+    qids = {query.qid for query in queries}
+    translated: dict[str, list[str]] = {}
+    strict = CorpusProblems("error", "moments", "translations")
+    for number, record in _read_records(path, strict):
+        qid, text = record.get("qid"), record.get("query")
+        where = location(path, number)
+        if str(qid) not in qids:
+            raise CorpusFormatError(f"{where}: qid {qid!r} is not a query of the annotation file.")
+        if not isinstance(text, str) or not text.strip():
+            raise CorpusFormatError(f"{where}: query {text!r} is empty or not a string.")
+        translated[str(qid)] = [text.strip()]
+    untranslated = len(qids) - len(translated)
+    if untranslated:
+        logger.warning(f"{path}: {untranslated} of {len(qids)} queries have no translation (None).")
+    return translated
+
+
+__all__ = [
+    "MOMENT_FIELDS",
+    "WINDOW_TOLERANCE_S",
+    "load_moment_splits",
+    "load_moments",
+    "moment_features",
+    "moment_recordings",
+]
