@@ -1,32 +1,34 @@
-"""Search at scale: hf_atr's EmbeddingIndex (faiss) vs exact brute-force torch search, side by side.
+"""Search at scale: exact search on a torch device and faiss's indexes (hf_atr's EmbeddingIndex), side by side.
 
-For each corpus size (10k, 100k and 1M items of d = 512 by default) in one process:
+For each corpus size (10k and 100k items of d = 512 on ``--device cpu``, the default; 100k and 1M on a GPU) in one
+process:
 
 * data: unit vectors drawn around 2,000 random cluster centres (real retrieval embeddings are
   clustered; i.i.d. Gaussian vectors are the worst case for any approximate index), queries drawn
   the same way (fresh points, not copies of indexed items);
-* exact reference: torch, queries in blocks of 256, `scores = queries @ itemsᵀ` then `topk(10)`;
-* `flat`: `EmbeddingIndex(kind="flat")` (faiss IndexFlatIP, exact);
+* `faiss flat`: `EmbeddingIndex(kind="flat")` (faiss-cpu IndexFlatIP, exact): the reference of every row,
+  for recall and speed;
+* `device float32` / `device float16`: `EmbeddingIndex(device=--device, search_dtype=...)`, exact search on
+  the device (`hf_atr.pipelines.device_search`: items held there, queries by matrix products, top-k by
+  blocks of 65,536 items); its build is copying the items there, and its queries/s include moving the queries
+  there and the hits back;
 * `ivf`: `EmbeddingIndex(kind="ivf")` (faiss IndexIVFFlat, sqrt(n) cells trained on 64 points each,
   nprobe cells searched);
 * `hnsw`: `EmbeddingIndex(kind="hnsw")` (faiss IndexHNSWFlat, M = 32), up to `--hnsw-max` items
   (its build is the slowest part: minutes at 1M on few cores).
 
-Printed per method: build time (s; for torch, stacking the items into one tensor), queries per second,
-recall@10 = |top-10 ∩ exact top-10| / 10 averaged over queries, and the speed ratio over torch.
+Printed per method: build time (s), queries per second, recall@10 = |top-10 ∩ faiss flat's top-10| / 10 averaged
+over queries, and the speed ratio over faiss flat.
 
-    python benchmarks/search.py --quick         # 10k and 100k items (a minute)
-    python benchmarks/search.py                 # adds 1M items (2 GiB of float32; several minutes)
+    python benchmarks/search.py                                  # --device cpu: 10k and 100k items
+    python benchmarks/search.py --sizes 1000000                  # 1M items on the CPU (2 GiB; minutes)
+    python benchmarks/search.py --device cuda --threads 16       # 100k and 1M items, on a GPU against faiss-cpu
 
 Measured on the project machine (2 shared cores, 1 thread, torch 2.13, faiss 1.15; loaded, so times are
-noisy but each row's ratio is taken in the same run): queries/s vs torch brute force, recall@10 —
-
-    10k:  torch 2,007; flat 1.3x (1.0); ivf nprobe=8 2.0x (0.66), nprobe=32 0.4x (0.84); hnsw 0.4x (0.97)
-    100k: torch 172;   flat 1.3x (1.0); ivf nprobe=8 4.3x (1.0), nprobe=32 1.1x (1.0)
-    1M:   torch 5;     flat 3.1x (1.0); ivf nprobe=8 98x (1.0, built in 112 s), nprobe=32 18x (1.0)
-
-(At 10k the 2,000 clusters hold 5 items each, so true neighbours straddle IVF cells and recall drops;
-from 100k on each cluster is dense and IVF recall@10 is 1.0 on this data, an optimistic case.)
+noisy but each row's ratio is taken in the same run), `--device cpu`: see README § Search and sharing.
+On a GPU: not measured in this session (`../shared/GPU-NOTES.md` has an earlier prototype's figures on one
+H100: torch matmul + topk at 1M x 512, 31,268 q/s in float32 and 113,664 q/s in float16 against 194 q/s for
+faiss-cpu IndexFlatIP on 16 threads).
 
 Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
 """
@@ -47,7 +49,6 @@ TOP_K = 10
 NUM_CENTRES = 2000
 CLUSTER_SPREAD = 0.6
 """Noise norm relative to the (unit) centre: neighbours within a cluster are close but not duplicates."""
-QUERY_BLOCK = 256
 
 
 def clustered_unit_vectors(count: int, centres: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -62,11 +63,6 @@ def clustered_unit_vectors(count: int, centres: torch.Tensor, generator: torch.G
     return vectors
 
 
-def torch_topk(items: torch.Tensor, queries: torch.Tensor, k: int) -> torch.Tensor:
-    """Exact top-``k`` item positions ``(q, k)`` by blocks of queries."""
-    return torch.cat([(block @ items.T).topk(k, dim=1).indices for block in queries.split(QUERY_BLOCK)])
-
-
 def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
     return float(
         np.mean([len(set(row) & set(reference)) / exact.shape[1] for row, reference in zip(found, exact)])
@@ -74,70 +70,85 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
 
 
 def measure_index(
-    items: torch.Tensor, queries: torch.Tensor, exact: np.ndarray, kind: str, **options: int
-) -> dict[str, float]:
+    items: torch.Tensor, queries: torch.Tensor, exact: np.ndarray | None, **options: object
+) -> tuple[dict[str, float], np.ndarray]:
+    """Build an ``EmbeddingIndex(**options)`` of ``items`` and time its search of ``queries``; recall against
+    ``exact`` (the hits themselves when ``exact`` is ``None``: the reference)."""
     started = time.perf_counter()
-    index = EmbeddingIndex(EMBED_DIM, kind=kind, **options)
+    index = EmbeddingIndex(EMBED_DIM, **options)
     index.add(items, [str(i) for i in range(len(items))])
-    index.search(queries[:1], TOP_K)  # builds the faiss structure (IVF training, HNSW graph)
+    index.search(
+        queries[:1], TOP_K
+    )  # builds the faiss structure (IVF training, HNSW graph) or fills the device
     build = time.perf_counter() - started
     started = time.perf_counter()
     _, positions = index.search(queries, TOP_K)
     seconds = time.perf_counter() - started
-    return {"build_s": build, "qps": len(queries) / seconds, "recall@10": recall_at_k(positions, exact)}
+    recall = 1.0 if exact is None else recall_at_k(positions, exact)
+    return {"build_s": build, "qps": len(queries) / seconds, "recall@10": recall}, positions
 
 
-def run_size(count: int, num_queries: int, hnsw_max: int, nprobes: list[int], seed: int) -> None:
+def run_size(count: int, num_queries: int, device: str, hnsw_max: int, nprobes: list[int], seed: int) -> None:
     generator = torch.Generator().manual_seed(seed)
     centres = torch.nn.functional.normalize(torch.randn(NUM_CENTRES, EMBED_DIM, generator=generator), dim=1)
     items = clustered_unit_vectors(count, centres, generator)
     queries = clustered_unit_vectors(num_queries, centres, generator)
 
-    started = time.perf_counter()
-    stacked = items.contiguous()
-    torch_build = time.perf_counter() - started
-    torch_topk(stacked, queries[:QUERY_BLOCK], TOP_K)  # warm-up
-    started = time.perf_counter()
-    exact = torch_topk(stacked, queries, TOP_K).numpy()
-    torch_qps = num_queries / (time.perf_counter() - started)
-
-    results = {"torch (exact)": {"build_s": torch_build, "qps": torch_qps, "recall@10": 1.0}}
-    results["flat"] = measure_index(items, queries, exact, "flat")
+    results = {}
+    results["faiss flat"], exact = measure_index(items, queries, None, kind="flat")
+    for dtype in ("float32", "float16"):
+        results[f"{device} {dtype}"] = measure_index(
+            items, queries, exact, device=device, search_dtype=dtype
+        )[0]
     for nprobe in nprobes:
-        results[f"ivf nprobe={nprobe}"] = measure_index(items, queries, exact, "ivf", nprobe=nprobe)
+        results[f"ivf nprobe={nprobe}"] = measure_index(items, queries, exact, kind="ivf", nprobe=nprobe)[0]
     if count <= hnsw_max:
-        results["hnsw ef=64"] = measure_index(items, queries, exact, "hnsw", ef_search=64)
+        results["hnsw ef=64"] = measure_index(items, queries, exact, kind="hnsw", ef_search=64)[0]
 
     print(f"\n{count:,} items x {EMBED_DIM}-d, {num_queries:,} queries, top-{TOP_K}")
-    print(f"  {'method':<18} {'build s':>9} {'queries/s':>11} {'recall@10':>10} {'speed vs torch':>15}")
+    print(f"  {'method':<18} {'build s':>9} {'queries/s':>11} {'recall@10':>10} {'vs faiss flat':>14}")
+    baseline = results["faiss flat"]["qps"]
     for name, values in results.items():
         print(
             f"  {name:<18} {values['build_s']:>9.2f} {values['qps']:>11,.0f} {values['recall@10']:>10.4f} "
-            f"{values['qps'] / torch_qps:>14.2f}x"
+            f"{values['qps'] / baseline:>13.2f}x"
         )
-    del items, stacked
+    del items
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="10k and 100k items only")
-    parser.add_argument("--sizes", type=int, nargs="+", help="corpus sizes (overrides --quick)")
+    parser.add_argument(
+        "--device", default="cpu", help="torch device of the exact device search (default: cpu)"
+    )
+    parser.add_argument("--quick", action="store_true", help="10k and 100k items only (the CPU default)")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="corpus sizes (default: 10k 100k; on a GPU 100k 1M)"
+    )
     parser.add_argument("--queries", type=int, default=1000, help="queries per size (default: 1000)")
     parser.add_argument(
         "--hnsw-max", type=int, default=10_000, help="largest corpus to build HNSW for (default: 10,000)"
     )
-    parser.add_argument("--nprobe", type=int, nargs="+", default=[8, 32], help="IVF cells searched per query")
-    parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads (default: 1)")
+    parser.add_argument(
+        "--nprobe",
+        type=int,
+        nargs="*",
+        default=[8, 32],
+        help="IVF cells searched per query (none: no IVF row)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch and faiss CPU threads (default: 1)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
-    sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
-    print(f"threads: {args.threads}; torch {torch.__version__}, faiss {faiss.__version__}")
+    on_cpu = torch.device(args.device).type == "cpu"
+    sizes = args.sizes or ([10_000, 100_000] if args.quick or on_cpu else [100_000, 1_000_000])
+    accelerator = "" if on_cpu else f"; {torch.cuda.get_device_name(torch.device(args.device))}"
+    print(f"threads: {args.threads}; torch {torch.__version__}, faiss {faiss.__version__}{accelerator}")
     for count in sizes:
-        run_size(count, args.queries, args.hnsw_max, args.nprobe, args.seed)
+        run_size(count, args.queries, args.device, args.hnsw_max, args.nprobe, args.seed)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,16 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
         ) from error
 
 
+def checked_device_argument(device: str) -> Any:
+    """``--device`` as a ``torch.device`` this machine has; the command stops with a message naming it otherwise."""
+    from hf_atr.pipelines.device_search import checked_device
+
+    try:
+        return checked_device(device)
+    except ValueError as error:
+        raise SystemExit(f"--device {device}: {error}") from error
+
+
 def rebuild_advice(error: IndexMismatchError, model: str) -> str:
     """What differs between an index and ``--model`` (an ``IndexMismatchError``), with the ``hf-atr index``
     command that rebuilds the index for that model (the error's own message names the Python call)."""
@@ -150,6 +160,7 @@ def saved_split(path: Path, split: str) -> tuple[Any, str | None]:
 __all__ = [
     "HUB_REPO_ID",
     "add_windowing_arguments",
+    "checked_device_argument",
     "checked_model",
     "load_retrieval_pipeline",
     "parsed_windowing",

@@ -8,12 +8,14 @@ saved) and prints what was indexed.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .common import (
     add_windowing_arguments,
+    checked_device_argument,
     load_retrieval_pipeline,
     parsed_windowing,
     process_group,
@@ -75,6 +77,12 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--batch-size", type=int, default=32, help="windows encoded per forward pass (default: 32)"
     )
     parser.add_argument(
+        "--device",
+        default=None,
+        help="encode on this torch device (cuda, cuda:1, cpu; default: where transformers puts the model, the "
+        "first GPU when there is one; under torchrun each process's own)",
+    )
+    parser.add_argument(
         "--pool", action="store_true", help="one pooled entry per file instead of one per window"
     )
     parser.add_argument(
@@ -115,6 +123,12 @@ def run_index(args: argparse.Namespace) -> int:
     captions = _read_caption_list(args.captions, args.encoding) if args.captions else None
     dataset = saved_split(Path(args.dataset).expanduser(), args.split)[0] if args.dataset else None
     out = Path(args.out).expanduser()
+    if args.device is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise SystemExit(
+            "hf-atr index: --device is for one process; under accelerate launch or torchrun each process encodes "
+            "on its own device."
+        )
+    device = None if args.device is None else checked_device_argument(args.device)
     from hf_atr.data.audio import AudioDecodeError
     from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
@@ -127,7 +141,8 @@ def run_index(args: argparse.Namespace) -> int:
             f"{out} already holds an index; pass --append to add the files not yet in it, or --overwrite to "
             "replace it."
         )
-    with process_group() as device:
+    with process_group() as process_device:
+        device = process_device or device
         placement = {} if device is None else {"device": device}
         pipe = load_retrieval_pipeline(
             args.model, index_kind=args.kind, windowing=parsed_windowing(args, args.pooling), **placement

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import load_retrieval_pipeline
+from .common import checked_device_argument, load_retrieval_pipeline
 
 
 def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -40,6 +40,20 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--top-k", type=int, default=5, help="number of results (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a list")
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="run the model and search the index on this torch device (cuda, cuda:1, cpu): exact search of the "
+        "stored vectors there, whatever the index's kind (default: the model where transformers puts it, the "
+        "index searched by faiss on the CPU)",
+    )
+    parser.add_argument(
+        "--search-dtype",
+        choices=("float32", "float16"),
+        default=None,
+        help="with --device: hold the index's vectors there in this precision (default: float32; float16 "
+        "halves the memory, near-ties may swap)",
+    )
     parser.set_defaults(handler=run_search)
     return parser
 
@@ -61,7 +75,17 @@ def run_search(args: argparse.Namespace) -> int:
             f"--index {index_dir}: no such directory; build the index first (`hf-atr index --model ... "
             f"--audio-dir ... --out {args.index}`)."
         )
-    pipe = load_retrieval_pipeline(args.model, index_dir=index_dir)
+    if args.search_dtype is not None and args.device is None:
+        raise SystemExit("hf-atr search: --search-dtype applies to --device search; give --device too.")
+    placement = {}
+    if args.device is not None:
+        device = checked_device_argument(args.device)
+        placement = {
+            "device": device,
+            "search_device": device,
+            "search_dtype": args.search_dtype or "float32",
+        }
+    pipe = load_retrieval_pipeline(args.model, index_dir=index_dir, **placement)
     if queries is not None:
         return _run_query_file(pipe, queries, args)
     try:

@@ -9,6 +9,11 @@ distance, exactly the head's :meth:`~hf_atr.modeling_atr.AtrScoringHead.similari
 Approximate search for large corpora: ``kind="ivf"`` (inverted lists over k-means cells, ``nprobe``
 cells searched) or ``kind="hnsw"`` (a navigable small-world graph, ``ef_search`` candidates kept).
 
+Exact search on a torch device (a GPU; ``"cpu"`` runs the same code): ``device=`` (or
+:meth:`EmbeddingIndex.search_on`) searches the stored vectors there by blocks (:mod:`.device_search`), in
+float32 or float16, whatever the ``kind``: an IVF or HNSW index is then searched exactly, from the vectors it
+always keeps (its faiss parameters apply to faiss search only). The device is a runtime choice, never saved.
+
 Long recordings are stored window by window: several entries share the id of their file and each carries
 its time span (``spans``, seconds); :meth:`EmbeddingIndex.search_files` returns the best entry of each of
 the top-k distinct ids. An index of files records their ``root`` directory, so that relative ids resolve
@@ -43,6 +48,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ..file_permissions import apply_umask
+from .device_search import DeviceSearch, checked_device, checked_dtype
 
 METRICS = ("inner_product", "l2")
 INDEX_KINDS = ("flat", "ivf", "hnsw")
@@ -130,6 +136,8 @@ class EmbeddingIndex:
         ef_search / ef_construction: HNSW candidate-list sizes (defaults 64 / 80).
         fingerprint: identifies the model whose embeddings these are (:func:`model_fingerprint`).
         root: the directory relative ids resolve from (:meth:`path_of`); ``None`` for items that are not files.
+        device / search_dtype: search exactly on this torch device, the vectors held there in ``"float32"`` or
+            ``"float16"`` (:meth:`search_on`); ``None``: faiss on the CPU.
 
     Vectors are added with :meth:`add`; approximate indexes are (re)built on the first search after
     an addition, on all vectors, so :meth:`add` may be called in batches. Entries may share an id (the
@@ -149,6 +157,8 @@ class EmbeddingIndex:
         ef_construction: int = 80,
         fingerprint: str | None = None,
         root: str | os.PathLike | None = None,
+        device: str | torch.device | None = None,
+        search_dtype: str = "float32",
     ) -> None:
         if not isinstance(dim, int) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}.")
@@ -182,6 +192,10 @@ class EmbeddingIndex:
         self._chunks: list[np.ndarray] = []
         self._faiss_index: Any = None
         self._distinct_ids: int | None = None
+        self.device: torch.device | None = None
+        self.search_dtype = "float32"
+        self._device_search: DeviceSearch | None = None
+        self.search_on(device, search_dtype)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -223,12 +237,27 @@ class EmbeddingIndex:
         self.ids.extend(ids)
         self._chunks.append(vectors)
         self._faiss_index = None
+        self._device_search = None
         self._distinct_ids = None
 
     def path_of(self, item_id: str) -> str | None:
         """Where the file of ``item_id`` is: ``root / id`` (an absolute id stays as it is); ``None`` without
         a root."""
         return None if self.root is None else str(Path(self.root) / item_id)
+
+    def search_on(self, device: str | torch.device | None, search_dtype: str = "float32") -> EmbeddingIndex:
+        """Search exactly on ``device`` from now on, the vectors held there in ``search_dtype`` (``None``: faiss on
+        the CPU); returns the index. The vectors are copied there at the next search.
+
+        Raises:
+            ValueError: a device this machine lacks, or a dtype other than ``"float32"`` / ``"float16"``.
+        """
+        checked_dtype(search_dtype)
+        placement = (None if device is None else checked_device(device), search_dtype)
+        if placement != (self.device, self.search_dtype):
+            self.device, self.search_dtype = placement
+            self._device_search = None
+        return self
 
     def search(self, queries: torch.Tensor | np.ndarray, top_k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Top-``top_k`` entries per query row.
@@ -239,15 +268,16 @@ class EmbeddingIndex:
         Returns:
             ``scores (q, k)`` float32, best first (inner products, or negative Euclidean distances),
             and ``positions (q, k)`` int64 into :attr:`ids`; ``k = min(top_k, len(self))``. An
-            approximate index may return fewer hits for a query, padded with ``-inf`` / ``-1``.
+            approximate index may return fewer hits for a query, padded with ``-inf`` / ``-1``. On a ``device``,
+            equal scores rank by position, lowest first (:mod:`.device_search`).
         """
         if not isinstance(top_k, int) or top_k <= 0:
             raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
         if not self.ids:
             raise ValueError("The index is empty; add embeddings first (pipeline: `pipe.index(...)`).")
         vectors = _as_vectors(queries, self.dim, what="queries")
-        faiss_index = self._built_index()
-        distances, positions = faiss_index.search(vectors, min(top_k, len(self)))
+        searcher = self._built_index() if self.device is None else self._device_searcher()
+        distances, positions = searcher.search(vectors, min(top_k, len(self)))
         missing = positions < 0
         if self.metric == "l2":
             distances = -np.sqrt(np.clip(distances, 0.0, None))
@@ -298,6 +328,11 @@ class EmbeddingIndex:
             if len(hits) == wanted:
                 break
         return hits
+
+    def _device_searcher(self) -> DeviceSearch:
+        if self._device_search is None:
+            self._device_search = DeviceSearch(self.embeddings, self.metric, self.device, self.search_dtype)
+        return self._device_search
 
     def _built_index(self) -> Any:
         if self._faiss_index is not None:

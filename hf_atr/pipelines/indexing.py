@@ -142,13 +142,15 @@ def index_corpus(
 
 def new_index(pipe: Any, root: str | None = None) -> EmbeddingIndex:
     """An empty index for ``pipe``'s model: its dimension, its scoring's metric and its fingerprint, of the
-    pipeline's ``index_kind`` and ``index_options``."""
+    pipeline's ``index_kind`` and ``index_options``, searched on its ``search_device``."""
     return EmbeddingIndex(
         pipe.model.config.projection_dim,
         metric=metric_for_scoring(pipe.model.config.scoring),
         kind=pipe.index_kind,
         fingerprint=model_fingerprint(pipe.model),
         root=root,
+        device=pipe.search_device,
+        search_dtype=pipe.search_dtype,
         **pipe.index_options,
     )
 

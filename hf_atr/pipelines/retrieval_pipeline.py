@@ -41,6 +41,7 @@ from transformers.utils import logging
 
 from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
 from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels
+from hf_atr.pipelines.device_search import checked_device, checked_dtype
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.indexing import IndexingOptions, index_corpus, index_vectors
 from hf_atr.pipelines.persistence import (
@@ -125,6 +126,10 @@ class AudioTextRetrievalPipeline(Pipeline):
         index_options: further :class:`~hf_atr.pipelines.index.EmbeddingIndex` options (``nprobe``, ...).
         windowing: window length, hop and pooling for long clips (default
             :class:`~hf_atr.windowing.Windowing`: the extractor's window, 50 % overlap, mean pooling).
+        search_device: search every index exactly on this torch device (``"cuda"``; ``"cpu"`` runs the same
+            code), whatever its kind (:meth:`EmbeddingIndex.search_on`); default ``None``: faiss on the CPU.
+            transformers' ``device=`` places the model only.
+        search_dtype: ``"float32"`` (default) or ``"float16"``, how the vectors are held on ``search_device``.
     """
 
     _load_processor = True
@@ -139,8 +144,13 @@ class AudioTextRetrievalPipeline(Pipeline):
         index_kind: str = "flat",
         index_options: dict[str, Any] | None = None,
         windowing: Windowing | None = None,
+        search_device: str | torch.device | None = None,
+        search_dtype: str = "float32",
         **kwargs: Any,
     ) -> None:
+        self.search_device = None if search_device is None else checked_device(search_device)
+        self.search_dtype = search_dtype
+        checked_dtype(search_dtype)
         super().__init__(*args, **kwargs)
         if self.processor is None:
             if self.tokenizer is None or self.feature_extractor is None:
@@ -270,6 +280,8 @@ class AudioTextRetrievalPipeline(Pipeline):
         gallery = self.audio_index if target == AUDIO_INDEX_NAME else self.text_index
         if gallery is None or len(gallery) == 0:
             raise MissingIndexError(model_outputs["modality"], target)
+        if self.search_device is not None:
+            gallery.search_on(self.search_device, self.search_dtype)
         scores, positions = gallery.search_files(index_vectors(self.model, model_outputs["embeds"]), top_k)
         return [
             self._hit(gallery, int(position), float(score))

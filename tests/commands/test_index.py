@@ -6,6 +6,7 @@ import json
 import os
 import stat
 
+import numpy as np
 import pytest
 from cli_runner import run_cli
 from tiny_models import SAMPLING_RATE, random_waveforms
@@ -191,3 +192,28 @@ def test_index_files_get_the_permissions_of_any_new_file(model_dir, audio_dir, t
     finally:
         os.umask(previous)
     assert {oct(stat.S_IMODE(path.stat().st_mode)) for path in (tmp_path / "i").iterdir()} == {oct(0o640)}
+
+
+def test_index_encodes_on_the_device_given_and_names_a_bad_one(model_dir, audio_dir, tmp_path, monkeypatch):
+    from safetensors.numpy import load_file
+
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir)]
+    assert run_cli([*argv, "--out", str(tmp_path / "default")]) == 0
+    assert run_cli([*argv, "--out", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
+    default, on_cpu = (
+        json.loads((tmp_path / name / "audio_index.json").read_text()) for name in ("default", "cpu")
+    )
+    assert on_cpu == default
+    np.testing.assert_allclose(
+        load_file(tmp_path / "cpu" / "audio_index.safetensors")["embeddings"],
+        load_file(tmp_path / "default" / "audio_index.safetensors")["embeddings"],
+        rtol=0,
+        atol=1e-6,
+    )
+    with pytest.raises(SystemExit, match=r"^--device cuda:99: Device 'cuda:99' is not available here: "):
+        run_cli([*argv, "--out", str(tmp_path / "gpu"), "--device", "cuda:99"])
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(
+        SystemExit, match="^hf-atr index: --device is for one process; under accelerate launch or"
+    ):
+        run_cli([*argv, "--out", str(tmp_path / "gpu"), "--device", "cpu"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from cli_runner import run_cli
 from synthetic_audio import recording_with_event
@@ -195,3 +196,30 @@ def test_a_command_prints_no_weight_loading_bar_and_keeps_the_hub_s_download_bar
     captured = capsys.readouterr()
     assert captured.out.startswith("Query: 'a dog barks'") and captured.err == ""
     assert are_progress_bars_disabled() == hub_bars_disabled  # a first download from the Hub shows its bar
+
+
+def test_device_search_gives_the_hits_of_faiss_and_bad_devices_are_named(model_dir, recordings_index, capsys):
+    directory, index = recordings_index
+    search = ["search", "--model", str(model_dir), "--index", str(index), "--json"]
+    results = {}
+    for placement in ([], ["--device", "cpu"], ["--device", "cpu", "--search-dtype", "float16"]):
+        capsys.readouterr()
+        assert run_cli([*search, *placement, "--audio", str(directory / "query.wav")]) == 0
+        results[" ".join(placement)] = json.loads(capsys.readouterr().out)
+    faiss_hits = results[""]
+    for placement, hits in results.items():
+        assert [(hit["id"], hit["start"]) for hit in hits] == [
+            (hit["id"], hit["start"]) for hit in faiss_hits
+        ]
+        tolerance = 2e-3 if "float16" in placement else 1e-5
+        np.testing.assert_allclose(
+            [hit["score"] for hit in hits], [hit["score"] for hit in faiss_hits], rtol=0, atol=tolerance
+        )
+    with pytest.raises(
+        SystemExit, match=r"^--device cuda:99: Device 'cuda:99' is not available here: .+\. Give a"
+    ):
+        run_cli([*search, "--device", "cuda:99", "a dog barks"])
+    with pytest.raises(
+        SystemExit, match="^hf-atr search: --search-dtype applies to --device search; give --device"
+    ):
+        run_cli([*search, "--search-dtype", "float16", "a dog barks"])

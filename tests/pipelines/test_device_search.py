@@ -1,0 +1,262 @@
+"""Exact search on a torch device, run on CPU tensors: float32 equals faiss flat (ties by position, as
+``IndexFlatL2`` orders them), float16 is measured by recall@10, and saved indexes search the same on a device."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from tiny_models import make_model
+from transformers import pipeline
+
+import hf_atr  # noqa: F401  (registers the pipeline)
+from hf_atr.pipelines.device_search import DeviceSearch, checked_device, checked_dtype
+from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring
+
+FORMAT_V0 = Path(__file__).resolve().parents[1] / "fixtures" / "format_v0"
+MISSING_DEVICE = "cuda:99"
+"""No machine has a 100th GPU: on a CPU-only torch the allocation fails for want of CUDA, elsewhere for the
+ordinal; either way the device is refused."""
+
+
+def tied_vectors(seed: int = 0, dim: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """80 items (50 of them copies of 6 vectors) and 25 queries, all of small integers: every product, norm and
+    distance is exact in float32, so ties are exact whatever order a kernel sums in."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(-2, 3, size=(6, dim)).astype(np.float32)
+    items = np.concatenate([base[rng.integers(0, 6, size=50)], rng.integers(-2, 3, size=(30, dim))])
+    return items.astype(np.float32), rng.integers(-2, 3, size=(25, dim)).astype(np.float32)
+
+
+def faiss_flat(items: np.ndarray, queries: np.ndarray, metric: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    index = (
+        faiss.IndexFlatIP(items.shape[1]) if metric == "inner_product" else faiss.IndexFlatL2(items.shape[1])
+    )
+    index.add(items)
+    return index.search(queries, k)
+
+
+def lowest_positions_first(scores: np.ndarray, k: int) -> np.ndarray:
+    """The tie rule by brute force: per row, positions ordered by score descending, then position ascending."""
+    return np.stack([np.lexsort((np.arange(len(row)), -row))[:k] for row in scores])
+
+
+def unit_vectors(count: int, dim: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("item_block", [7, 1000])
+@pytest.mark.parametrize("query_count", [3, 25])  # faiss computes below 20 queries directly, above by BLAS
+@pytest.mark.parametrize("k", [1, 5, 13, 80])
+def test_l2_equals_faiss_flat_bit_for_bit_ties_included(item_block, query_count, k):
+    items, queries = tied_vectors()
+    queries = queries[:query_count]
+    distances, positions = DeviceSearch(items, "l2", "cpu", item_block=item_block, query_block=4).search(
+        queries, k
+    )
+    expected_distances, expected_positions = faiss_flat(items, queries, "l2", k)
+    np.testing.assert_array_equal(distances, expected_distances)
+    np.testing.assert_array_equal(positions, expected_positions)
+    if k < len(items):  # the data does put ties across the k-th place, where the rule decides what is kept
+        squared = ((queries[:, None, :] - items[None]) ** 2).sum(-1)
+        kth = np.sort(squared, axis=1)[:, k - 1 : k]
+        assert ((squared <= kth).sum(axis=1) > k).any()
+
+
+@pytest.mark.parametrize("item_block", [7, 1000])
+@pytest.mark.parametrize("k", [1, 5, 13, 80])
+def test_inner_product_ranks_ties_by_position_and_gives_faiss_flats_scores(item_block, k):
+    items, queries = tied_vectors(seed=1)
+    scores, positions = DeviceSearch(items, "inner_product", "cpu", item_block=item_block).search(queries, k)
+    products = queries @ items.T  # exact: small integers
+    np.testing.assert_array_equal(positions, lowest_positions_first(products, k))
+    faiss_scores, faiss_positions = faiss_flat(items, queries, "inner_product", k)
+    np.testing.assert_array_equal(scores, faiss_scores)
+    # IndexFlatIP lists equal scores by descending id; where nothing ties across the k-th place it holds the
+    # same items, so ordered by the rule its hits are ours.
+    untied = (products >= scores[:, -1:]).sum(axis=1) == k
+    assert untied.any() and (k == len(items) or not untied.all())
+    faiss_ordered = np.stack(
+        [row[np.lexsort((row, -score))] for row, score in zip(faiss_positions, faiss_scores)]
+    )
+    np.testing.assert_array_equal(positions[untied], faiss_ordered[untied])
+
+
+@pytest.mark.parametrize(("metric", "scale"), [("inner_product", 1.0), ("l2", 1.0), ("l2", 7.0)])
+def test_float32_on_a_device_equals_faiss_flat_through_the_index(metric, scale):
+    items, queries = unit_vectors(3000, 32, seed=0) * scale, unit_vectors(40, 32, seed=1) * scale
+    on_device = EmbeddingIndex(32, metric=metric, device="cpu")
+    with_faiss = EmbeddingIndex(32, metric=metric)
+    for index in (on_device, with_faiss):
+        index.add(items[:1000], [str(i) for i in range(1000)])  # added in two batches
+        index.add(items[1000:], [str(i) for i in range(1000, 3000)])
+    scores, positions = on_device.search(queries, top_k=10)
+    faiss_scores, faiss_positions = with_faiss.search(queries, top_k=10)
+    # Random floats: the two kernels round differently in the last bit, and no two scores are that close here.
+    np.testing.assert_array_equal(positions, faiss_positions)
+    np.testing.assert_allclose(scores, faiss_scores, rtol=0, atol=1e-5 * scale**2)
+    reference = (
+        queries @ items.T if metric == "inner_product" else -np.linalg.norm(queries[:, None] - items, axis=-1)
+    )
+    np.testing.assert_allclose(
+        np.take_along_axis(reference, positions, 1), scores, rtol=0, atol=1e-5 * scale**2
+    )
+
+
+@pytest.mark.parametrize("metric", ["inner_product", "l2"])
+def test_float16_recall_at_10_against_float32(metric):
+    items, queries = unit_vectors(2000, 64, seed=2), unit_vectors(100, 64, seed=3)
+    float32 = EmbeddingIndex(64, metric=metric, device="cpu")
+    float16 = EmbeddingIndex(64, metric=metric, device="cpu", search_dtype="float16")
+    for index in (float32, float16):
+        index.add(items, [str(i) for i in range(len(items))])
+    scores32, positions32 = float32.search(queries, 10)
+    scores16, positions16 = float16.search(queries, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(positions16, positions32)])
+    assert recall >= 0.95
+    # Its scores are float16's rounding of the true ones (2^-11 relative), never another item's.
+    reference = (
+        queries @ items.T if metric == "inner_product" else -np.linalg.norm(queries[:, None] - items, axis=-1)
+    )
+    np.testing.assert_allclose(np.take_along_axis(reference, positions16, 1), scores16, rtol=0, atol=3e-3)
+
+
+def test_mahalanobis_on_a_device_ranks_like_the_scoring_head():
+    model = make_model(scoring="mahalanobis")
+    with torch.no_grad():
+        random_matrix = torch.randn(16, 16, generator=torch.Generator().manual_seed(3))
+        model.scoring_head.metric_matrix.copy_(random_matrix @ random_matrix.T / 16)
+    items, queries = (
+        torch.from_numpy(unit_vectors(50, 16, seed=4)),
+        torch.from_numpy(unit_vectors(4, 16, seed=5)),
+    )
+    head = model.scoring_head
+    index = EmbeddingIndex(16, metric=metric_for_scoring("mahalanobis"), device="cpu")
+    index.add(head.transform(items).detach(), [str(i) for i in range(50)])
+    scores, positions = index.search(head.transform(queries).detach(), top_k=5)
+    expected = (
+        head.similarity(queries, items).detach().topk(5, dim=1)
+    )  # -(t − a)ᵀ M (t − a) rooted, m-LTM Eq. 9
+    np.testing.assert_array_equal(positions, expected.indices.numpy())
+    np.testing.assert_allclose(scores, expected.values.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_approximate_indexes_are_searched_exactly_on_a_device(kind):
+    items, queries = unit_vectors(800, 16, seed=6), unit_vectors(30, 16, seed=7)
+    index = EmbeddingIndex(16, kind=kind, nprobe=1, ef_search=1)
+    index.add(items, [str(i) for i in range(800)])
+    flat = EmbeddingIndex(16)
+    flat.add(items, [str(i) for i in range(800)])
+    approximate = index.search(queries, 10)[1]
+    exact_scores, exact = flat.search(queries, 10)
+    scores, positions = index.search_on("cpu").search(queries, 10)
+    np.testing.assert_array_equal(positions, exact)
+    np.testing.assert_allclose(scores, exact_scores, rtol=0, atol=1e-6)
+    assert (approximate != exact).any()  # one cell or one candidate misses some: the device did not
+    assert (index.search_on(None).search(queries, 10)[1] == approximate).all()  # back to faiss
+
+
+def test_search_files_on_a_device_keeps_the_best_window_of_each_file():
+    items, queries = unit_vectors(60, 16, seed=8), unit_vectors(5, 16, seed=9)
+    ids = [f"file{i // 6}.wav" for i in range(60)]  # ten files of six windows
+    spans = [(float(2 * (i % 6)), float(2 * (i % 6) + 2)) for i in range(60)]
+    results = []
+    for device in (None, "cpu"):
+        index = EmbeddingIndex(16, device=device)
+        index.add(items, ids, spans=spans)
+        results.append(index.search_files(queries, 4))
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=0, atol=1e-6)
+    assert all(len({ids[p] for p in row}) == 4 for row in results[1][1])
+
+
+def test_the_device_is_a_runtime_choice_never_saved(tmp_path):
+    items = unit_vectors(20, 16, seed=10)
+    for name, device in (("on_device", "cpu"), ("with_faiss", None)):
+        index = EmbeddingIndex(16, device=device, search_dtype="float16" if device else "float32")
+        index.add(items, [str(i) for i in range(20)])
+        index.save(tmp_path, name)
+    assert (tmp_path / "on_device.json").read_bytes() == (tmp_path / "with_faiss.json").read_bytes()
+    saved = []
+    for name in (
+        "on_device",
+        "with_faiss",
+    ):  # safetensors orders its header as it likes: compare what it holds
+        with safe_open(tmp_path / f"{name}.safetensors", framework="np") as handle:
+            saved.append((handle.metadata(), handle.get_tensor("embeddings")))
+    assert saved[0][0] == saved[1][0]
+    np.testing.assert_array_equal(saved[0][1], saved[1][1])
+    loaded = EmbeddingIndex.load(tmp_path, "on_device")
+    assert (loaded.device, loaded.search_dtype) == (None, "float32")
+
+
+@pytest.mark.parametrize("name", ["cosine", "mahalanobis"])
+@pytest.mark.parametrize("search_dtype", ["float32", "float16"])
+def test_format_0_indexes_give_their_saved_hits_on_a_device(name, search_dtype, tmp_path):
+    fixture = Path(shutil.copytree(FORMAT_V0, tmp_path / "format_v0"))
+    expected = json.loads((fixture / "expected.json").read_text())["results"][name]
+    pipe = pipeline(
+        "audio-text-retrieval",
+        model=str(fixture / f"model_{name}"),
+        search_device="cpu",
+        search_dtype=search_dtype,
+    )
+    queries = [*expected["text_queries"].items()]
+    queries += [(str(fixture / clip), hits) for clip, hits in expected["audio_queries"].items()]
+    for query, expected_hits in queries:
+        hits = pipe(query, top_k=3)
+        assert [hit["id"] for hit in hits] == [hit["id"] for hit in expected_hits], query
+        tolerance = 1e-5 if search_dtype == "float32" else 2e-3
+        np.testing.assert_allclose(
+            [hit["score"] for hit in hits], [hit["score"] for hit in expected_hits], rtol=0, atol=tolerance
+        )
+    assert pipe.audio_index.device == pipe.text_index.device == torch.device("cpu")
+    assert pipe.audio_index.search_dtype == search_dtype
+
+
+def test_empty_queries_give_empty_results():
+    scores, positions = DeviceSearch(unit_vectors(5, 4, seed=0), "l2", "cpu").search(
+        np.zeros((0, 4), np.float32), 3
+    )
+    assert scores.shape == positions.shape == (0, 3)
+    assert (scores.dtype, positions.dtype) == (np.float32, np.int64)
+
+
+def test_bad_placements_and_inputs_are_explained():
+    with pytest.raises(ValueError, match=f"Device '{MISSING_DEVICE}' is not available here: .*Give a device"):
+        EmbeddingIndex(4, device=MISSING_DEVICE)
+    with pytest.raises(ValueError, match="Device 'a-gpu' is not available here"):
+        checked_device("a-gpu")
+    with pytest.raises(
+        ValueError, match=r"search_dtype must be one of \['float16', 'float32'\], got 'bfloat16'"
+    ):
+        EmbeddingIndex(4).search_on("cpu", "bfloat16")
+    assert checked_dtype("float16") == torch.float16
+    with pytest.raises(ValueError, match=f"Device '{MISSING_DEVICE}' is not available here"):
+        pipeline("audio-text-retrieval", model=str(FORMAT_V0 / "model_cosine"), search_device=MISSING_DEVICE)
+    items = unit_vectors(5, 4, seed=0)
+    with pytest.raises(ValueError, match="metric must be 'inner_product' or 'l2', got 'cosine'"):
+        DeviceSearch(items, "cosine", "cpu")
+    with pytest.raises(ValueError, match="item_block must be a positive integer, got 0"):
+        DeviceSearch(items, "l2", "cpu", item_block=0)
+    with pytest.raises(ValueError, match="k must be between 1 and the 5 items, got 6"):
+        DeviceSearch(items, "l2", "cpu").search(items, 6)
+
+
+def test_float16_refuses_what_it_cannot_hold():
+    with pytest.raises(
+        ValueError, match=r"float16 cannot hold these vectors \(largest norm 7e\+04, float16 max 65504\)"
+    ):
+        DeviceSearch(unit_vectors(5, 4, seed=0) * 70_000, "l2", "cpu", "float16")
+    search = DeviceSearch(unit_vectors(5, 4, seed=0) * 300, "inner_product", "cpu", "float16")
+    with pytest.raises(ValueError, match=r"float16 cannot hold these scores \(inner products up to 9e\+04"):
+        search.search(unit_vectors(2, 4, seed=1) * 300, 2)
+    assert search.search(unit_vectors(2, 4, seed=1), 2)[0].shape == (2, 2)  # unit queries: within range
