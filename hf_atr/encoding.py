@@ -510,7 +510,7 @@ def encode_labels(
     *,
     batch_size: int = 256,
 ) -> torch.Tensor:
-    """``(n_labels, dim)`` class embeddings for zero-shot classification, L2-normalised.
+    """``(n_labels, dim)`` class embeddings for zero-shot classification, L2-normalised (not for ``scoring="dot"``).
 
     Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``, see
     :func:`label_prompts`); the embeddings of a label's captions are averaged and re-normalised (CLIP's prompt
@@ -522,9 +522,10 @@ def encode_labels(
     templates = check_templates(templates)
     prompts = [prompt for label in labels for prompt in label_prompts(label, templates)]
     prompt_embeds = encode_text(model, processor, prompts, batch_size=batch_size)
-    return torch.nn.functional.normalize(
-        prompt_embeds.view(len(labels), len(templates), -1).mean(dim=1), dim=-1
-    )
+    label_embeds = prompt_embeds.view(len(labels), len(templates), -1).mean(dim=1)
+    if not model.scoring_head.normalizes_embeddings:  # "dot" scoring scores the mean as it is
+        return label_embeds
+    return torch.nn.functional.normalize(label_embeds, dim=-1)
 
 
 def _pair_captions(

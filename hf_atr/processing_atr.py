@@ -15,6 +15,7 @@ from transformers import (
     BatchFeature,
     ClapFeatureExtractor,
     ClapProcessor,
+    PeAudioFeatureExtractor,
 )
 from transformers.processing_utils import ProcessorMixin
 from transformers.utils import logging
@@ -71,6 +72,23 @@ class AtrProcessor(ProcessorMixin):
                 "ClapFeatureExtractor: it is not a CLAP checkpoint."
             )
         return cls(clap_processor.feature_extractor, clap_processor.tokenizer)
+
+    @classmethod
+    def from_pe_audio(cls, pe_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
+        """The raw-waveform feature extractor and tokenizer of a PE-Audio checkpoint (``PeAudioProcessor``).
+
+        Pair with :meth:`hf_atr.AtrDualEncoderModel.from_pe_audio`. The extractor reflect-pads each 48-kHz clip to
+        a multiple of its hop (1920 samples) and marks that padding valid; its ``padding_mask`` reaches the model as
+        ``audio_attention_mask``. Keyword arguments go to ``from_pretrained``.
+        """
+        # PeAudioProcessor.from_pretrained would read any extractor's settings into a PeAudioFeatureExtractor.
+        feature_extractor = AutoFeatureExtractor.from_pretrained(pe_name_or_path, **kwargs)
+        if not isinstance(feature_extractor, PeAudioFeatureExtractor):
+            raise ValueError(
+                f"{pe_name_or_path} has a {type(feature_extractor).__name__}, not a PeAudioFeatureExtractor: it is "
+                "not a PE-Audio checkpoint."
+            )
+        return cls(feature_extractor, AutoTokenizer.from_pretrained(pe_name_or_path, **kwargs))
 
     @classmethod
     def from_audio_text_pretrained(
@@ -349,11 +367,15 @@ class AtrProcessor(ProcessorMixin):
         return featurized.remove_columns(DECODE_ERROR_COLUMN)
 
 
+AUDIO_MASK_NAMES = ("attention_mask", "padding_mask")
+"""Names feature extractors give the mask of their padding (PE-Audio's is ``padding_mask``)."""
+
+
 def model_audio_inputs(features: Any) -> dict[str, Any]:
-    """An extractor's outputs as model inputs: its ``attention_mask`` renamed ``audio_attention_mask``
-    (the text's ``attention_mask`` keeps the plain name), everything else as is."""
+    """An extractor's outputs as model inputs: its ``attention_mask`` (or PE-Audio's ``padding_mask``) renamed
+    ``audio_attention_mask`` (the text's ``attention_mask`` keeps the plain name), everything else as is."""
     return {
-        "audio_attention_mask" if name == "attention_mask" else name: value
+        "audio_attention_mask" if name in AUDIO_MASK_NAMES else name: value
         for name, value in features.items()
     }
 

@@ -48,6 +48,7 @@ FLOORS = {
     "hf_atr.hub": 3,
     # 4 model and processor
     "hf_atr.modeling_atr": 4,
+    "hf_atr.scoring_head": 4,
     "hf_atr.processing_atr": 4,
     "hf_atr.windowing": 4,
     # 5 what encodes or reads a model: encoding, evaluation, the model card

@@ -563,6 +563,10 @@ class DartObjective(Objective):
         """The base objective's (the UWD term reads embeddings only)."""
         return self.base.logit_scales_read()
 
+    def logit_bias_read(self) -> bool:
+        """The base objective's (the UWD term reads embeddings only)."""
+        return self.base.logit_bias_read()
+
     def forward(
         self,
         audio_embeds: torch.Tensor,

@@ -20,7 +20,7 @@ from ..evaluation.evaluator import RetrievalEvaluator
 from ..file_permissions import apply_umask
 from ..model_card.facts import card_data
 from ..objectives.batch import CAPTIONS_PER_AUDIO, group_caption_embeds, pop_batch_metadata
-from ..objectives.registry import LOGIT_SCALE_NAMES, Objective, build_objective
+from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective, build_objective
 from .callbacks import ModelCardCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
@@ -252,11 +252,13 @@ class AtrTrainer(Trainer):
         self._process_stream: StreamingPairs | None = None
 
     def _freeze_unread_logit_scales(self, model: Any) -> None:
-        """``requires_grad=False`` on the scoring head's logit scales the objective's loss does not depend on."""
+        """``requires_grad=False`` on the scoring head's logit scales (and bias) the objective's loss does not depend on."""
         head = getattr(model, "scoring_head", None)
-        read = self.objective.logit_scales_read()
+        read = self.objective.logit_scales_read() | (
+            {LOGIT_BIAS_NAME} if self.objective.logit_bias_read() else set()
+        )
         frozen = []
-        for name in sorted(LOGIT_SCALE_NAMES - read):
+        for name in sorted((LOGIT_SCALE_NAMES | {LOGIT_BIAS_NAME}) - read):
             parameter = getattr(head, name, None)
             if isinstance(parameter, torch.nn.Parameter) and parameter.requires_grad:
                 parameter.requires_grad_(False)
