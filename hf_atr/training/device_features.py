@@ -81,7 +81,7 @@ def waveforms_as_float(waveforms: torch.Tensor) -> torch.Tensor:
     if waveforms.is_floating_point():
         return waveforms
     if waveforms.dtype == torch.int16:
-        return waveforms.to(torch.float32) / PCM16_FULL_SCALE
+        return waveforms.to(torch.float32).div_(PCM16_FULL_SCALE)  # in place: one float32 buffer, not two
     raise TypeError(
         f"Waveforms must be floats, or int16 PCM as WaveformCollator reads 16-bit files; got {waveforms.dtype}."
     )

@@ -245,6 +245,9 @@ class AtrTrainer(Trainer):
             )
         self.model_accepts_loss_kwargs = False
         self.args.dataloader_pin_memory = _pins_memory(self.args)
+        if self._waveform_collator is not None and self._waveform_collator.int16_batches is None:
+            # On the CPU int16 saves no copy and moves the scaling from the workers into the training process.
+            self._waveform_collator.int16_batches = self.args.device.type != "cpu"
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
         self.eval_scoring = eval_scoring

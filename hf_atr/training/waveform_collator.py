@@ -43,7 +43,10 @@ class WaveformCollator(AtrDataCollator):
     (:func:`~hf_atr.data.pcm.decode_pcm16`): a batch of such clips travels from the worker to the training
     process in half the bytes, and :func:`~hf_atr.training.device_features.featurize_waveforms` scales it by
     ``1/32768`` on the device, which gives exactly the float32 waveforms the float path would have sent. A batch
-    that mixes such clips with others (stereo, another rate or sample format) is sent in float32.
+    that mixes such clips with others (stereo, another rate or sample format) is sent in float32. ``int16_batches``
+    says whether to send int16 at all: ``None`` (default) does, unless :class:`~hf_atr.AtrTrainer` trains on the
+    CPU, where the scaling would move from the workers into the training process (5x its cost there on 2 cores,
+    ``benchmarks/input_pipeline.py``) and no host-to-device copy is saved; ``False`` scales in the worker.
     A clip longer than the extractor's window (:attr:`BatchedFeatureExtractor.window_samples`: AST's
     ``max_length`` frames, Whisper's ``chunk_length``, CLAP rand_trunc's ``max_length_s``; CLAP fusion
     reads the whole clip and is never cut) is cut to it:
@@ -74,6 +77,7 @@ class WaveformCollator(AtrDataCollator):
     crop: str = "random"
     seed: int = 0
     epoch: int = 0
+    int16_batches: bool | None = None
     features: BatchedFeatureExtractor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -105,7 +109,7 @@ class WaveformCollator(AtrDataCollator):
             waveform = decode_pcm16(row["audio"], self.features.sampling_rate, source=key[0])
             source_lengths.append(len(waveform))
             waveforms.append(self.cut(waveform, np.random.default_rng(item_seed(self.seed, epoch, *key))))
-        if all(waveform.dtype == np.int16 for waveform in waveforms):
+        if self.int16_batches is not False and all(waveform.dtype == np.int16 for waveform in waveforms):
             padded, lengths = pad_waveforms(waveforms, dtype=torch.int16)
         else:
             padded, lengths = pad_waveforms(

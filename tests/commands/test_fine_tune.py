@@ -261,8 +261,9 @@ def test_resuming_from_a_checkpoint(in_tmp, towers, monkeypatch):
 
 def test_default_dataloader_workers_are_recorded_and_resume_exactly(in_tmp, towers, monkeypatch):
     """Unset --dataloader_num_workers: 2 workers on 3 usable cores, in metrics.json and the card; the workers decode
-    and randomly crop the raw audio (int16 PCM on its way), and a run resumed from a checkpoint ends with the
-    parameters of the uninterrupted run, bit for bit, across an epoch boundary."""
+    and randomly crop the raw audio (sent as float32: on the CPU, AtrTrainer has the workers scale 16-bit PCM), and
+    a run resumed from a checkpoint ends with the parameters of the uninterrupted run, bit for bit, across an epoch
+    boundary."""
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2})
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     audio_tower, text_tower = towers
@@ -279,7 +280,7 @@ def test_default_dataloader_workers_are_recorded_and_resume_exactly(in_tmp, towe
 
     monkeypatch.setattr(AtrTrainer, "training_step", recording_step)
     run_training(parse_train_arguments([*argv, "--output_dir", "run"]))
-    assert batch_types == [(2, torch.int16)] * 4  # 12 caption pairs, batches of 4: epoch 2 from step 4
+    assert batch_types == [(2, torch.float32)] * 4  # 12 caption pairs, batches of 4: epoch 2 from step 4
     metrics = json.loads((in_tmp / "run" / "metrics.json").read_text())
     assert metrics["data_loading"] == {
         "dataloader_num_workers": 2,

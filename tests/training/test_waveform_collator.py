@@ -214,6 +214,12 @@ def test_a_batch_with_a_clip_that_needs_converting_is_sent_in_float32(monkeypatc
     (as_float,) = _float_path_batches(monkeypatch, collator, clips, num_workers=0)
     assert mixed["waveforms"].dtype == torch.float32
     assert torch.equal(mixed["waveforms"], as_float["waveforms"])
+    scaled_in_worker = WaveformCollator(processor, crop="start", int16_batches=False)
+    (mono,) = _batches(scaled_in_worker, _pcm16_clips([1, 1]), num_workers=0)
+    (mono_float,) = _float_path_batches(monkeypatch, scaled_in_worker, _pcm16_clips([1, 1]), num_workers=0)
+    assert mono["waveforms"].dtype == torch.float32 and torch.equal(
+        mono["waveforms"], mono_float["waveforms"]
+    )
     resampled = _pcm16_clips([1], rate=22050)  # another rate: resampled in float
     (batch,) = _batches(collator, resampled, num_workers=0)
     assert batch["waveforms"].dtype == torch.float32
