@@ -534,7 +534,11 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             evaluator,
             training.output_dir,
             eval_dataset=corpus.test_name,
-            extra={"training": train_output.metrics, "starting_point": starting_point},
+            extra={
+                "training": train_output.metrics,
+                "starting_point": starting_point,
+                **({"data_loading": scale.data_loading} if scale.data_loading else {}),
+            },
         )
         if push:
             push_to_hub(

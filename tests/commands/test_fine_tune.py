@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from huggingface_hub import ModelCard
+from safetensors.torch import load_file
 from tiny_models import (
     SAMPLING_RATE,
     SOUNDS,
@@ -256,6 +257,49 @@ def test_resuming_from_a_checkpoint(in_tmp, towers, monkeypatch):
     assert (
         json.loads((in_tmp / "run" / "checkpoint-3" / "trainer_state.json").read_text())["global_step"] == 3
     )
+
+
+def test_default_dataloader_workers_are_recorded_and_resume_exactly(in_tmp, towers, monkeypatch):
+    """Unset --dataloader_num_workers: 2 workers on 3 usable cores, in metrics.json and the card; the workers decode
+    and randomly crop the raw audio (sent as float32: on the CPU, AtrTrainer has the workers scale 16-bit PCM), and
+    a run resumed from a checkpoint ends with the parameters of the uninterrupted run, bit for bit, across an epoch
+    boundary."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+            "--data_dir", "sounds", "--test_size", "2", "--audio_features", "device", "--save_steps", "2",
+            *QUICK, "--max_steps", "4", "--per_device_train_batch_size", "4"]  # fmt: skip
+    batch_types = []
+    training_step = AtrTrainer.training_step
+
+    def recording_step(self, model, inputs, *args, **kwargs):
+        batch_types.append((self.args.dataloader_num_workers, inputs["waveforms"].dtype))
+        return training_step(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(AtrTrainer, "training_step", recording_step)
+    run_training(parse_train_arguments([*argv, "--output_dir", "run"]))
+    assert batch_types == [(2, torch.float32)] * 4  # 12 caption pairs, batches of 4: epoch 2 from step 4
+    metrics = json.loads((in_tmp / "run" / "metrics.json").read_text())
+    assert metrics["data_loading"] == {
+        "dataloader_num_workers": 2,
+        "chosen_by": "default: min(8, usable cores per process - 1)",
+        "usable_cores": 3,
+        "processes_on_the_machine": 1,
+    }
+    assert "- dataloader_num_workers: 2" in (in_tmp / "run" / "model" / "README.md").read_text()
+    run_training(
+        parse_train_arguments(
+            [*argv, "--output_dir", "resumed", "--resume_from_checkpoint", "run/checkpoint-2"]
+        )
+    )
+    assert len(batch_types) == 6
+    uninterrupted = load_file(in_tmp / "run" / "checkpoint-4" / "model.safetensors")
+    resumed = load_file(in_tmp / "resumed" / "checkpoint-4" / "model.safetensors")
+    assert uninterrupted.keys() == resumed.keys()
+    for name, expected in uninterrupted.items():
+        torch.testing.assert_close(resumed[name], expected, rtol=0, atol=0, msg=name)
 
 
 def test_the_command_flags_an_incomplete_test_set(monkeypatch, tmp_path, capsys):

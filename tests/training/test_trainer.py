@@ -367,3 +367,34 @@ def test_audio_feature_options_are_checked(tmp_path):
             processing_class=processor,
             audio_features="device",
         )
+
+
+def test_int16_waveform_batches_are_left_to_accelerators_unless_asked_for(tmp_path):
+    """On the CPU the trainer has the workers scale 16-bit PCM (int16 saves no copy there); asked for, int16
+    batches train, scaled on the device."""
+    from tiny_models import raw_audio_dataset
+
+    processor = make_processor()
+    automatic = WaveformCollator(processor)
+    AtrTrainer(
+        model=make_model(), args=training_args(tmp_path), processing_class=processor, data_collator=automatic
+    )
+    assert automatic.int16_batches is False
+    asked = WaveformCollator(processor, int16_batches=True)
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4),
+        train_dataset=raw_audio_dataset([0.5, 0.8, 1.2, 0.6]),
+        processing_class=processor,
+        data_collator=asked,
+    )
+    dtypes = []
+    training_step = trainer.training_step
+
+    def recording_step(model, inputs, *args, **kwargs):
+        dtypes.append(inputs["waveforms"].dtype)
+        return training_step(model, inputs, *args, **kwargs)
+
+    trainer.training_step = recording_step
+    assert asked.int16_batches is True and trainer.device_features is asked.features
+    assert trainer.train().training_loss > 0 and dtypes == [torch.int16] * 2
