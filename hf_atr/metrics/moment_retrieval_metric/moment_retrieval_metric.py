@@ -6,6 +6,8 @@ Load it offline with ``hf_atr.metrics.moments.load_moment_retrieval_metric()`` o
 
 from __future__ import annotations
 
+from typing import Any
+
 import datasets
 import evaluate
 
@@ -49,6 +51,19 @@ Examples:
 """
 
 _WINDOWS = datasets.Sequence(datasets.Sequence(datasets.Value("float64")))
+_FIELDS = {"predictions": ("qid", "pred_relevant_windows"), "references": ("qid", "relevant_windows")}
+
+
+def _stored(name: str, record: Any) -> Any:
+    """A record with only the fields the metric stores: evaluate's format check fails (KeyError) on any other key,
+    and a JSONL record also holds `query`, `vid`, `duration`. Anything but a dict is left to that check."""
+    return (
+        {key: record[key] for key in _FIELDS[name] if key in record} if isinstance(record, dict) else record
+    )
+
+
+def _stored_batch(name: str, records: list | None) -> list | None:
+    return None if records is None else [_stored(name, record) for record in records]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -71,6 +86,34 @@ class MomentRetrievalMetric(evaluate.Metric):
                 for qid in (datasets.Value("string"), datasets.Value("int64"))
             ],
             reference_urls=["https://arxiv.org/abs/2107.09609", "https://github.com/line/lighthouse"],
+        )
+
+    def add(self, *, prediction: dict | None = None, reference: dict | None = None, **kwargs: Any) -> None:
+        """Add one prediction and reference record (fields other than qid and the windows are dropped)."""
+        super().add(
+            prediction=_stored("predictions", prediction),
+            reference=_stored("references", reference),
+            **kwargs,
+        )
+
+    def add_batch(
+        self, *, predictions: list | None = None, references: list | None = None, **kwargs: Any
+    ) -> None:
+        """Add prediction and reference records (fields other than qid and the windows are dropped)."""
+        super().add_batch(
+            predictions=_stored_batch("predictions", predictions),
+            references=_stored_batch("references", references),
+            **kwargs,
+        )
+
+    def compute(
+        self, *, predictions: list | None = None, references: list | None = None, **kwargs: Any
+    ) -> Any:
+        """The metrics of these records and those added before (fields other than qid and the windows are dropped)."""
+        return super().compute(
+            predictions=_stored_batch("predictions", predictions),
+            references=_stored_batch("references", references),
+            **kwargs,
         )
 
     def _compute(self, predictions: list[dict], references: list[dict]) -> dict[str, float]:
