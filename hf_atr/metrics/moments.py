@@ -20,10 +20,11 @@ ignored), and the temporal IoU of two windows is ``|A ∩ B| / |A ∪ B|``.
 
       AP = Σ_k (r_k − r_{k−1}) · max_{j ≥ k} p_j,   r_0 = 0,
 
-  so an annotated moment no prediction matches lowers recall (and the AP) by ``1 / G``. ``mAP`` averages
+  so ``m`` annotated moments that no prediction matches cap the recall, and the AP, at ``(G − m) / G``. ``mAP`` averages
   ``mAP@θ`` over θ = 0.50, 0.55, …, 0.95 (:data:`MOMENT_IOU_THRESHOLDS`).
 
-Departures from Moment-DETR's script, none of which changes a value it computes:
+Departures from Moment-DETR's script (only the order among equally overlapped annotated windows can change a value
+it computes on input it accepts):
 
 * values are fractions in [0, 1], where the script prints percentages rounded to two decimals;
 * a query of the references without predictions (absent, or with an empty list) scores 0 in every metric and is
@@ -37,8 +38,8 @@ Departures from Moment-DETR's script, none of which changes a value it computes:
   ``"7803"``), a qid given twice, a query without annotated windows, a window that is not
   ``[start, end(, score)]`` of finite numbers with ``start < end``.
 
-Computed on arrays over all queries at once: a loop over the (at most 10) prediction ranks, none over queries,
-windows or thresholds.
+Computed on arrays over all queries at once: the Python loops run over the (at most 10) prediction ranks and the
+annotated-window slots (the most moments one query has), never over queries or thresholds.
 """
 
 from __future__ import annotations

@@ -148,3 +148,12 @@ def test_moment_metric_errors_are_those_of_the_function(moment_metric):
             predictions=[{"qid": "a", "pred_relevant_windows": [[0.0, 1.0]]}],
             references=[{"qid": "a", "relevant_windows": [[0.0, 1.0]]}],
         )
+
+
+def test_moment_metric_stores_numeric_string_qids_as_integers_beside_integer_ones(moment_metric):
+    predictions, references = moment_records(string_qids=False)
+    as_strings = [{**record, "qid": str(record["qid"])} for record in references]
+    expected = moment_retrieval_metrics(predictions, references)
+    assert moment_metric.compute(predictions=predictions, references=as_strings) == expected
+    with pytest.raises(ValueError, match=r"qid\(s\) are not in the references"):
+        moment_retrieval_metrics(predictions, as_strings)
