@@ -62,8 +62,12 @@ def _stored(name: str, record: Any) -> Any:
     )
 
 
-def _stored_batch(name: str, records: list | None) -> list | None:
-    return None if records is None else [_stored(name, record) for record in records]
+def _stored_batches(predictions: list | None, references: list | None) -> dict[str, list | None]:
+    """``predictions=`` and ``references=`` of evaluate's batch calls, each record with only its stored fields."""
+    return {
+        name: None if records is None else [_stored(name, record) for record in records]
+        for name, records in (("predictions", predictions), ("references", references))
+    }
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -100,21 +104,13 @@ class MomentRetrievalMetric(evaluate.Metric):
         self, *, predictions: list | None = None, references: list | None = None, **kwargs: Any
     ) -> None:
         """Add prediction and reference records (fields other than qid and the windows are dropped)."""
-        super().add_batch(
-            predictions=_stored_batch("predictions", predictions),
-            references=_stored_batch("references", references),
-            **kwargs,
-        )
+        super().add_batch(**_stored_batches(predictions, references), **kwargs)
 
     def compute(
         self, *, predictions: list | None = None, references: list | None = None, **kwargs: Any
     ) -> Any:
         """The metrics of these records and those added before (fields other than qid and the windows are dropped)."""
-        return super().compute(
-            predictions=_stored_batch("predictions", predictions),
-            references=_stored_batch("references", references),
-            **kwargs,
-        )
+        return super().compute(**_stored_batches(predictions, references), **kwargs)
 
     def _compute(self, predictions: list[dict], references: list[dict]) -> dict[str, float]:
         return moment_retrieval_metrics(predictions, references)
