@@ -1,4 +1,5 @@
-"""Metric arithmetic on the ground floor: retrieval ranks and metrics, the `evaluate` module, the results table.
+"""Metric arithmetic on the ground floor: retrieval ranks and metrics, moment retrieval metrics, the `evaluate`
+modules, the results table.
 
 Arrays and tensors in, numbers and Markdown out: nothing here knows a model (the evaluators in
 :mod:`hf_atr.evaluation` encode one and call these). Names resolve on first use, so the results table
@@ -19,6 +20,10 @@ _LAZY_NAMES = {
     "retrieval_metrics_from_embeddings": ".retrieval",
     "retrieval_ranks": ".retrieval",
     "retrieval_ranks_from_embeddings": ".retrieval",
+    "MAX_PREDICTIONS_PER_QUERY": ".moments",
+    "MOMENT_IOU_THRESHOLDS": ".moments",
+    "load_moment_retrieval_metric": ".moments",
+    "moment_retrieval_metrics": ".moments",
     "CONSISTENCY_COLUMNS": ".tables",
     "RETRIEVAL_COLUMNS": ".tables",
     "format_metric": ".tables",
