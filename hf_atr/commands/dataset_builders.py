@@ -36,7 +36,8 @@ from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS
 from hf_atr.data.corpora import load_corpus
 from hf_atr.data.corpus_utils import MISSING_POLICIES, embed_audio_bytes, expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS
-from hf_atr.data.multilingual import load_translations, normalize_language_code
+from hf_atr.data.language_codes import normalize_language_code
+from hf_atr.data.multilingual import load_translations
 from hf_atr.data.overlap import OVERLAP_CRITERIA, read_wavcaps_blocklist, remove_overlap
 from hf_atr.data.shards import DEFAULT_CLIPS_PER_SHARD, SHARD_FORMATS, write_audio_text_shards
 from hf_atr.data.wavcaps import WAVCAPS_OFFICIAL_CLIPS

@@ -25,7 +25,7 @@ import numpy as np
 from datasets import Dataset, DatasetDict
 
 from hf_atr.data.audio import encode_wav
-from hf_atr.data.multilingual import normalize_language_code
+from hf_atr.data.language_codes import normalize_language_code
 from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column, set_corpus_provenance
 from hf_atr.data.synthcaps_grammar import (
     LOUDNESS_LEVELS,
@@ -170,7 +170,7 @@ def load_synthcaps(
             samples.
         sampling_rate: Hz, ``>= 12000`` (the chirps reach 5.5 kHz).
         languages: languages of :data:`LANGUAGES`, as ISO 639-1 (``"ja"``), ISO 639-3 (``"jpn"``) or NLLB
-            codes (:func:`hf_atr.data.multilingual.normalize_language_code`); English captions are always
+            codes (:func:`hf_atr.data.language_codes.normalize_language_code`); English captions are always
             produced.
         seed: base seed of the per-clip generators.
     """
