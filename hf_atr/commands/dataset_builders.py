@@ -400,21 +400,3 @@ __all__ = [
     "option",
     "single_builder_parser",
 ]
-
-
-__all__ = [
-    "BUILDERS",
-    "ENCODING_OPTION",
-    "OUTPUT_OPTIONS",
-    "OVERLAP_OPTIONS",
-    "Builder",
-    "Option",
-    "add_options",
-    "command_parser",
-    "dataset_builder",
-    "exit_on_input_error",
-    "export_dataset_dict",
-    "loader_builder",
-    "option",
-    "single_builder_parser",
-]
