@@ -9,11 +9,11 @@ Arrays and tensors in, numbers and Markdown out: nothing here knows a model (the
 from ..lazy import lazy_attributes
 
 _LAZY_NAMES = {
-    "DEFAULT_KS": ".retrieval",
-    "DEFAULT_MAP_CUTOFFS": ".retrieval",
-    "TIE_RULE": ".retrieval",
-    "QueryRanks": ".retrieval",
-    "RetrievalRanks": ".retrieval",
+    "DEFAULT_KS": ".ranks",
+    "DEFAULT_MAP_CUTOFFS": ".ranks",
+    "TIE_RULE": ".ranks",
+    "QueryRanks": ".ranks",
+    "RetrievalRanks": ".ranks",
     "inner_product_scores": ".retrieval",
     "load_retrieval_metric": ".retrieval",
     "retrieval_metrics": ".retrieval",

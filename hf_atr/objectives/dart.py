@@ -1,4 +1,4 @@
-"""DART (Dual-level Alignment via Robust Transport, ICLR 2026): feature-level unbalanced OT regulariser.
+"""DART (Dual-level Alignment via Robust Transport, ICLR 2026), one objective: the UWD-R term and its sum.
 
 DART adds to an instance-level objective (by default m-LTM's inverse OT) a feature-level term: each
 embedding channel, seen across the batch, is a point, and the audio channels are transported onto the
