@@ -53,10 +53,10 @@ from hf_atr.commands.dataset_output import (
 )
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS
 from hf_atr.data.corpora import load_corpus
-from hf_atr.data.corpus_utils import expand_path
+from hf_atr.data.corpus_utils import MISSING_POLICIES, expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS
-from hf_atr.data.moment_synthesis import DEFAULT_SAMPLING_RATE, synthesize_moments
 from hf_atr.data.language_codes import normalize_language_code
+from hf_atr.data.moment_synthesis import DEFAULT_SAMPLING_RATE, synthesize_moments
 from hf_atr.data.multilingual import load_translations
 from hf_atr.data.shards import DEFAULT_CLIPS_PER_SHARD, SHARD_FORMATS, write_audio_text_shards
 from hf_atr.data.wavcaps import WAVCAPS_OFFICIAL_CLIPS
@@ -225,7 +225,37 @@ def write_shards(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return 0
 
 
-from hf_atr.data.moment_synthesis import DEFAULT_SAMPLING_RATE, synthesize_moments
+def build_moments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Run of ``moments``: the source split, without the clips of the overlap filter's references, laid over the
+    backgrounds (:func:`hf_atr.data.moment_synthesis.synthesize_moments`)."""
+    with exit_on_input_error(parser):
+        source = load_corpus(str(args.dataset_dir))
+        if args.source_split not in source:
+            parser.error(f"{args.dataset_dir} has no split {args.source_split!r}; it has {sorted(source)}.")
+        clips, summaries = apply_overlap_arguments(
+            DatasetDict({args.source_split: source[args.source_split]}), args
+        )
+        for summary in summaries.values():
+            print(f"{args.source_split}: {summary}")
+        report = synthesize_moments(
+            clips[args.source_split],
+            args.backgrounds,
+            args.output_dir,
+            args.num_recordings,
+            duration_range=tuple(args.duration),
+            events_range=tuple(args.events),
+            snr_db=tuple(args.snr_db),
+            sampling_rate=args.sampling_rate,
+            seed=args.seed,
+            split=args.split,
+            missing=args.missing,
+        )
+    print(report.summary())
+    for problem in report.skipped:
+        print(f"  skipped {problem}")
+    return 0
+
+
 BUILDERS: dict[str, Builder] = {
     "audiocaps": loader_builder(
         "audiocaps",
