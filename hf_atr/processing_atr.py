@@ -22,7 +22,7 @@ from transformers.utils import logging
 
 from .configuration_atr import AtrConfig
 from .data.audio import AudioDecodeError, audio_clips, decode_audio
-from .data.feature_storage import feature_storage_types, first_dimension_varies, stack_rows
+from .data.feature_storage import GatheredRows, feature_storage_types, first_dimension_varies, stack_rows
 from .data.schema import check_caption
 from .features.registry import batched_features_for
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
@@ -231,11 +231,9 @@ class AtrProcessor(ProcessorMixin):
         return model_audio_inputs(features)
 
     def feature_storage_types(self) -> dict[str, Any]:
-        """The ``datasets`` type that stores each audio input this processor computes (e.g. ``input_features`` of a
-        CLAP extractor: ``Array3D(shape=(1, 1001, 64), dtype="float32")``), its first dimension ``None`` where the
-        number of frames grows with the clip: what the extractor gives for a silent clip of one analysis frame and
-        one twice as long (:func:`~hf_atr.data.feature_storage.feature_storage_types`; the batched torch twins give
-        the extractor's shapes)."""
+        """The ``datasets`` type that stores each audio input (:func:`~hf_atr.data.feature_storage.storage_type`,
+        e.g. CLAP's ``input_features``: ``Array3D(shape=(1, 1001, 64), dtype="float32")``), probed on silent clips of
+        one analysis frame and of two (the batched torch twins give the extractor's shapes)."""
         minimum = minimum_samples(self.feature_extractor)
         short, long = (
             model_audio_inputs(
@@ -273,10 +271,8 @@ class AtrProcessor(ProcessorMixin):
     ) -> Any:
         """Run the feature extractor once over a ``datasets.Dataset``/``DatasetDict`` with ``Dataset.map``.
 
-        Adds the extractor's output columns (e.g. ``input_values``) stored as fixed-shape arrays
-        (:meth:`feature_storage_types`: ``Array2D``..``Array5D``, with a dynamic first dimension where the frames vary),
-        which a training batch reads in one gather without Python lists; datasets caches the result next to
-        the dataset's files, so a second call is free. ``feature_backend="torch"`` computes each map batch
+        Adds the extractor's output columns (e.g. ``input_values``) as fixed-shape arrays (:meth:`feature_storage_types`),
+        which a training batch reads in one gather; datasets caches the result beside the dataset's files. ``feature_backend="torch"`` computes each map batch
         with the batched torch twin on the CPU.
 
         A clip that cannot be decoded (empty file, not audio, corrupt; named by its ``audio_id``) is left
@@ -415,7 +411,10 @@ def audio_batch(
         padding[feature_name] = float(getattr(processor.feature_extractor, "padding_value", 0.0))
     inputs = {}
     for name in (feature_name, "audio_attention_mask", "is_longer"):
-        if name in rows[0]:
+        stacked = rows.stacked(name) if isinstance(rows, GatheredRows) else None
+        if stacked is not None:  # read in one gather: already one array
+            inputs[name] = model_tensor(stacked)
+        elif name in rows[0]:
             inputs[name] = stack_feature([row[name] for row in rows], name, audio_ids, padding.get(name))
     return inputs
 
@@ -430,12 +429,17 @@ def stack_feature(
     fit is named.
     """
     stacked = stack_rows([np.asarray(value) for value in values], audio_ids, name, padding_value)
-    # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
-    if np.issubdtype(stacked.dtype, np.floating):
-        return torch.from_numpy(stacked.astype(np.float32, copy=False))
-    if np.issubdtype(stacked.dtype, np.integer):
-        return torch.from_numpy(stacked.astype(np.int64, copy=False))
-    return torch.from_numpy(stacked)
+    return model_tensor(stacked)
+
+
+def model_tensor(array: np.ndarray) -> torch.Tensor:
+    """A stacked feature as the model takes it: floats as float32, integers as int64, bools as they are."""
+    array = np.require(array, requirements="W")  # torch warns on read-only memory (an Arrow buffer)
+    if np.issubdtype(array.dtype, np.floating):  # float64 from features stored as nested lists
+        return torch.from_numpy(array.astype(np.float32, copy=False))
+    if np.issubdtype(array.dtype, np.integer):
+        return torch.from_numpy(array.astype(np.int64, copy=False))
+    return torch.from_numpy(array)
 
 
 def register_auto_processor() -> None:

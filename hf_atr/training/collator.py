@@ -162,10 +162,13 @@ class CaptionPairDataset(torch.utils.data.Dataset):
         return len(self.pairs)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return self.__getitems__([index])[0]
+        return self._items([index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The items ``indices``, their clips' rows read in one gather (what torch's DataLoader calls per batch)."""
+        return self._items(indices)
+
+    def _items(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         pairs = self.pairs[np.asarray(indices, dtype=np.int64)]
         rows = self.rows.gather(pairs[:, 0])
         for row, (_, language_index, slot) in zip(rows, pairs.tolist()):

@@ -254,10 +254,13 @@ class RandomLanguageDataset(torch.utils.data.Dataset):
         return self.languages[present[int(generator.integers(len(present)))]]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return self.__getitems__([index])[0]
+        return self._items([index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The items ``indices``, their clips' rows read in one gather (what torch's DataLoader calls per batch)."""
+        return self._items(indices)
+
+    def _items(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         items = self.items[np.asarray(indices, dtype=np.int64)]
         rows = self.rows.gather(items[:, 0])
         for row, index, slot in zip(rows, indices, items[:, 1].tolist()):
