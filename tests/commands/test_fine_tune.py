@@ -381,12 +381,10 @@ def test_a_bad_relevance_file_stops_the_run_before_training(in_tmp, towers):
     assert not (in_tmp / "run").exists()
 
 
-def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp, towers, monkeypatch):
+def count_featurized_clips(monkeypatch) -> list[int]:
+    """The number of clips of every ``AtrProcessor._featurize`` call from now on, one entry per call."""
     from hf_atr.processing_atr import AtrProcessor
 
-    audio_tower, text_tower = towers
-    write_sound_folder(in_tmp / "sounds" / "train", clips=6)
-    write_sound_folder(in_tmp / "sounds" / "test", clips=2, seed=1)
     extracted = []
     featurize = AtrProcessor._featurize
 
@@ -395,6 +393,14 @@ def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp,
         return featurize(self, audio, *args, **kwargs)
 
     monkeypatch.setattr(AtrProcessor, "_featurize", counting)
+    return extracted
+
+
+def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp, towers, monkeypatch):
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds" / "train", clips=6)
+    write_sound_folder(in_tmp / "sounds" / "test", clips=2, seed=1)
+    extracted = count_featurized_clips(monkeypatch)
     argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
             "--data_dir", "sounds", "--output_dir", "run", "--features_cache_dir", "features", *QUICK]  # fmt: skip
     run_training(parse_train_arguments(argv))
@@ -618,7 +624,6 @@ def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp,
 
     from hf_atr.commands import fine_tune
     from hf_atr.commands.train_arguments import DataArguments
-    from hf_atr.processing_atr import AtrProcessor
 
     processor = make_processor()
     clips = raw_audio_dataset([1.0, 1.0, 1.0])
@@ -634,14 +639,7 @@ def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp,
     old_cache = in_tmp / "features" / f"train-{old_key}.arrow"
     stale = feature_dataset(2).map(lambda row: row, cache_file_name=str(old_cache))
     assert stale.features["input_values"] == List(List(Value("float32")))
-    extracted = []
-    featurize = AtrProcessor._featurize
-
-    def counting(self, audio, *args, **kwargs):
-        extracted.append(len(audio))
-        return featurize(self, audio, *args, **kwargs)
-
-    monkeypatch.setattr(AtrProcessor, "_featurize", counting)
+    extracted = count_featurized_clips(monkeypatch)
     split = fine_tune.extract_features(processor, clips, "train", data, training)
     assert sum(extracted) == 3 and split.features["audio_id"] == ["clip0", "clip1", "clip2"]
     assert split.features.features["input_values"] == Array2D((100, 32), "float32")
