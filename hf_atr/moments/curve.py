@@ -36,7 +36,8 @@ class SimilarityCurve:
 
     def __post_init__(self) -> None:
         starts, ends, scores = (
-            np.asarray(values, dtype=np.float64).reshape(-1) for values in (self.starts, self.ends, self.scores)
+            np.asarray(values, dtype=np.float64).reshape(-1)
+            for values in (self.starts, self.ends, self.scores)
         )
         if not len(starts) == len(ends) == len(scores):
             raise ValueError(
@@ -46,7 +47,9 @@ class SimilarityCurve:
         if len(scores) == 0:
             raise ValueError("A similarity curve needs at least one step, got none.")
         if not (np.isfinite(starts).all() and np.isfinite(ends).all() and np.isfinite(scores).all()):
-            raise ValueError("A similarity curve's starts, ends and scores must be finite (found NaN or inf).")
+            raise ValueError(
+                "A similarity curve's starts, ends and scores must be finite (found NaN or inf)."
+            )
         if (ends <= starts).any():
             step = int(np.flatnonzero(ends <= starts)[0])
             raise ValueError(
@@ -64,10 +67,14 @@ class SimilarityCurve:
         object.__setattr__(self, "scores", scores)
 
     @classmethod
-    def from_frames(cls, scores: Sequence[float] | np.ndarray, frame_rate: float = DEFAULT_FRAME_RATE) -> SimilarityCurve:
+    def from_frames(
+        cls, scores: Sequence[float] | np.ndarray, frame_rate: float = DEFAULT_FRAME_RATE
+    ) -> SimilarityCurve:
         """A frame-level curve: ``scores[k]`` is the score of frame ``[k / frame_rate, (k + 1) / frame_rate)``."""
         if not (isinstance(frame_rate, (int, float)) and frame_rate > 0):
-            raise ValueError(f"frame_rate must be a positive number of frames per second, got {frame_rate!r}.")
+            raise ValueError(
+                f"frame_rate must be a positive number of frames per second, got {frame_rate!r}."
+            )
         scores = np.asarray(scores, dtype=np.float64).reshape(-1)
         starts = np.arange(len(scores), dtype=np.float64) / frame_rate
         return cls(starts, starts + 1.0 / frame_rate, scores)

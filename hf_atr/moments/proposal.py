@@ -47,10 +47,10 @@ class MomentProposalConfig:
         nms_iou: temporal NMS: a moment whose IoU with a better-scored kept one exceeds this is dropped (``1.0``
             keeps every candidate). Default 0.5.
         smoothing_seconds: ``"refined"``: the σ of the Gaussian that smooths the curve before detection, in
-            seconds (converted to steps of the curve); ``0`` detects on the raw curve. Default 1.0.
-        threshold_mads: ``"refined"``: a moment is detected where the smoothed curve exceeds its median by this
-            many σ (σ = 1.4826 · MAD, the median absolute deviation: the recording's own noise level, robust to
-            the moments themselves). Default 3.0.
+            seconds (converted to steps of the curve); ``0`` detects on the raw curve. Default 0.5.
+        threshold_mads: ``"refined"``: a moment is detected where the smoothed curve exceeds the raw curve's
+            median by this many σ (σ = 1.4826 · MAD, the median absolute deviation of the raw scores: the
+            recording's own noise level, robust to the moments themselves). Default 3.0.
         boundary_mads: ``"refined"``: a detection extends over the contiguous steps around its peak where the
             unsmoothed curve exceeds its median by this many σ. Default 1.0 (at most ``threshold_mads``).
     """
@@ -58,14 +58,18 @@ class MomentProposalConfig:
     proposer: str = "refined"
     max_moments: int = MAX_PREDICTIONS
     nms_iou: float = 0.5
-    smoothing_seconds: float = 1.0
+    smoothing_seconds: float = 0.5
     threshold_mads: float = 3.0
     boundary_mads: float = 1.0
 
     def __post_init__(self) -> None:
         if self.proposer not in PROPOSERS:
             raise ValueError(f"proposer must be one of {PROPOSERS}, got {self.proposer!r}.")
-        if not isinstance(self.max_moments, int) or isinstance(self.max_moments, bool) or self.max_moments < 1:
+        if (
+            not isinstance(self.max_moments, int)
+            or isinstance(self.max_moments, bool)
+            or self.max_moments < 1
+        ):
             raise ValueError(f"max_moments must be a positive integer, got {self.max_moments!r}.")
         if not (isinstance(self.nms_iou, (int, float)) and 0.0 <= self.nms_iou <= 1.0):
             raise ValueError(f"nms_iou must be an IoU in [0, 1], got {self.nms_iou!r}.")
@@ -120,7 +124,9 @@ def temporal_nms(moments: Sequence[Moment], iou: float, limit: int | None = None
     return kept
 
 
-def sliding_window_moments(curve: SimilarityCurve, config: MomentProposalConfig | None = None) -> list[Moment]:
+def sliding_window_moments(
+    curve: SimilarityCurve, config: MomentProposalConfig | None = None
+) -> list[Moment]:
     """The AMR paper's sliding-window baseline: each step of ``curve`` (a window, or a frame) is a candidate
     moment spanning its stretch, scored by its similarity; ranked by score, temporal NMS at ``config.nms_iou``,
     the best ``config.max_moments`` kept."""
@@ -164,7 +170,7 @@ def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None 
 
     1. The curve is smoothed (``config.smoothing_seconds``).
     2. Detections: the maximal runs of steps where the smoothed curve exceeds ``median + threshold_mads · σ`` of
-       the smoothed curve. A recording where nothing does gets one detection, at the smoothed curve's maximum
+       the raw curve (its statistics, not the smoothed curve's, which the moments' own smoothed tails inflate). A recording where nothing does gets one detection, at the smoothed curve's maximum
        (every query gets at least one moment).
     3. Each detection's peak (its best raw score) grows into the maximal run of steps around it whose raw score
        exceeds ``median + boundary_mads · σ`` of the raw curve; that run's bounds (:func:`run_bounds`) are the
@@ -174,7 +180,7 @@ def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None 
     config = config or MomentProposalConfig()
     raw = curve.scores
     smooth = smoothed_scores(curve, config.smoothing_seconds)
-    detected = smooth > robust_level(smooth, config.threshold_mads)
+    detected = smooth > robust_level(raw, config.threshold_mads)
     runs = _runs(detected) or [(int(np.argmax(smooth)),) * 2]
     boundary = robust_level(raw, config.boundary_mads)
     moments, seen = [], set()

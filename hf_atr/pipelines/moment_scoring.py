@@ -40,7 +40,9 @@ DEFAULT_TOP_K = 10
 """Moments :meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.moments` returns by default."""
 
 
-def moment_windowing(windowing: Windowing, feature_extractor: Any, hop_seconds: float | None = None) -> Windowing:
+def moment_windowing(
+    windowing: Windowing, feature_extractor: Any, hop_seconds: float | None = None
+) -> Windowing:
     """The windows a recording is scored with: ``windowing``'s length (default the extractor's window), every
     ``hop_seconds`` (default :data:`DEFAULT_MOMENT_HOP_SECONDS`, or ``windowing``'s hop when that is finer).
 
@@ -109,14 +111,15 @@ def file_curves(index: EmbeddingIndex, rows: Sequence[int], scores: np.ndarray) 
     """The entries ``rows`` of a windowed index, scored ``scores`` (one per row), as one curve per file over its
     stored spans, files in the order of their first entry.
 
+    A pooled index (``pool=True``) holds one entry per file spanning all of it: each file is then one moment.
+
     Raises:
-        ValueError: an index without spans (built with ``pool=True``, or saved before spans existed).
+        ValueError: an index without spans (saved with format 1, before spans existed).
     """
     if index.spans is None:
         raise ValueError(
-            "Moments need the audio index's windows with their time spans, and this index holds one pooled entry "
-            "per file (built with `pool=True` / `hf-atr index --pool`, or saved before spans existed): rebuild "
-            "it without pooling."
+            "Moments need the audio index's windows with their time spans, and this index holds none (saved before "
+            "spans existed, with format 1): rebuild it with `pipe.index(...)` or `hf-atr index`."
         )
     by_file: dict[str, list[tuple[float, float, float]]] = {}
     for row, score in zip(rows, scores):
@@ -164,7 +167,13 @@ def find_moments(
     if curve is None:
         windowing = moment_windowing(pipe.windowing, pipe.processor.feature_extractor, hop_seconds)
         curve = recording_curve(
-            pipe.model, pipe.processor, given.clips[0], text_embeds, windowing, name=given.names[0], batch_size=batch_size
+            pipe.model,
+            pipe.processor,
+            given.clips[0],
+            text_embeds,
+            windowing,
+            name=given.names[0],
+            batch_size=batch_size,
         )
     return [moment.as_dict() for moment in propose_moments(curve, proposal)[:top_k]]
 
