@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import load_retrieval_pipeline
+from .search_moments import add_moment_arguments, check_moment_arguments, run_moment_search
 
 
 def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -22,7 +23,9 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
         "and end in seconds); a path to an existing audio file returns the best-matching captions of a "
         "caption index (a query ending in an audio extension that names no file is an error). --audio FILE "
         "returns the audio files that sound most like FILE (query by example). --queries FILE runs one query "
-        'per line with one model load and prints JSON lines {"query", "hits"}. Scores are the model\'s '
+        'per line with one model load and prints JSON lines {"query", "hits"}. --moments finds when the described '
+        "sound happens: one ranked list of moments (file, start, end in seconds, score) across the indexed files. "
+        "Scores are the model's "
         "similarity (cosine, or the negative Euclidean/Mahalanobis distance).",
     )
     parser.add_argument(
@@ -40,6 +43,7 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--top-k", type=int, default=5, help="number of results (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a list")
+    add_moment_arguments(parser)
     parser.set_defaults(handler=run_search)
     return parser
 
@@ -53,6 +57,7 @@ def run_search(args: argparse.Namespace) -> int:
             + (f" (got {', '.join(given)})." if given else ".")
         )
     queries = _read_queries(Path(args.queries).expanduser()) if args.queries else None
+    proposal = check_moment_arguments(args)
     if args.audio is not None and not Path(args.audio).expanduser().is_file():
         raise SystemExit(f"--audio {args.audio}: no such file.")
     index_dir = Path(args.index).expanduser()
@@ -62,6 +67,8 @@ def run_search(args: argparse.Namespace) -> int:
             f"--audio-dir ... --out {args.index}`)."
         )
     pipe = load_retrieval_pipeline(args.model, index_dir=index_dir)
+    if proposal is not None:
+        return run_moment_search(pipe, proposal, queries or [args.query], args)
     if queries is not None:
         return _run_query_file(pipe, queries, args)
     try:

@@ -170,9 +170,11 @@ def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None 
 
     1. The curve is smoothed (``config.smoothing_seconds``).
     2. Detections: the maximal runs of steps where the smoothed curve exceeds ``median + threshold_mads · σ`` of
-       the raw curve (its statistics, not the smoothed curve's, which the moments' own smoothed tails inflate). A recording where nothing does gets one detection, at the smoothed curve's maximum
-       (every query gets at least one moment).
-    3. Each detection's peak (its best raw score) grows into the maximal run of steps around it whose raw score
+       the raw curve (its statistics, not the smoothed curve's, which the moments' own smoothed tails inflate).
+       The other peaks of the smoothed curve (``scipy.signal.find_peaks``), all below that level, follow as
+       candidates of their own: the metrics read up to 10 predictions, and a moment the threshold misses may be
+       among them. A curve without any peak (flat) gets one candidate, at its maximum.
+    3. Each candidate's peak (its best raw score) grows into the maximal run of steps around it whose raw score
        exceeds ``median + boundary_mads · σ`` of the raw curve; that run's bounds (:func:`run_bounds`) are the
        moment, its score the smoothed curve's maximum over the run.
     4. Temporal NMS at ``config.nms_iou``; the best ``config.max_moments`` are kept.
@@ -180,8 +182,11 @@ def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None 
     config = config or MomentProposalConfig()
     raw = curve.scores
     smooth = smoothed_scores(curve, config.smoothing_seconds)
+    from scipy.signal import find_peaks
+
     detected = smooth > robust_level(raw, config.threshold_mads)
-    runs = _runs(detected) or [(int(np.argmax(smooth)),) * 2]
+    runs = _runs(detected) + [(peak, peak) for peak in find_peaks(smooth)[0].tolist() if not detected[peak]]
+    runs = runs or [(int(np.argmax(smooth)),) * 2]
     boundary = robust_level(raw, config.boundary_mads)
     moments, seen = [], set()
     for first, last in runs:
