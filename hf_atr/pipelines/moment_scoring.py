@@ -180,7 +180,8 @@ def find_moments(
 
 def _stored_curve(pipe: Any, recording: Any, text_embeds: torch.Tensor) -> SimilarityCurve | None:
     """The curve of ``recording`` from the audio index's windows when it is a file the index holds (under its
-    root, with spans); ``None`` otherwise."""
+    root, with spans) in several windows; ``None`` otherwise (a file the index holds as one entry, pooled or no
+    longer than a window, is encoded afresh at the moment hop)."""
     index = pipe.audio_index
     if (
         index is None
@@ -194,6 +195,8 @@ def _stored_curve(pipe: Any, recording: Any, text_embeds: torch.Tensor) -> Simil
     if item_id not in index.ids:
         return None
     rows = [position for position, stored in enumerate(index.ids) if stored == item_id]
+    if len(rows) < 2:
+        return None
     scores = entry_scores(index.embeddings[rows], index.metric, index_vectors(pipe.model, text_embeds))
     return file_curves(index, rows, scores)[item_id]
 
@@ -201,7 +204,7 @@ def _stored_curve(pipe: Any, recording: Any, text_embeds: torch.Tensor) -> Simil
 def _index_moments(
     pipe: Any, text_embeds: torch.Tensor, top_k: int, proposal: MomentProposalConfig
 ) -> list[dict[str, Any]]:
-    """One ranked list of ``{"id", "start", "end", "score", "path"?}`` across the files of the audio index."""
+    """One ranked list of ``{"id", "score", "start", "end", "path"?}`` across the files of the audio index."""
     index = pipe.audio_index
     if index is None or len(index) == 0:
         raise ValueError(

@@ -202,6 +202,8 @@ def test_a_pooled_index_gives_whole_files_and_an_index_without_spans_none(pipe, 
         ("noise0.wav", 0.0, 20.0),
         ("noise1.wav", 0.0, 20.0),
     ]
+    inside = pipe.moments("a dog barks", str(files[0]))  # one recording of a pooled index: encoded afresh
+    assert len(inside) > 1 and all(hit["end"] - hit["start"] < 60.0 for hit in inside)
     without_spans = EmbeddingIndex(2)
     without_spans.add(np.eye(2, dtype=np.float32), ["a.wav", "b.wav"])  # format 1, or a dataset's clips
     with pytest.raises(ValueError) as error:
