@@ -33,6 +33,7 @@ FLOORS = {
     "hf_atr.deprecation": 0,
     "hf_atr.distributed": 0,
     "hf_atr.model_files": 0,
+    "hf_atr.moments": 0,
     # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
     # (PANNs, CLAP's checkpoint conversion, sentence-transformers layouts, the tower mapping, the batched
     # torch twins of transformers' feature extractors)
