@@ -159,13 +159,14 @@ class AudioEmbeddings:
         """Rows of the encoded clips, in order (every row but the skipped ones)."""
         return torch.unique_consecutive(self.clip_indices).tolist()
 
-    def pooled(self, pooling: str) -> torch.Tensor:
-        """``(len(kept_clips), dim)``: each clip's entries pooled (:func:`~hf_atr.windowing.pool_window_embeddings`)."""
+    def pooled(self, pooling: str, *, normalize: bool = True) -> torch.Tensor:
+        """``(len(kept_clips), dim)``: each clip's entries pooled (:func:`~hf_atr.windowing.pool_window_embeddings`;
+        ``normalize=False`` for a model whose head scores unnormalised embeddings)."""
         if len(self.clip_indices) == 0:
             return self.embeddings
         _, counts = torch.unique_consecutive(self.clip_indices, return_counts=True)
         groups = torch.split(self.embeddings, counts.tolist())
-        return torch.stack([pool_window_embeddings(group, pooling) for group in groups])
+        return torch.stack([pool_window_embeddings(group, pooling, normalize=normalize) for group in groups])
 
 
 @dataclass
@@ -338,7 +339,7 @@ def encode_audio_clips(
     encoded = encode_audio_windows(model, processor, dataset, windowing=windowing, **common)
     clips = encoded.kept_clips
     return AudioEmbeddings(
-        embeddings=encoded.pooled(windowing.pooling),
+        embeddings=encoded.pooled(windowing.pooling, normalize=model.scoring_head.normalizes_embeddings),
         clip_indices=torch.tensor(clips, dtype=torch.long),
         starts=torch.zeros(len(clips), dtype=torch.float64),
         ends=torch.tensor([encoded.durations[clip] for clip in clips], dtype=torch.float64),

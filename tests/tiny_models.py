@@ -477,3 +477,13 @@ def save_tiny_pe_audio_checkpoint(
     pe_model.save_pretrained(directory)
     PeAudioProcessor(PeAudioFeatureExtractor(), tokenizer).save_pretrained(directory)
     return pe_model
+
+
+def save_converted_pe_audio(directory: Path, seed: int = 0) -> Path:
+    """A tiny ``PeAudioModel`` checkpoint in ``directory/"pe-av"`` converted with ``from_pe_audio`` and saved, model
+    and processor, in ``directory/"atr"`` as a user saves it; returns that directory."""
+    save_tiny_pe_audio_checkpoint(directory / "pe-av", seed=seed)
+    atr_dir = directory / "atr"
+    AtrDualEncoderModel.from_pe_audio(directory / "pe-av").save_pretrained(atr_dir)
+    AtrProcessor.from_pe_audio(directory / "pe-av").save_pretrained(atr_dir)
+    return atr_dir
