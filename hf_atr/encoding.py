@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from .data.audio import AudioDecodeError, decode_audio
 from .data.esc50 import ESC50_DEFAULT_TEMPLATES
 from .data.schema import ENGLISH, captions_in_language, check_caption
+from .frame_encoding import encode_frame_entries
 from .lazy import get_logger
 from .processing_atr import AUDIO_INPUT_NAMES, AtrProcessor, audio_batch
 from .windowing import (
@@ -198,7 +199,9 @@ def encode_audio_windows(
         windowing: ``None``: one entry per clip, one forward pass of what the processor prepares (the
             extractor cuts a longer clip to its window, named in one warning for the call). Otherwise a clip
             longer than the window becomes one entry per window (:func:`~hf_atr.windowing.window_bounds`),
-            each embedded on its own; a shorter clip is one entry.
+            each embedded on its own; a shorter clip is one entry. With ``windowing.frame_seconds`` (a model
+            with frame-level embeddings), entries are its frames pooled to that resolution
+            (:func:`~hf_atr.frame_encoding.encode_frame_entries`).
         batch_size: windows (or clips) per forward pass.
         strict: ``True``: a clip that cannot be decoded raises
             :class:`~hf_atr.data.audio.AudioDecodeError` naming it; ``False``: it is left out and listed in
@@ -263,7 +266,16 @@ def encode_audio_windows(
                     skipped.append(SkippedAudio(index, name, error.reason))
                     continue
                 durations[index] = len(waveform) / rate
-                if windowing is None:
+                if windowing is not None and windowing.frame_seconds is not None:
+                    flush(device)
+                    entries = encode_frame_entries(
+                        model, processor, waveform, windowing, name=name, batch_size=batch_size, device=device
+                    )
+                    embeddings.append(entries.embeddings)
+                    clip_indices.extend([index] * len(entries.starts))
+                    starts.extend(entries.starts)
+                    ends.extend(entries.ends)
+                elif windowing is None:
                     read = _read_seconds(len(waveform), window)
                     pending.append(_PendingWindow(index, name, waveform, 0.0, read))
                 else:

@@ -135,16 +135,21 @@ class Windowing:
             exceed that window (the extractor would cut it).
         hop_seconds: distance between window starts; default :data:`DEFAULT_HOP_FRACTION` of the window.
         pooling: ``"mean"`` (default) or ``"max"``, see :func:`pool_window_embeddings`.
+        frame_seconds: for a model with frame-level embeddings (``config.audio_frame_rate``): entries are its
+            frames pooled (``pooling``) to this resolution, rounded to whole frames (:meth:`frames_per_entry`),
+            each with its span, instead of windows; the windows (``hop_seconds`` ignored: they do not overlap)
+            only bound one forward pass. ``None`` (default): window entries.
     """
 
     window_seconds: float | None = None
     hop_seconds: float | None = None
     pooling: str = DEFAULT_POOLING
+    frame_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}.")
-        for name in ("window_seconds", "hop_seconds"):
+        for name in ("window_seconds", "hop_seconds", "frame_seconds"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}.")
@@ -181,6 +186,12 @@ class Windowing:
             )
         return window_samples, hop_samples
 
+    def frames_per_entry(self, frame_rate: float) -> int:
+        """Frames pooled into one entry: ``frame_seconds`` at ``frame_rate`` frames/s, rounded, at least one."""
+        if self.frame_seconds is None:
+            raise ValueError("frames_per_entry needs frame_seconds.")
+        return max(1, round(self.frame_seconds * frame_rate))
+
     def splits_clips(self, feature_extractor: Any) -> bool:
         """Whether a clip-level embedding pools windows: yes when the extractor would cut long clips or a
         window was asked for; no for extractors that handle long audio themselves (CLAP fusion), whose
@@ -188,14 +199,18 @@ class Windowing:
         return self.window_seconds is not None or extractor_window(feature_extractor).cuts_long_clips
 
     def describe(self, feature_extractor: Any) -> dict[str, Any]:
-        """JSON-ready record: ``pooling``, ``window_seconds`` and ``hop_seconds`` as resolved."""
+        """JSON-ready record: ``pooling``, ``window_seconds`` and ``hop_seconds`` as resolved (and
+        ``frame_seconds`` when set)."""
         resolved = self.samples(feature_extractor)
         rate = feature_extractor.sampling_rate
-        return {
+        record = {
             "pooling": self.pooling,
             "window_seconds": None if resolved is None else resolved[0] / rate,
             "hop_seconds": None if resolved is None else resolved[1] / rate,
         }
+        if self.frame_seconds is not None:
+            record["frame_seconds"] = self.frame_seconds
+        return record
 
 
 def window_bounds(num_samples: int, window: int | None, hop: int | None) -> list[tuple[int, int]]:

@@ -53,6 +53,7 @@ FLOORS = {
     "hf_atr.windowing": 4,
     # 5 what encodes or reads a model: encoding, evaluation, the model card
     "hf_atr.encoding": 5,
+    "hf_atr.frame_encoding": 5,
     "hf_atr.evaluation": 5,
     "hf_atr.model_card": 5,
     # 6 knowledge, 7 training
