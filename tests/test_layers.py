@@ -55,6 +55,7 @@ FLOORS = {
     # 5 what encodes or reads a model: encoding (audio_encoding: its audio), evaluation, the model card
     "hf_atr.encoding": 5,
     "hf_atr.audio_encoding": 5,
+    "hf_atr.frame_encoding": 5,
     "hf_atr.evaluation": 5,
     "hf_atr.model_card": 5,
     # 6 knowledge, 7 training

@@ -275,7 +275,11 @@ class AudioTextRetrievalPipeline(Pipeline):
             embeds = self.model.get_text_features(**model_inputs)
         else:
             window_embeds = self.model.get_audio_features(**model_inputs)
-            embeds = pool_window_embeddings(window_embeds, self.windowing.pooling)[None]
+            embeds = pool_window_embeddings(
+                window_embeds,
+                self.windowing.pooling,
+                normalize=self.model.scoring_head.normalizes_embeddings,
+            )[None]
         return {"modality": modality, "target": target, "embeds": embeds}
 
     def postprocess(self, model_outputs: dict[str, Any], top_k: int = 5) -> list[dict[str, Any]]:
