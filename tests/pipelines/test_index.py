@@ -149,7 +149,7 @@ def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="kind must be one of"):
         EmbeddingIndex(16, kind="lsh")
     with pytest.raises(ValueError, match="Unknown scoring"):
-        metric_for_scoring("dot")
+        metric_for_scoring("inner")
 
 
 def windowed_index(kind: str = "flat") -> tuple[EmbeddingIndex, torch.Tensor, list[str]]:
