@@ -54,7 +54,8 @@ class StartingPointArguments:
     ``audio_model`` with ``text_model``."""
 
     _argument_group_name = (
-        "starting point (one of --model_name_or_path, --clap_model, --pe_audio_model, --audio_model + --text_model)"
+        "starting point (one of --model_name_or_path, --clap_model, --pe_audio_model, "
+        "--audio_model + --text_model)"
     )
 
     model_name_or_path: str | None = field(

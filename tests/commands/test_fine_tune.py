@@ -376,7 +376,11 @@ def test_starting_from_a_pe_audio_checkpoint_trains_with_sigmoid_and_reloads(in_
     assert result.train_metrics["train_loss"] > 0 and np.isfinite(result.train_metrics["train_loss"])
     model = AutoModel.from_pretrained(in_tmp / "run" / "model")
     assert model.config.objective == {"name": "sigmoid"}
-    assert (model.config.scoring, model.config.logit_scale_form, model.config.logit_bias) == ("dot", "raw", True)
+    assert (model.config.scoring, model.config.logit_scale_form, model.config.logit_bias) == (
+        "dot",
+        "raw",
+        True,
+    )
     # Trained from the checkpoint's scale and bias (not SigLIP's initial 10 and -10), which the steps moved.
     scale, bias = model.scoring_head.logit_scale.item(), model.scoring_head.logit_bias.item()
     assert scale != 2.5 and bias != -1.5 and abs(scale - 2.5) < 0.1 and abs(bias + 1.5) < 0.1

@@ -22,7 +22,6 @@ from training_setups import objective_setup
 from hf_atr import AtrTrainer
 from hf_atr.objectives.registry import available_objectives, default_scoring
 
-
 FLOAT16_INIT_SCALE = 2.0**10
 FLOAT16_INIT_SCALES = {"sigmoid": 2.0**9}
 """Loss scales under which the first steps' scaled gradients stay finite on the tiny towers. At SigLIP's initial
@@ -113,7 +112,9 @@ def test_every_objective_trains_under_float16_autocast_with_gradient_scaling(
     assert forward_dtypes(seen) == {torch.float16}
     assert objective_inputs(seen) == {(torch.float32, torch.float32, False)}
     # Finite scaled gradients: no step skipped, the scale kept, and the steps applied unscaled gradients.
-    assert scaler.get_scale() == FLOAT16_INIT_SCALES.get(name, FLOAT16_INIT_SCALE) and scaler._scale is not None
+    assert (
+        scaler.get_scale() == FLOAT16_INIT_SCALES.get(name, FLOAT16_INIT_SCALE) and scaler._scale is not None
+    )
     assert_trained(trainer, initial)
 
 

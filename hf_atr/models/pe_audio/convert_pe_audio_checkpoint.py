@@ -29,10 +29,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 import transformers
 
+from ...lazy import get_logger
 from ..checkpoint_conversion import check_loading_info, convert_state_dict
 
 if TYPE_CHECKING:
     from transformers import PeAudioConfig, PeAudioModel
+
+logger = get_logger(__name__)
 
 PE_AUDIO_KEY_PREFIXES = {
     "audio_encoder.": "audio_model.",
@@ -97,7 +100,27 @@ def load_pe_audio_checkpoint(pe_name_or_path: str | os.PathLike, **kwargs: Any) 
         pe_name_or_path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
     )
     check_loading_info(loading_info, str(pe_name_or_path), "PeAudioModel", PeAudioCheckpointError)
+    warn_if_logit_scale_not_positive(pe_model.text_audio_logit_scale.item(), str(pe_name_or_path))
     return pe_model
+
+
+def warn_if_logit_scale_not_positive(scale: float, source: str) -> None:
+    """Warn when a checkpoint's raw ``text_audio_logit_scale`` is 0 or less (0 is PE-Audio's initialisation).
+
+    Logits ``scale · a·t + bias`` are then all equal to the bias (0) or rank pairs opposite to their similarity
+    (< 0), so the pipeline's ``classify`` (a softmax over logits) would be uniform or inverted. Retrieval, the
+    evaluators and the index rank by similarity and are unaffected, and the ``sigmoid`` objective learns the scale
+    from there, so the checkpoint is converted, not refused.
+    """
+    if scale > 0:
+        return
+    effect = "are all equal to the bias" if scale == 0 else "rank every pair opposite to its similarity"
+    logger.warning(
+        f"{source}: text_audio_logit_scale is {scale:g} (0 at PE-Audio's initialisation; this checkpoint's scale is "
+        f"not positive), so the converted model's logits {effect} and zero-shot classification through them "
+        "(pipeline classify) is meaningless until training makes the scale positive. Retrieval, evaluation and the "
+        "index rank by similarity and are unaffected; the sigmoid objective learns the scale."
+    )
 
 
 def pe_audio_to_atr_key(pe_key: str) -> str | None:
@@ -145,4 +168,5 @@ __all__ = [
     "convert_pe_audio_state_dict",
     "load_pe_audio_checkpoint",
     "pe_audio_to_atr_key",
+    "warn_if_logit_scale_not_positive",
 ]

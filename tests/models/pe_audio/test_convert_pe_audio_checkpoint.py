@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -129,6 +131,38 @@ def test_saves_and_reloads_through_auto_classes(converted, tmp_path):
         torch.testing.assert_close(
             loaded(**reloaded_inputs).logits_per_audio, model(**inputs).logits_per_audio
         )
+
+
+@pytest.mark.parametrize(
+    ("scale", "effect"),
+    [(0.0, "are all equal to the bias"), (-0.5, "rank every pair opposite to its similarity")],
+)
+def test_a_scale_that_is_not_positive_is_converted_with_a_warning(tmp_path, caplog, scale, effect):
+    save_tiny_pe_audio_checkpoint(tmp_path, scale=scale)
+    with caplog.at_level(logging.WARNING):
+        model = AtrDualEncoderModel.from_pe_audio(tmp_path)
+    assert model.scoring_head.logit_scale.item() == scale
+    assert (
+        f"{tmp_path}: text_audio_logit_scale is {scale:g} (0 at PE-Audio's initialisation; this checkpoint's scale "
+        f"is not positive), so the converted model's logits {effect} and zero-shot classification through them "
+        "(pipeline classify) is meaningless until training makes the scale positive." in caplog.text
+    )
+    inputs = AtrProcessor.from_pe_audio(tmp_path)(
+        audio=_clips(), text=CAPTIONS, sampling_rate=PE_AUDIO_SAMPLING_RATE, return_tensors="pt"
+    )
+    with torch.no_grad():
+        output = model(**inputs)
+    similarity = output.text_embeds @ output.audio_embeds.T
+    if scale == 0:
+        torch.testing.assert_close(output.logits_per_text, torch.full_like(similarity, -1.5))
+    else:  # the logits order every row the other way round
+        assert torch.equal(output.logits_per_text.argsort(dim=1), similarity.argsort(dim=1, descending=True))
+
+
+def test_a_positive_scale_converts_without_a_warning(pe_dir, caplog):
+    with caplog.at_level(logging.WARNING):
+        AtrDualEncoderModel.from_pe_audio(pe_dir)
+    assert "text_audio_logit_scale" not in caplog.text
 
 
 def test_options_the_checkpoint_fixes_are_refused(pe_dir):
