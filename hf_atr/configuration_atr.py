@@ -208,6 +208,8 @@ class AtrConfig(PreTrainedConfig):
                     f"{SCORING_KINDS}."
                 )
             self.scoring = default_scoring(self.objective)
+        if self.scoring == "dot" and objective_installed and not _loading_saved_config.get():
+            self._check_objective_needs_no_ground_metric()
         self._resolve_logit_initialisation(objective_installed)
         self._check_values()
         if "attn_implementation" not in kwargs:
@@ -223,6 +225,18 @@ class AtrConfig(PreTrainedConfig):
             if kept:
                 kwargs["attn_implementation"] = kept
         super().__post_init__(**kwargs)
+
+    def _check_objective_needs_no_ground_metric(self) -> None:
+        """Refuse an objective whose paper transports on a distance (the OT objectives) under ``"dot"`` scoring,
+        which has none, before any training step would fail on it."""
+        paper_metric = default_scoring(self.objective)
+        if paper_metric != "cosine":
+            raise ValueError(
+                f"scoring='dot' (unnormalised embeddings, PE-Audio) has no ground metric, and objective "
+                f"{self.objective['name']!r} transports on one (its paper's: {paper_metric!r}); train a dot-scored "
+                "model with an objective on similarities (e.g. 'sigmoid', 'contrastive'), or choose scoring "
+                "'cosine', 'euclidean' or 'mahalanobis'."
+            )
 
     def _check_objective(self) -> bool:
         """Whether the objective can be built here: a new config raises when it cannot, a saved one warns."""

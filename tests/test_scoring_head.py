@@ -73,6 +73,23 @@ def test_a_head_without_bias_scores_bit_for_bit_as_before_and_a_bias_shifts_ever
     torch.testing.assert_close(biased.audio_logits(audio, text), plain.audio_logits(audio, text) - 2.5)
 
 
+def test_dot_scoring_refuses_objectives_that_transport_on_a_ground_metric(tmp_path):
+    message = (
+        "scoring='dot' (unnormalised embeddings, PE-Audio) has no ground metric, and objective 'iot' transports on "
+        "one (its paper's: 'euclidean'); train a dot-scored model with an objective on similarities (e.g. "
+        "'sigmoid', 'contrastive'), or choose scoring 'cosine', 'euclidean' or 'mahalanobis'."
+    )
+    with pytest.raises(ValueError) as error:
+        AtrConfig(scoring="dot", objective={"name": "iot"})
+    assert str(error.value) == message
+    for name in ("sigmoid", "contrastive", "triplet"):
+        assert AtrConfig(scoring="dot", objective={"name": name}).scoring == "dot"
+    # A config saved so (before this check) still loads, for search.
+    config = AtrConfig(scoring="dot").to_dict()
+    (tmp_path / "config.json").write_text(json.dumps({**config, "objective": {"name": "iot"}}))
+    assert AtrConfig.from_pretrained(tmp_path).objective == {"name": "iot"}
+
+
 def test_dot_scoring_has_no_ground_metric():
     head = AtrScoringHead("dot", dim=3, logit_scale_init=0.0)
     with pytest.raises(

@@ -168,6 +168,8 @@ def test_a_positive_scale_converts_without_a_warning(pe_dir, caplog):
 def test_options_the_checkpoint_fixes_are_refused(pe_dir):
     with pytest.raises(ValueError, match=r"from_pe_audio: \['scoring'\] are set by the PE-Audio checkpoint"):
         AtrDualEncoderModel.from_pe_audio(pe_dir, scoring="cosine")
+    with pytest.raises(ValueError, match=r"scoring='dot' .* has no ground metric, and objective 'dart'"):
+        AtrDualEncoderModel.from_pe_audio(pe_dir, objective={"name": "dart"})
 
 
 def test_missing_unexpected_and_mismatched_weights_are_named(pe_dir, tmp_path):
