@@ -63,6 +63,8 @@ PE_AUDIO_FIXED_CONFIG_FIELDS = (
     "logit_bias",
 )
 """AtrConfig fields a PE-Audio checkpoint determines; ``from_pe_audio`` refuses other values for them."""
+HUB_OPTIONS = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+"""``from_pretrained`` options that also say where the checkpoint's ``config.json`` is."""
 PE_AUDIO_DEFAULT_OBJECTIVE = {"name": "sigmoid"}
 """The objective PE-Audio was trained with (SigLIP's), the default of a converted model."""
 
@@ -95,6 +97,13 @@ def load_pe_audio_checkpoint(pe_name_or_path: str | os.PathLike, **kwargs: Any) 
     Keyword arguments go to ``from_pretrained`` (``revision``, ``cache_dir``, ``dtype``, ...). Shape mismatches are
     collected (``ignore_mismatched_sizes``) so that the error names them, then refused like missing weights.
     """
+    hub_options = {key: kwargs[key] for key in HUB_OPTIONS if key in kwargs}
+    config_dict, _ = transformers.PeAudioConfig.get_config_dict(pe_name_or_path, **hub_options)
+    if config_dict.get("model_type") != transformers.PeAudioConfig.model_type:
+        raise PeAudioCheckpointError(
+            f"{pe_name_or_path} holds a {config_dict.get('model_type')!r} model, not a PE-Audio checkpoint "
+            f"(model_type {transformers.PeAudioConfig.model_type!r}, as facebook/pe-av-small, -base and -large)."
+        )
     # Through transformers' lazy module: PE-Audio's modeling code loads when a checkpoint is converted.
     pe_model, loading_info = transformers.PeAudioModel.from_pretrained(
         pe_name_or_path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs

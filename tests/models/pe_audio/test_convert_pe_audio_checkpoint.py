@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tiny_models import PE_AUDIO_HOP, PE_AUDIO_SAMPLING_RATE, make_processor, save_tiny_pe_audio_checkpoint
+from tiny_models import (
+    PE_AUDIO_HOP,
+    PE_AUDIO_SAMPLING_RATE,
+    make_model,
+    make_processor,
+    save_tiny_pe_audio_checkpoint,
+)
 from transformers import AutoModel, AutoProcessor, PeAudioModel, PeAudioProcessor
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor, build_objective
@@ -163,6 +169,16 @@ def test_a_positive_scale_converts_without_a_warning(pe_dir, caplog):
     with caplog.at_level(logging.WARNING):
         AtrDualEncoderModel.from_pe_audio(pe_dir)
     assert "text_audio_logit_scale" not in caplog.text
+
+
+def test_a_directory_of_another_model_is_named_before_its_weights_are_read(tmp_path):
+    make_model().audio_model.save_pretrained(tmp_path / "ast")
+    with pytest.raises(PeAudioCheckpointError) as error:
+        AtrDualEncoderModel.from_pe_audio(tmp_path / "ast")
+    assert str(error.value) == (
+        f"{tmp_path / 'ast'} holds a 'audio-spectrogram-transformer' model, not a PE-Audio checkpoint (model_type "
+        "'pe_audio', as facebook/pe-av-small, -base and -large)."
+    )
 
 
 def test_options_the_checkpoint_fixes_are_refused(pe_dir):
