@@ -75,6 +75,12 @@ CUTS_SUFFIX = ".cuts.json"
 """Beside a features cache file: how many of the split's clips the extractor cut to its window."""
 ARCHITECTURE_OPTIONS = ("projection_dim", "audio_pooling", "text_pooling", "scoring")
 """Starting-point options that shape new projections and scoring heads; an hf-atr model has its own."""
+CHECKPOINT_CONVERSIONS = {
+    "clap_model": ("from_clap", "CLAP"),
+    "pe_audio_model": ("from_pe_audio", "PE-Audio"),
+}
+"""Starting points converted from another family's checkpoint: the flag's field, the converter of the model and
+of the processor (``AtrDualEncoderModel``'s and ``AtrProcessor``'s classmethod of that name), the family."""
 
 
 def objective_config(arguments: ObjectiveArguments, current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -149,20 +155,13 @@ def load_starting_point(
             )
         model = AtrDualEncoderModel.from_pretrained(path, **options)
         return model, AtrProcessor.from_pretrained(path), f"hf-atr model {path}"
-    if arguments.clap_model:
-        path = arguments.clap_model
-        return (
-            AtrDualEncoderModel.from_clap(path, **options),
-            AtrProcessor.from_clap(path),
-            f"CLAP checkpoint {path}",
-        )
-    if arguments.pe_audio_model:
-        path = arguments.pe_audio_model
-        return (
-            AtrDualEncoderModel.from_pe_audio(path, **options),
-            AtrProcessor.from_pe_audio(path),
-            f"PE-Audio checkpoint {path}",
-        )
+    for flag, (converter, family) in CHECKPOINT_CONVERSIONS.items():
+        if path := getattr(arguments, flag):
+            return (
+                getattr(AtrDualEncoderModel, converter)(path, **options),
+                getattr(AtrProcessor, converter)(path),
+                f"{family} checkpoint {path}",
+            )
     if not (arguments.audio_model and arguments.text_model):
         raise ValueError("--audio_model and --text_model go together: give both towers.")
     audio, text = arguments.audio_model, arguments.text_model

@@ -30,7 +30,7 @@ import torch
 import transformers
 
 from ...lazy import get_logger
-from ..checkpoint_conversion import check_loading_info, convert_state_dict
+from ..checkpoint_conversion import check_loading_info, convert_state_dict, renamed_key
 
 if TYPE_CHECKING:
     from transformers import PeAudioConfig, PeAudioModel
@@ -134,12 +134,7 @@ def warn_if_logit_scale_not_positive(scale: float, source: str) -> None:
 
 def pe_audio_to_atr_key(pe_key: str) -> str | None:
     """The hf-atr key of a ``PeAudioModel`` state-dict key, or ``None`` when it has no place."""
-    if pe_key in PE_AUDIO_SCALAR_KEYS:
-        return PE_AUDIO_SCALAR_KEYS[pe_key]
-    for pe_prefix, atr_prefix in PE_AUDIO_KEY_PREFIXES.items():
-        if pe_key.startswith(pe_prefix):
-            return atr_prefix + pe_key[len(pe_prefix) :]
-    return None
+    return renamed_key(pe_key, PE_AUDIO_SCALAR_KEYS, PE_AUDIO_KEY_PREFIXES)
 
 
 def convert_pe_audio_state_dict(
