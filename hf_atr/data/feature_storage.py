@@ -113,6 +113,15 @@ def stack_rows(
     return stacked
 
 
+def lists_of_length(offsets: np.ndarray, length: int, block: int = 1 << 20) -> bool:
+    """Whether the Arrow list ``offsets`` ``(lists + 1,)`` mark lists of ``length`` values each (checked ``block``
+    lists at a time, so that a large chunk needs no temporary of its size)."""
+    return all(
+        bool(np.all(np.diff(offsets[start : start + block + 1]) == length))
+        for start in range(0, max(len(offsets) - 1, 0), block)
+    )
+
+
 def fixed_shape_views(column: Any, shape: Sequence[int], dtype: str) -> list[np.ndarray] | None:
     """Zero-copy NumPy views ``(rows, *shape)`` of the chunks of a fixed-shape array column (``Array2D``..``Array5D``
     without a dynamic dimension), on the memory it is read from (the memory-mapped Arrow file of a saved dataset).
@@ -134,7 +143,7 @@ def fixed_shape_views(column: Any, shape: Sequence[int], dtype: str) -> list[np.
         for length in shape:
             if level.null_count:
                 return None
-            if not np.all(np.diff(level.offsets.to_numpy()) == length):
+            if not lists_of_length(level.offsets.to_numpy(), length):
                 return None
             level = level.flatten()
         if level.null_count or level.type != pa.from_numpy_dtype(np.dtype(dtype)):
@@ -286,6 +295,7 @@ __all__ = [
     "first_dimension_varies",
     "fixed_shape_views",
     "is_array_storage",
+    "lists_of_length",
     "stack_rows",
     "storage_type",
 ]

@@ -13,6 +13,7 @@ from hf_atr.data.feature_storage import (
     first_dimension_varies,
     fixed_shape_views,
     is_array_storage,
+    lists_of_length,
     stack_rows,
     storage_type,
 )
@@ -266,3 +267,11 @@ def test_a_pickled_reader_leaves_the_views_behind_and_views_again(tmp_path):
     assert len(pickled) < np.stack(values).nbytes / 4
     copy = pickle.loads(pickled)
     np.testing.assert_array_equal(copy.gather([4, 1]).stacked("input_values"), expected)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 20])
+def test_lists_of_length_checks_every_block_of_offsets(block):
+    assert lists_of_length(np.array([4, 7, 10, 13, 16], np.int32), 3, block)
+    assert not lists_of_length(np.array([4, 7, 10, 12, 16], np.int32), 3, block)  # one list of 2, one of 4
+    assert not lists_of_length(np.array([0, 3, 6, 9, 13], np.int32), 3, block)  # the last list
+    assert lists_of_length(np.array([5], np.int32), 3, block)  # no lists
