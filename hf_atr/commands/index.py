@@ -94,7 +94,7 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="for a model with frame-level embeddings (converted from PeAudioFrameLevelModel): one entry per this "
-        "many seconds of its frames, pooled, so hits carry spans at that resolution (e.g. 0.2)",
+        "many seconds of its frames, pooled, so hits carry spans at that resolution (e.g. 0.2; not with --pool)",
     )
     parser.add_argument("--strict", action="store_true", help="stop at the first file that cannot be decoded")
     existing = parser.add_mutually_exclusive_group()
@@ -118,6 +118,11 @@ def run_index(args: argparse.Namespace) -> int:
         raise SystemExit("hf-atr index: give --audio-dir, --captions or --dataset (what to index).")
     if args.dataset is not None and args.audio_dir is not None:
         raise SystemExit("hf-atr index: give either --dataset or --audio-dir, not both.")
+    if args.pool and args.frame_seconds is not None:
+        raise SystemExit(
+            "hf-atr index: --pool makes one entry per file, spanning all of it, and --frame-seconds one entry per "
+            f"{args.frame_seconds} s of its frames; give one of them."
+        )
     for flag, value in (("--save-every", args.save_every), ("--batch-size", args.batch_size)):
         if value < 1:
             raise SystemExit(f"{flag} must be at least 1, got {value}.")

@@ -60,6 +60,17 @@ def test_index_refuses_a_save_every_or_batch_size_below_one(model_dir, audio_dir
     assert not (tmp_path / "i").exists()
 
 
+def test_index_refuses_pool_with_frame_seconds(model_dir, audio_dir, tmp_path):
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(tmp_path / "i")]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([*argv, "--pool", "--frame-seconds", "0.2"])
+    assert exit_info.value.code == (
+        "hf-atr index: --pool makes one entry per file, spanning all of it, and --frame-seconds one entry per "
+        "0.2 s of its frames; give one of them."
+    )
+    assert not (tmp_path / "i").exists()
+
+
 def bad_and_good_files(directory):
     directory.mkdir(exist_ok=True)
     for name, waveform in zip(["a.wav", "b.wav"], random_waveforms(2, seed=5)):

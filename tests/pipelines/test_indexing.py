@@ -72,6 +72,21 @@ def test_pooled_indexing_stores_one_entry_per_file(pipe, recordings):
     assert (hits[0]["start"], hits[0]["end"]) == (0.0, 60.0)
 
 
+def test_pooling_refuses_frame_entries_whose_resolution_it_would_not_keep(model_dir, recordings):
+    directory, files = recordings
+    framed = pipeline("audio-text-retrieval", model=str(model_dir), windowing=Windowing(frame_seconds=0.2))
+    with pytest.raises(ValueError) as error:
+        framed.index([str(files[1])], root=directory, pool=True, show_progress=False)
+    assert str(error.value) == (
+        "pool=True makes one entry per clip, spanning all of it, but the pipeline's windowing asks for entries of "
+        "frame_seconds=0.2 each: leave out pool for frame entries, or index with a pipeline without frame_seconds "
+        "for pooled clips."
+    )
+    assert framed.audio_index is None  # refused before anything was encoded
+    framed.index(["a dog barks"], pool=True, show_progress=False)  # captions have no frames: indexed
+    assert framed.text_index.ids == ["0"]
+
+
 def test_unreadable_files_are_skipped_reported_and_listed_in_skipped_tsv(pipe, tmp_path, caplog):
     (tmp_path / "audio").mkdir()
     files = bad_folder(tmp_path / "audio")
