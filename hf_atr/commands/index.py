@@ -94,7 +94,7 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="for a model with frame-level embeddings (converted from PeAudioFrameLevelModel): one entry per this "
-        "many seconds of its frames, pooled, so hits carry spans at that resolution (e.g. 0.2)",
+        "many seconds of its frames, pooled, so hits carry spans at that resolution (e.g. 0.2; not with --pool)",
     )
     parser.add_argument("--strict", action="store_true", help="stop at the first file that cannot be decoded")
     existing = parser.add_mutually_exclusive_group()
@@ -112,12 +112,22 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _entries(frame_seconds: float | None) -> str:
+    """The kind of audio entries ``--frame-seconds`` makes, in words."""
+    return "window entries" if frame_seconds is None else f"entries of --frame-seconds {frame_seconds:g}"
+
+
 def run_index(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr index``."""
     if args.audio_dir is None and args.captions is None and args.dataset is None:
         raise SystemExit("hf-atr index: give --audio-dir, --captions or --dataset (what to index).")
     if args.dataset is not None and args.audio_dir is not None:
         raise SystemExit("hf-atr index: give either --dataset or --audio-dir, not both.")
+    if args.pool and args.frame_seconds is not None:
+        raise SystemExit(
+            "hf-atr index: --pool makes one entry per file, spanning all of it, and --frame-seconds one entry per "
+            f"{args.frame_seconds} s of its frames; give one of them."
+        )
     for flag, value in (("--save-every", args.save_every), ("--batch-size", args.batch_size)):
         if value < 1:
             raise SystemExit(f"{flag} must be at least 1, got {value}.")
@@ -154,6 +164,13 @@ def run_index(args: argparse.Namespace) -> int:
         pipe = load_retrieval_pipeline(
             args.model, index_kind=args.kind, windowing=parsed_windowing(args, args.pooling), **placement
         )
+        if args.frame_seconds is not None:
+            from hf_atr.frame_encoding import frame_rate_of
+
+            try:
+                frame_rate_of(pipe.model)
+            except ValueError as error:
+                raise SystemExit(f"hf-atr index --frame-seconds {args.frame_seconds}: {error}") from error
         options = IndexingOptions(
             args.batch_size,
             pool=args.pool,
@@ -168,6 +185,18 @@ def run_index(args: argparse.Namespace) -> int:
             raise SystemExit(f"hf-atr index --append: {rebuild_advice(error, args.model)}") from error
         except IndexFormatError as error:
             raise SystemExit(f"hf-atr index --append: {error}") from error
+        held = pipe.audio_index
+        if (files or dataset is not None) and held is not None and held.frame_seconds != args.frame_seconds:
+            raise SystemExit(
+                f"hf-atr index --append: the audio index in {out} holds {_entries(held.frame_seconds)}, and this run "
+                f"asks for {_entries(args.frame_seconds)}: "
+                + (
+                    "leave out --frame-seconds"
+                    if held.frame_seconds is None
+                    else f"pass --frame-seconds {held.frame_seconds:g}"
+                )
+                + " to add to it, or --overwrite to rebuild it."
+            )
         started = time.perf_counter()
         try:
             if files:

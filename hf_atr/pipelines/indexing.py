@@ -39,6 +39,7 @@ from hf_atr.encoding import (
     encode_audio_windows,
     encode_text,
 )
+from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring
 from hf_atr.pipelines.index_storage import model_fingerprint
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
@@ -291,6 +292,15 @@ def _index_audio(
 ) -> list[int]:
     """Add the audio of ``rows`` to the audio index step by step, ``pipe.skipped`` kept up to date with every
     step; returns the positions indexed."""
+    if options.pool and pipe.windowing.frame_seconds is not None:
+        # a pooled entry spans its whole clip, so an index of them has no frame resolution to record
+        raise ValueError(
+            f"pool=True makes one entry per clip, spanning all of it, but the pipeline's windowing asks for entries "
+            f"of frame_seconds={pipe.windowing.frame_seconds} each: leave out pool for frame entries, or index with "
+            "a pipeline without frame_seconds for pooled clips."
+        )
+    if pipe.windowing.frame_seconds is not None:
+        frame_rate_of(pipe.model)  # a model without frames is refused before anything is encoded
     if options.append and pipe.audio_index is not None:
         index = pipe.audio_index
         if root is not None and index.root is not None and Path(index.root) != Path(root):

@@ -3,13 +3,19 @@
 Behind :meth:`AudioTextRetrievalPipeline.moments <hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.moments>`
 (and so ``hf-atr search --moments`` and the search page's moment view):
 
-- one recording: scored window by window at a fine hop (:func:`moment_windowing`: the pipeline's window length,
-  every :data:`DEFAULT_MOMENT_HOP_SECONDS` unless asked otherwise), each window embedded as the index embeds
-  its windows (:func:`hf_atr.encoding.encode_audio_windows`) and scored against the query by the model's head;
-  a recording the audio index already holds (a file under its root) is scored from the stored windows instead,
-  with nothing encoded, unless a hop is asked for;
-- every file of the audio index: each file's stored windows scored against the query (exactly, whatever the
-  index kind), so that one ranked list of ``(file, start, end, score)`` covers all of them.
+- one recording, by a model with frame-level embeddings (``config.audio_frame_rate``: PE-Audio's 25 frames/s):
+  scored frame by frame (:func:`frame_windowing`: one entry per frame, each frame read with a second of context
+  on both sides, :func:`hf_atr.frame_encoding.encode_frame_entries`), unless a hop is asked for;
+- one recording, by any other model (or with a hop): scored window by window at a fine hop
+  (:func:`moment_windowing`: the pipeline's window length, every :data:`DEFAULT_MOMENT_HOP_SECONDS` unless asked
+  otherwise), each window embedded as the index embeds its windows (:func:`hf_atr.encoding.encode_audio_windows`)
+  and scored against the query by the model's head;
+- a recording the audio index already holds (a file under its root) in entries of the kind it would be scored
+  with (frames, at the index's ``frame_seconds``, or windows) is scored from the stored entries instead, with
+  nothing encoded, unless a hop is asked for;
+- every file of the audio index: each file's stored entries (windows, or frames pooled to the index's
+  ``frame_seconds``) scored against the query (exactly, whatever the index kind), so that one ranked list of
+  ``(file, start, end, score)`` covers all of them.
 
 Each curve (:class:`~hf_atr.moments.curve.SimilarityCurve`) becomes moments by the proposer of a
 :class:`~hf_atr.moments.proposal.MomentProposalConfig` (:func:`~hf_atr.moments.proposal.propose_moments`).
@@ -27,6 +33,7 @@ import torch
 
 from hf_atr.data.audio import decode_audio, looks_like_audio_path
 from hf_atr.encoding import encode_audio_windows, encode_text
+from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.moments.curve import SimilarityCurve
 from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.pipelines.index import EmbeddingIndex
@@ -66,6 +73,21 @@ def moment_windowing(
     return scored
 
 
+def frame_windowing(windowing: Windowing, model: Any) -> Windowing:
+    """The entries a recording is scored with by a frame-level model: one per frame of ``model`` (``1 /
+    config.audio_frame_rate`` seconds, 40 ms for PE-Audio), read in forward passes of ``windowing``'s window
+    length (default the extractor's window), with ``windowing``'s pooling.
+
+    Raises:
+        ValueError: a model without frame-level embeddings (:func:`~hf_atr.frame_encoding.frame_rate_of`).
+    """
+    return Windowing(
+        window_seconds=windowing.window_seconds,
+        pooling=windowing.pooling,
+        frame_seconds=1.0 / frame_rate_of(model),
+    )
+
+
 def recording_curve(
     model: Any,
     processor: Any,
@@ -77,8 +99,9 @@ def recording_curve(
     batch_size: int = 32,
 ) -> SimilarityCurve:
     """The similarity of ``text_embeds: (1, dim)`` and every window of ``recording`` (anything
-    :func:`~hf_atr.data.audio.decode_audio` takes) cut by ``windowing``: the head's unscaled similarity (cosine,
-    or the negative Euclidean/Mahalanobis distance, the index's scores)."""
+    :func:`~hf_atr.data.audio.decode_audio` takes) cut by ``windowing`` (or every entry of its frames, with
+    ``windowing.frame_seconds``: :func:`frame_windowing`): the head's unscaled similarity (cosine, the dot
+    product of ``scoring="dot"``, or the negative Euclidean/Mahalanobis distance: the index's scores)."""
     waveform = decode_audio(recording, processor.sampling_rate, source=name)
     encoded = encode_audio_windows(
         model,
@@ -163,9 +186,15 @@ def find_moments(
             f"pipe.moments searches one recording, got a {type(recording).__name__} of {len(given.clips)}; call "
             "it once per recording, or index them and call pipe.moments(query) to search them all."
         )
-    curve = _stored_curve(pipe, recording, text_embeds) if hop_seconds is None else None
+    # frame by frame when the model has frames, unless a window hop is asked for
+    frames = hop_seconds is None and getattr(pipe.model.config, "audio_frame_rate", None) is not None
+    curve = _stored_curve(pipe, recording, text_embeds, frames) if hop_seconds is None else None
     if curve is None:
-        windowing = moment_windowing(pipe.windowing, pipe.processor.feature_extractor, hop_seconds)
+        windowing = (
+            frame_windowing(pipe.windowing, pipe.model)
+            if frames
+            else moment_windowing(pipe.windowing, pipe.processor.feature_extractor, hop_seconds)
+        )
         curve = recording_curve(
             pipe.model,
             pipe.processor,
@@ -178,15 +207,19 @@ def find_moments(
     return [moment.as_dict() for moment in propose_moments(curve, proposal)[:top_k]]
 
 
-def _stored_curve(pipe: Any, recording: Any, text_embeds: torch.Tensor) -> SimilarityCurve | None:
-    """The curve of ``recording`` from the audio index's windows when it is a file the index holds (under its
-    root, with spans) in several windows; ``None`` otherwise (a file the index holds as one entry, pooled or no
-    longer than a window, is encoded afresh at the moment hop)."""
+def _stored_curve(
+    pipe: Any, recording: Any, text_embeds: torch.Tensor, frames: bool
+) -> SimilarityCurve | None:
+    """The curve of ``recording`` from the audio index's entries when it is a file the index holds (under its
+    root, with spans) in several entries of the kind asked for (frames, ``frames``, or windows); ``None`` otherwise
+    (a file the index holds as one entry, pooled or no longer than a window, or in entries of the other kind, is
+    encoded afresh)."""
     index = pipe.audio_index
     if (
         index is None
         or index.root is None
         or index.spans is None
+        or (index.frame_seconds is not None) != frames
         or not isinstance(recording, (str, os.PathLike))
         or not os.path.isfile(recording)
     ):
@@ -230,6 +263,7 @@ __all__ = [
     "entry_scores",
     "find_moments",
     "file_curves",
+    "frame_windowing",
     "moment_windowing",
     "recording_curve",
 ]

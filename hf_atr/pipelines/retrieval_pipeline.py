@@ -327,8 +327,10 @@ class AudioTextRetrievalPipeline(Pipeline):
         """When a described sound happens: the moments of ``recording`` (or of every indexed file) that match the
         text ``query``, best first.
 
-        The recording is scored window by window (the pipeline's window length, every ``hop_seconds``: default
-        1 s, or the pipeline's hop when finer) into a similarity curve, which ``proposal`` turns into moments
+        The recording is scored frame by frame by a model with frame-level embeddings (``config.audio_frame_rate``:
+        one score per 40-ms frame of PE-Audio), else (or when ``hop_seconds`` is given) window by window (the
+        pipeline's window length, every ``hop_seconds``: default 1 s, or the pipeline's hop when finer), into a
+        similarity curve, which ``proposal`` turns into moments
         (:class:`~hf_atr.moments.proposal.MomentProposalConfig`: smoothing, thresholds relative to the
         recording's own scores, boundaries at the curve's resolution, temporal NMS; or the AMR paper's
         sliding-window baseline). :mod:`hf_atr.pipelines.moment_scoring` says how.
@@ -336,9 +338,9 @@ class AudioTextRetrievalPipeline(Pipeline):
         Args:
             query: a description of the sound (text).
             recording: one recording as queries take audio (a path, an array, ``{"raw" | "array",
-                "sampling_rate"}``). A file the audio index holds is scored from its stored windows (nothing is
-                encoded) unless ``hop_seconds`` is given. ``None``: every file of the audio index, from its stored
-                windows.
+                "sampling_rate"}``). A file the audio index holds is scored from its stored entries (nothing is
+                encoded) when they are of the kind it would be scored with (frames or windows), unless
+                ``hop_seconds`` is given. ``None``: every file of the audio index, from its stored entries.
             top_k: how many moments to return (per recording, or across the index's files).
 
         Returns:

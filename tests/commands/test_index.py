@@ -9,7 +9,7 @@ import stat
 import numpy as np
 import pytest
 from cli_runner import run_cli
-from tiny_models import SAMPLING_RATE, random_waveforms
+from tiny_models import PE_AUDIO_SAMPLING_RATE, SAMPLING_RATE, random_waveforms, save_converted_pe_audio
 
 from hf_atr.data.audio import encode_wav
 
@@ -58,6 +58,50 @@ def test_index_refuses_a_save_every_or_batch_size_below_one(model_dir, audio_dir
     with pytest.raises(SystemExit, match=rf"^{flag} must be at least 1, got 0\.$"):
         run_cli([*argv, flag, "0"])
     assert not (tmp_path / "i").exists()
+
+
+def test_index_refuses_frame_seconds_with_pool_or_a_model_without_frames(model_dir, audio_dir, tmp_path):
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(tmp_path / "i")]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([*argv, "--pool", "--frame-seconds", "0.2"])
+    assert exit_info.value.code == (
+        "hf-atr index: --pool makes one entry per file, spanning all of it, and --frame-seconds one entry per "
+        "0.2 s of its frames; give one of them."
+    )
+    assert not (tmp_path / "i").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli([*argv, "--frame-seconds", "0.2"])
+    assert exit_info.value.code == (
+        "hf-atr index --frame-seconds 0.2: frame_seconds needs a model with frame-level audio embeddings "
+        "(config.audio_frame_rate), e.g. one converted from a PeAudioFrameLevelModel checkpoint; this model embeds "
+        "whole windows only."
+    )
+    assert not (tmp_path / "i").exists()
+
+
+def test_index_append_keeps_the_frame_resolution_of_the_index(tmp_path):
+    model_dir = save_converted_pe_audio(tmp_path / "pe", frame_level=True)
+    audio_dir = tmp_path / "field recordings"
+    audio_dir.mkdir()
+    clips = 0.1 * np.random.default_rng(3).standard_normal((2, PE_AUDIO_SAMPLING_RATE))  # 1 s each
+    (audio_dir / "take 1.wav").write_bytes(encode_wav(clips[0], PE_AUDIO_SAMPLING_RATE))
+    out = tmp_path / "index"
+    argv = ["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(out)]
+    assert run_cli([*argv, "--frame-seconds", "0.2"]) == 0
+    (audio_dir / "take 2.wav").write_bytes(encode_wav(clips[1], PE_AUDIO_SAMPLING_RATE))
+    for extra, asks, fix in [
+        (["--frame-seconds", "0.4"], "entries of --frame-seconds 0.4", "pass --frame-seconds 0.2"),
+        ([], "window entries", "pass --frame-seconds 0.2"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli([*argv, "--append", *extra])
+        assert exit_info.value.code == (
+            f"hf-atr index --append: the audio index in {out} holds entries of --frame-seconds 0.2, and this run "
+            f"asks for {asks}: {fix} to add to it, or --overwrite to rebuild it."
+        )
+    assert run_cli([*argv, "--append", "--frame-seconds", "0.2"]) == 0
+    index = json.loads((out / "audio_index.json").read_text())
+    assert index["frame_seconds"] == 0.2 and sorted(set(index["ids"])) == ["take 1.wav", "take 2.wav"]
 
 
 def bad_and_good_files(directory):

@@ -72,6 +72,28 @@ def test_pooled_indexing_stores_one_entry_per_file(pipe, recordings):
     assert (hits[0]["start"], hits[0]["end"]) == (0.0, 60.0)
 
 
+def test_frame_entries_are_refused_with_pooling_and_for_a_model_without_frames(model_dir, recordings):
+    directory, files = recordings
+    framed = pipeline("audio-text-retrieval", model=str(model_dir), windowing=Windowing(frame_seconds=0.2))
+    with pytest.raises(ValueError) as error:
+        framed.index([str(files[1])], root=directory, pool=True, show_progress=False)
+    assert str(error.value) == (
+        "pool=True makes one entry per clip, spanning all of it, but the pipeline's windowing asks for entries of "
+        "frame_seconds=0.2 each: leave out pool for frame entries, or index with a pipeline without frame_seconds "
+        "for pooled clips."
+    )
+    assert framed.audio_index is None  # refused before anything was encoded
+    framed.index(["a dog barks"], pool=True, show_progress=False)  # captions have no frames: indexed
+    assert framed.text_index.ids == ["0"]
+    with pytest.raises(ValueError) as error:  # without pool: this tiny model has no frames
+        framed.index([str(files[1])], root=directory, show_progress=False)
+    assert str(error.value) == (
+        "frame_seconds needs a model with frame-level audio embeddings (config.audio_frame_rate), e.g. one "
+        "converted from a PeAudioFrameLevelModel checkpoint; this model embeds whole windows only."
+    )
+    assert framed.audio_index is None
+
+
 def test_unreadable_files_are_skipped_reported_and_listed_in_skipped_tsv(pipe, tmp_path, caplog):
     (tmp_path / "audio").mkdir()
     files = bad_folder(tmp_path / "audio")

@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from frame_planting import plant_tone_caption
 from pipeline_setups import save_model
-from tiny_models import SAMPLING_RATE
+from synthetic_audio import recording_with_event
+from tiny_models import PE_AUDIO_SAMPLING_RATE, SAMPLING_RATE, save_converted_pe_audio
 from transformers import Wav2Vec2FeatureExtractor, WhisperFeatureExtractor, pipeline
 
+from hf_atr.data.audio import encode_wav
 from hf_atr.encoding import encode_audio, encode_text
 from hf_atr.moments import MomentProposalConfig, SimilarityCurve, propose_moments
 from hf_atr.pipelines import moment_scoring
@@ -20,10 +23,11 @@ from hf_atr.pipelines.indexing import index_vectors
 from hf_atr.pipelines.moment_scoring import (
     entry_scores,
     file_curves,
+    frame_windowing,
     moment_windowing,
     recording_curve,
 )
-from hf_atr.pipelines.retrieval_pipeline import register_pipeline
+from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
 from hf_atr.windowing import Windowing, window_bounds
 
 EVENT = (40.2, 40.7)
@@ -211,4 +215,119 @@ def test_a_pooled_index_gives_whole_files_and_an_index_without_spans_none(pipe, 
     assert str(error.value) == (
         "Moments need the audio index's windows with their time spans, and this index holds none (saved before "
         "spans existed, with format 1): rebuild it with `pipe.index(...)` or `hf-atr index`."
+    )
+
+
+# Frame-level models (PE-Audio): scored frame by frame ------------------------------------------------------------
+
+PE_EVENT = (12.3, 12.8)
+""":func:`recording_with_event` at 48 kHz: the 0.5-s tone of a 20-s recording."""
+PE_FRAME = 1 / 25
+
+
+@pytest.fixture(scope="module")
+def frame_pipe(tmp_path_factory):
+    """A pipeline on a tiny PE-Audio frame-level model planted to score the tone's frames highest
+    (:func:`frame_planting.plant_tone_caption`), with its 20-s recording and a 3-s one."""
+    directory = tmp_path_factory.mktemp("pe-frames")
+    model_dir = save_converted_pe_audio(directory, frame_level=True)
+    register_pipeline()
+    pipe = pipeline("audio-text-retrieval", model=str(model_dir))
+    recording, query = recording_with_event(20, PE_EVENT[0], PE_AUDIO_SAMPLING_RATE)
+    plant_tone_caption(pipe.model, pipe.processor, query, "a tone")
+    (directory / "field.wav").write_bytes(encode_wav(recording, PE_AUDIO_SAMPLING_RATE, subtype="FLOAT"))
+    (directory / "short.wav").write_bytes(
+        encode_wav(recording[: 3 * PE_AUDIO_SAMPLING_RATE], PE_AUDIO_SAMPLING_RATE)
+    )
+    return pipe, directory
+
+
+def test_a_frame_level_model_finds_an_event_within_frames_where_its_windows_find_it_within_a_hop(
+    frame_pipe, monkeypatch
+):
+    pipe, directory = frame_pipe
+    moments = pipe.moments("a tone", str(directory / "field.wav"))
+    start, end = moments[0]["start"], moments[0]["end"]
+    # End within one frame. Stated tolerance for the start: 4 frames (0.16 s). The waveform encoder's convolutions
+    # reach across the onset, so the three frames before the tone already read some of it and score above the
+    # boundary level (measured: 3.5-8 σ above the median, the onset's frame 4.8 σ, the tone's frames 10-23 σ).
+    assert PE_EVENT[0] - 4 * PE_FRAME - 1e-9 <= start <= PE_EVENT[0] + PE_FRAME
+    assert abs(end - PE_EVENT[1]) <= PE_FRAME + 1e-9
+    assert start == pytest.approx(round(start / PE_FRAME) * PE_FRAME)  # on the frame grid
+    # The same model scored window by window (1-s windows every 0.5 s; mean pooling, so that a window's embedding
+    # reads its frames as the clip-level pooler of the planted model, whose attention is zeroed, cannot): the event
+    # within one hop, its moment looser than the frames'.
+    monkeypatch.setattr(pipe.model.config, "audio_pooling", "mean")
+    windowed = AudioTextRetrievalPipeline(
+        model=pipe.model, processor=pipe.processor, windowing=Windowing(window_seconds=1.0)
+    )
+    window_moment = windowed.moments("a tone", str(directory / "field.wav"), hop_seconds=0.5)[0]
+    assert abs(window_moment["start"] - PE_EVENT[0]) <= 0.5 and abs(window_moment["end"] - PE_EVENT[1]) <= 0.5
+
+    def iou(moment):
+        inside = min(moment["end"], PE_EVENT[1]) - max(moment["start"], PE_EVENT[0])
+        return inside / (max(moment["end"], PE_EVENT[1]) - min(moment["start"], PE_EVENT[0]))
+
+    assert iou(moments[0]) > iou(window_moment) + 0.1
+
+
+def test_a_frame_level_model_scores_frames_unless_a_hop_is_asked_for(frame_pipe, monkeypatch):
+    pipe, directory = frame_pipe
+    scored = []
+
+    def spy(model, processor, recording, text_embeds, windowing, **kwargs):
+        scored.append(windowing)
+        return recording_curve(model, processor, recording, text_embeds, windowing, **kwargs)
+
+    monkeypatch.setattr(moment_scoring, "recording_curve", spy)
+    pipe.moments("a tone", str(directory / "short.wav"))
+    pipe.moments("a tone", str(directory / "short.wav"), hop_seconds=0.5)
+    assert scored == [
+        Windowing(frame_seconds=PE_FRAME),  # one entry per frame, in the extractor's 10-s forward passes
+        Windowing(window_seconds=10.0, hop_seconds=0.5),
+    ]
+
+
+def test_a_recording_indexed_with_frames_is_scored_from_them_and_one_indexed_with_windows_afresh(
+    frame_pipe, monkeypatch
+):
+    pipe, directory = frame_pipe
+    short = str(directory / "short.wav")
+    framed = AudioTextRetrievalPipeline(
+        model=pipe.model, processor=pipe.processor, windowing=Windowing(frame_seconds=0.2)
+    )
+    index = framed.index([short], root=directory, show_progress=False)
+    assert len(index) == 15 and index.spans[1] == pytest.approx((0.2, 0.4))
+    text = encode_text(pipe.model, pipe.processor, ["a tone"])
+    scores = entry_scores(index.embeddings, index.metric, index_vectors(pipe.model, text))
+    expected = [
+        moment.as_dict() for moment in propose_moments(file_curves(index, range(15), scores)["short.wav"])
+    ]
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("an indexed recording was encoded again")
+
+    monkeypatch.setattr(moment_scoring, "encode_audio_windows", no_encoding)
+    assert framed.moments("a tone", short) == expected
+    windows = AudioTextRetrievalPipeline(
+        model=pipe.model, processor=pipe.processor, windowing=Windowing(window_seconds=1.0)
+    )
+    windows.index([short], root=directory, show_progress=False)
+    assert windows.audio_index.frame_seconds is None and len(windows.audio_index) == 5
+    with pytest.raises(AssertionError, match="encoded again"):
+        windows.moments("a tone", short)  # stored windows, but this model scores frames: encoded afresh
+
+
+def test_frame_windowing_takes_one_frame_per_entry_and_needs_a_frame_level_model(frame_pipe, pipe):
+    frame_level, _ = frame_pipe
+    windowing = Windowing(window_seconds=4.0, hop_seconds=1.0, pooling="max")
+    assert frame_windowing(windowing, frame_level.model) == Windowing(
+        window_seconds=4.0, pooling="max", frame_seconds=PE_FRAME
+    )
+    assert frame_windowing(windowing, frame_level.model).frames_per_entry(25.0) == 1
+    with pytest.raises(ValueError) as error:
+        frame_windowing(windowing, pipe.model)
+    assert str(error.value) == (
+        "frame_seconds needs a model with frame-level audio embeddings (config.audio_frame_rate), e.g. one converted "
+        "from a PeAudioFrameLevelModel checkpoint; this model embeds whole windows only."
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from frame_planting import plant_tone_caption
 from synthetic_audio import recording_with_event
 from tiny_models import PE_AUDIO_SAMPLING_RATE, save_converted_pe_audio, save_tiny_pe_audio_checkpoint
 from transformers import PeAudioFrameLevelModel, PeAudioProcessor, pipeline
@@ -66,30 +67,11 @@ def test_a_clip_level_checkpoint_has_no_frames(tmp_path):
         model.get_audio_frame_features(torch.zeros(1, 1, 1920))
 
 
-def _plant(model: AtrDualEncoderModel, processor: AtrProcessor, query: np.ndarray) -> None:
-    """Planted weights: the encoder's transformer layers add nothing (each frame keeps its own waveform features),
-    and the caption's embedding is the direction from the noise frames to the tone frames of the 1-s query clip
-    (the tone fills 0.25-0.75 s of it), not of the recording searched."""
-    with torch.no_grad():
-        for layer in model.audio_model.layers:
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
-        frames, _ = model.get_audio_frame_features(**processor(audio=[query]))
-        times = (torch.arange(frames.shape[1]) + 0.5) * FRAME
-        tone = (times > 0.3) & (times < 0.7)
-        quiet = (times < 0.2) | (times > 0.8)
-        direction = frames[0, tone].mean(0) - frames[0, quiet].mean(0)
-        tokens = processor(text=[CAPTION])
-        _, text_output = model.get_text_features(**tokens, return_backbone_output=True)
-        normed = model.text_projection.layer_norm(text_output.last_hidden_state[0, 0])
-        model.text_projection.proj.weight.copy_(torch.outer(direction, normed) / normed.dot(normed))
-
-
 def test_an_event_in_a_60_s_recording_is_found_within_one_frame(frame_dir, tmp_path):
     register_pipeline()
     pipe = pipeline("audio-text-retrieval", model=str(frame_dir), windowing=Windowing(frame_seconds=FRAME))
     recording, query = recording_with_event(60, EVENT_AT, RATE)
-    _plant(pipe.model, pipe.processor, query)
+    plant_tone_caption(pipe.model, pipe.processor, query, CAPTION)
     (tmp_path / "field.wav").write_bytes(encode_wav(recording, RATE, subtype="FLOAT"))
     index = pipe.index([str(tmp_path / "field.wav")], show_progress=False)
     assert index.frame_seconds == FRAME and len(index) == 1500  # 60 s, one entry per 40-ms frame
@@ -112,7 +94,7 @@ def test_an_event_in_a_60_s_recording_is_found_within_one_frame(frame_dir, tmp_p
     assert abs(above[:, 1].max() - (EVENT_AT + EVENT_SECONDS)) <= 5 * ONE_FRAME
     # Pooled to 0.2 s: entries (and hits) carry spans on that grid; the best inside one holds the event.
     coarse = pipeline("audio-text-retrieval", model=str(frame_dir), windowing=Windowing(frame_seconds=0.2))
-    _plant(coarse.model, coarse.processor, query)
+    plant_tone_caption(coarse.model, coarse.processor, query, CAPTION)
     coarse_index = coarse.index([str(tmp_path / "field.wav")], show_progress=False)
     coarse_spans = np.array(coarse_index.spans)
     np.testing.assert_allclose(coarse_spans[:, 0], np.arange(300) * 0.2, atol=1e-9)
