@@ -692,27 +692,27 @@ def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp,
     from datasets import Array2D, List, Value
     from tiny_models import feature_dataset, raw_audio_dataset, training_args
 
-    from hf_atr.commands import fine_tune
+    from hf_atr.commands import feature_cache
     from hf_atr.commands.train_arguments import DataArguments
 
     processor = make_processor()
     clips = raw_audio_dataset([1.0, 1.0, 1.0])
     data = DataArguments(dataset="unused", features_cache_dir=str(in_tmp / "features"))
     training = training_args(in_tmp / "run")
-    assert fine_tune.FEATURE_STORAGE_VERSION == 2
-    key = fine_tune.feature_cache_key(clips, processor, "transformers")
-    monkeypatch.setattr(fine_tune, "FEATURE_STORAGE_VERSION", 1)
-    old_key = fine_tune.feature_cache_key(clips, processor, "transformers")
+    assert feature_cache.FEATURE_STORAGE_VERSION == 2
+    key = feature_cache.feature_cache_key(clips, processor, "transformers")
+    monkeypatch.setattr(feature_cache, "FEATURE_STORAGE_VERSION", 1)
+    old_key = feature_cache.feature_cache_key(clips, processor, "transformers")
     monkeypatch.undo()
-    assert old_key != key and fine_tune.feature_cache_key(clips, processor, "transformers") == key
+    assert old_key != key and feature_cache.feature_cache_key(clips, processor, "transformers") == key
     (in_tmp / "features").mkdir()
     old_cache = in_tmp / "features" / f"train-{old_key}.arrow"
     stale = feature_dataset(2).map(lambda row: row, cache_file_name=str(old_cache))
     assert stale.features["input_values"] == List(List(Value("float32")))
     extracted = count_featurized_clips(monkeypatch)
-    split = fine_tune.extract_features(processor, clips, "train", data, training)
+    split = feature_cache.extract_features(processor, clips, "train", data, training)
     assert sum(extracted) == 3 and split.features["audio_id"] == ["clip0", "clip1", "clip2"]
     assert split.features.features["input_values"] == Array2D((100, 32), "float32")
     assert (in_tmp / "features" / f"train-{key}.arrow").is_file() and old_cache.is_file()
-    again = fine_tune.extract_features(processor, clips, "train", data, training)
+    again = feature_cache.extract_features(processor, clips, "train", data, training)
     assert sum(extracted) == 3 and again.features.features["input_values"] == Array2D((100, 32), "float32")
