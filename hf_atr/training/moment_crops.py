@@ -30,6 +30,7 @@ import soundfile
 import torch
 
 from ..data.audio import AudioDecodeError, read_audio_span
+from ..data.moments import MOMENT_COLUMNS, is_moment_dataset
 from ..data.schema import ENGLISH, check_caption
 from ..lazy import get_logger
 from ..objectives.batch import NEGATIVE_AUDIO
@@ -46,13 +47,6 @@ NEGATIVE_CROP = "negative_crop"
 """Item entry of :class:`MomentCropDataset`: the negative crop's row (``audio``, ``audio_id``, ``epoch``) or None."""
 MOMENTS_VIEW = "pairs_from_moments"
 """The training view of moment data (:mod:`hf_atr.training.objective_setup`), chosen by the data, not the objective."""
-MOMENT_COLUMNS = ("audio", "recording_id", "duration", "qid", "query", "windows")
-"""The columns of a moment dataset that training reads."""
-
-
-def is_moment_dataset(dataset: Any) -> bool:
-    """Whether ``dataset`` has the columns of :func:`~hf_atr.data.moments.load_moments` (:data:`MOMENT_COLUMNS`)."""
-    return set(MOMENT_COLUMNS) <= set(getattr(dataset, "column_names", ()) or ())
 
 
 def default_crop_seconds(processor: AtrProcessor) -> float:
@@ -253,7 +247,6 @@ class MomentCropCollator:
 __all__ = [
     "DEFAULT_CROP_SECONDS",
     "MOMENTS_VIEW",
-    "MOMENT_COLUMNS",
     "MomentCropCollator",
     "MomentCropDataset",
     "crop_id",
@@ -261,5 +254,4 @@ __all__ = [
     "crop_outside",
     "default_crop_seconds",
     "free_intervals",
-    "is_moment_dataset",
 ]

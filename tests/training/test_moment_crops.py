@@ -10,7 +10,7 @@ import pytest
 import soundfile
 import torch
 
-from hf_atr.data.moments import load_moments
+from hf_atr.data.moments import is_moment_dataset, load_moments
 from hf_atr.objectives.batch import AUDIO_IDS, NEGATIVE_AUDIO
 from hf_atr.objectives.registry import build_objective
 from hf_atr.training import AtrTrainer, WaveformCollator, objective_training_setup
@@ -24,7 +24,6 @@ from hf_atr.training.moment_crops import (
     crop_outside,
     default_crop_seconds,
     free_intervals,
-    is_moment_dataset,
 )
 from tests.moment_fixtures import write_moment_set
 from tests.tiny_models import SAMPLING_RATE, make_model, make_processor, training_args
