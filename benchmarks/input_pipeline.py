@@ -16,7 +16,16 @@ Side by side in one run, on the same 5-s and 10-s clips (``--seconds``) cut from
      device (what the training step runs on :class:`~hf_atr.training.waveform_collator.WaveformCollator`'s
      output, whose DataLoader workers pad).
    The largest difference between the per-clip and the batched outputs is printed (dB for CLAP and PANNs,
-   log-mel units for the others).
+   log-mel units for the others);
+3. a raw-audio batch from the DataLoader worker to device-ready inputs (``--transfer-clips`` clips of
+   ``--transfer-seconds`` s of mono 16-bit WAV at 48 kHz, CLAP's rate, which ``WaveformCollator`` sends as int16
+   PCM; issue 22 §2), float32 against int16 side by side: in the worker, decoding and padding the batch
+   (:func:`hf_atr.data.audio.decode_audio` to float32 against :func:`hf_atr.data.pcm.decode_pcm16`); in the
+   training process, the bytes each batch moves, the CPU time of receiving it from a real DataLoader worker
+   (``next()``, this thread only: the worker's own copy into shared memory is not the training process's cost),
+   and the wall time of making it device-ready (pinning on CUDA, the copy to ``--device``, and for int16 the
+   scaling to float32, :func:`hf_atr.training.device_features.waveforms_as_float`). ``--transfer-only`` runs
+   this part alone.
 
 Timings are the best (``--statistic median``: the median) of ``--repeats`` rounds in which the methods
 alternate, by wall clock and by this thread's CPU time; CPU runs use one thread
@@ -44,14 +53,99 @@ import soundfile
 import torch
 from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
 
-from hf_atr.data.audio import decode_audio, encode_wav
+from hf_atr.data.audio import decode_audio, encode_wav, resample
+from hf_atr.data.pcm import decode_pcm16
 from hf_atr.features import batched_features_for, pad_waveforms
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
+from hf_atr.training.device_features import waveforms_as_float
 
 FILE_RATE = 44100
 FROM_ARRAYS = "batched, from arrays"
 FROM_PADDED = "batched, padded batch"
 REALAUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio"
+TRANSFER_RATE = 48000
+"""CLAP's rate: the raw-audio batch of part 3 is stored (and sent) at it."""
+
+
+class ReadyBatches(torch.utils.data.Dataset):
+    """``count`` copies of one collated waveform batch, each a fresh tensor: what a worker hands over per batch."""
+
+    def __init__(self, batch: torch.Tensor, count: int) -> None:
+        self.batch, self.count = batch, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.batch.clone()
+
+
+def transfer_timings(batch: torch.Tensor, device: torch.device, rounds: int) -> tuple[float, float]:
+    """Median seconds per batch in the training process: (this thread's CPU time in ``next()`` on a one-worker
+    DataLoader, wall time from the received batch to float32 on ``device``, read once as the featurizer will)."""
+    loader = torch.utils.data.DataLoader(
+        ReadyBatches(batch, rounds + 1), batch_size=None, num_workers=1, prefetch_factor=2
+    )
+    receive, ready = [], []
+    batches = iter(loader)
+    next(batches)  # the worker's start-up
+    for _ in range(rounds):
+        cpu = time.thread_time()
+        received = next(batches)
+        receive.append(time.thread_time() - cpu)
+        wall = time.perf_counter()
+        if device.type == "cuda":
+            received = received.pin_memory()
+        waveforms = waveforms_as_float(received.to(device, non_blocking=True))
+        waveforms.sum()  # the featurizer's first read: on the CPU, where the pages of shared memory fault in
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ready.append(time.perf_counter() - wall)
+        del received, waveforms
+    return statistics.median(receive), statistics.median(ready)
+
+
+def transfer_section(sources: list[np.ndarray], args: argparse.Namespace, device: torch.device) -> None:
+    """Part 3 of the module docstring."""
+    clips = cut_clips(sources, args.transfer_seconds, args.transfer_clips)
+    encoded = [encode_wav(resample(clip, FILE_RATE, TRANSFER_RATE), TRANSFER_RATE) for clip in clips]
+    as_float = partial(decode_all, encoded, TRANSFER_RATE)
+
+    def as_stored() -> list[np.ndarray]:
+        return [decode_pcm16({"bytes": data, "path": None}, TRANSFER_RATE) for data in encoded]
+
+    collated = {
+        "float32": lambda: pad_waveforms(as_float())[0],
+        "int16": lambda: pad_waveforms(as_stored(), dtype=torch.int16)[0],
+    }
+    worker = timed_seconds(collated, args.repeats, args.statistic)
+    batches = {name: collate() for name, collate in collated.items()}
+    assert torch.equal(waveforms_as_float(batches["int16"]), batches["float32"]), "int16 path differs"
+    per_256 = 256 / args.transfer_clips
+    print(
+        f"\nRaw-audio batch, worker to device-ready: {args.transfer_clips} clips of {args.transfer_seconds:g} s, mono "
+        f"16-bit WAV at {TRANSFER_RATE // 1000} kHz; device {device}; ms per 256 clips (scaled from "
+        f"{args.transfer_clips}); receive = this thread's CPU time in next() on a 1-worker DataLoader, device-ready "
+        f"= {'pin + ' if device.type == 'cuda' else ''}copy to {device} + scaling to float32 + one read (median of "
+        f"{args.transfer_rounds} batches); int16 is scaled to exactly the float32 batch:"
+    )
+    print(
+        "| waveforms | bytes per batch | worker: decode + pad | receive | device-ready | training process |"
+    )
+    print("|---|---|---|---|---|---|")
+    rows = {}
+    for name, batch in batches.items():
+        receive, ready = transfer_timings(batch, device, args.transfer_rounds)
+        rows[name] = (worker[name][0], receive, ready)
+        print(
+            f"| {name} | {batch.nbytes / 1e6:.1f} MB | {1000 * worker[name][0] * per_256:.0f} | "
+            f"{1000 * receive * per_256:.1f} | {1000 * ready * per_256:.1f} | {1000 * (receive + ready) * per_256:.1f} |"
+        )
+    ratios = [rows["int16"][index] / rows["float32"][index] for index in range(3)]
+    print(
+        f"| int16 / float32 | {batches['int16'].nbytes / batches['float32'].nbytes:.2f} | {ratios[0]:.2f} | "
+        f"{ratios[1]:.2f} | {ratios[2]:.2f} | {(rows['int16'][1] + rows['int16'][2]) / (rows['float32'][1] + rows['float32'][2]):.2f} |"
+    )
 
 
 def recordings(folder: Path) -> list[np.ndarray]:
@@ -144,6 +238,10 @@ def main() -> None:
         help="comma-separated subset of AST,Whisper,CLAP,PANNs",
     )
     parser.add_argument("--realaudio", type=Path, default=REALAUDIO)
+    parser.add_argument("--transfer-clips", type=int, default=256, help="clips per raw-audio batch (part 3)")
+    parser.add_argument("--transfer-seconds", type=float, default=10.0, help="their duration")
+    parser.add_argument("--transfer-rounds", type=int, default=5, help="batches received per dtype")
+    parser.add_argument("--transfer-only", action="store_true", help="run part 3 alone")
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cpu":
@@ -162,6 +260,9 @@ def main() -> None:
     )
     if device.type == "cuda":
         print(f"GPU: {torch.cuda.get_device_name(device)}")
+    if args.transfer_only:
+        transfer_section(sources, args, device)
+        return
 
     extractors = {
         "AST": ASTFeatureExtractor(),
@@ -283,6 +384,7 @@ def main() -> None:
         print(
             f"| {name} | {seconds:.0f} s | {baseline} | {base_wall:.0f} | {' | '.join(cells)} | {difference:.1e} |"
         )
+    transfer_section(sources, args, device)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,14 @@ the same embeddings; its time is printed against one clip per caption (measured 
 once at 10k x 50k), and at Clotho size every key is compared with the batched argsort loop given the
 same relevance lists.
 
+Moment retrieval (issue 24): `hf_atr.metrics.moments.moment_retrieval_metrics` on 10k random queries (1-5
+annotated moments, 0-14 predictions each; 1k with --quick) against the per-query reference the tests check it
+with (tests/moment_reference.py: loops over queries, thresholds, predictions and moments, as Moment-DETR's script
+runs), values compared to 1e-12.
+
     python benchmarks/metrics.py            # both problems (a few minutes)
     python benchmarks/metrics.py --quick    # a small problem, seconds
+    python benchmarks/metrics.py --moments-only
 
 Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
 """
@@ -44,13 +50,18 @@ import argparse
 import ctypes
 import gc
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hf_atr.metrics.moments import moment_retrieval_metrics
 from hf_atr.metrics.retrieval import retrieval_metrics_from_embeddings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from moment_reference import brute_force_moment_metrics, random_moment_problem  # noqa: E402
 
 CAPTIONS_PER_CLIP = 5
 EMBED_DIM = 512
@@ -295,6 +306,27 @@ def compare(name: str, n_audio: int, fraction: float) -> float:
     return speedup
 
 
+def compare_moments(n_queries: int, repeats: int = 3) -> float:
+    """Moment retrieval metrics of `n_queries` random queries: ours (best of `repeats`) against the per-query loop."""
+    predictions, references = random_moment_problem(0, n_queries)
+    seconds = min(measure(moment_retrieval_metrics, predictions, references)[0] for _ in range(repeats))
+    ours_metrics = moment_retrieval_metrics(predictions, references)
+    loop_seconds, _, loop_metrics = measure(brute_force_moment_metrics, predictions, references)
+    windows = sum(len(record["pred_relevant_windows"]) for record in predictions)
+    print(
+        f"\n== moment retrieval: {n_queries:,} queries, {windows:,} predicted windows\n"
+        f"{'moment_retrieval_metrics (best of ' + str(repeats) + ')':<52}{seconds:>10.3f} s\n"
+        f"{'per-query loop (tests/moment_reference.py)':<52}{loop_seconds:>10.3f} s"
+        f"{loop_seconds / seconds:>12.1f}x"
+    )
+    mismatches = {
+        k: (v, loop_metrics[k]) for k, v in ours_metrics.items() if abs(v - loop_metrics[k]) > 1e-12
+    }
+    print(f"values equal to the per-query loop's within 1e-12 ({len(ours_metrics)} keys): {not mismatches}")
+    assert not mismatches, f"values differ: {mismatches}"
+    return loop_seconds / seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -304,7 +336,11 @@ def main() -> None:
         "--full-baseline", action="store_true", help="run the baseline on every query at 10k x 50k"
     )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
+    parser.add_argument("--moments-only", action="store_true", help="only the moment retrieval row (10k queries)")
     args = parser.parse_args()
+    if args.moments_only:
+        compare_moments(10_000)
+        return
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(
@@ -318,12 +354,14 @@ def main() -> None:
     matrix_product_alone(warm_up_audio, warm_up_text)
     if args.quick:
         compare("quick", 200, 1.0)
+        compare_moments(1_000)
         return
     speedups = [
         compare("Clotho-size", 1_045, 1.0),
         compare("10k x 50k", 10_000, 1.0 if args.full_baseline else 0.04),
     ]
     print(f"\nspeed-ups: {', '.join(f'{s:.1f}x' for s in speedups)}; target >= {TARGET_SPEEDUP:.0f}x")
+    compare_moments(10_000)
 
 
 if __name__ == "__main__":

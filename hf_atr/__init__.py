@@ -43,6 +43,8 @@ _LAZY_NAMES = {
     "retrieval_metrics": ".metrics.retrieval",
     "retrieval_metrics_from_embeddings": ".metrics.retrieval",
     "load_retrieval_metric": ".metrics.retrieval",
+    "moment_retrieval_metrics": ".metrics.moments",
+    "load_moment_retrieval_metric": ".metrics.moments",
     "push_to_hub": ".pipelines.sharing",
     "ModelCardCallback": ".training.callbacks",
     "write_model_card": ".model_card",

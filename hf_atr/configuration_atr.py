@@ -12,16 +12,19 @@ from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.utils import logging
 
-from .objectives.registry import default_scoring, validate_objective_config
+from .objectives.registry import default_logit_initialisation, default_scoring, validate_objective_config
 
 logger = logging.get_logger(__name__)
 
-SCORING_KINDS = ("cosine", "euclidean", "mahalanobis")
+SCORING_KINDS = ("cosine", "euclidean", "mahalanobis", "dot")
+LOGIT_SCALE_FORMS = ("log", "raw")
+"""How the scoring head stores its logit scale: ``"log"`` (CLIP: the factor is ``exp(logit_scale)``, capped at
+100) or ``"raw"`` (PE-Audio: the parameter is the factor itself, 0 at its initialisation, which has no log form)."""
 POOLING_KINDS = ("mean", "cls", "max", "pooler")
 PROJECTION_KINDS = ("linear", "mlp")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Version of the saved ``config.json`` format. Files written before versioning (hf-atr up to issue 12) are
 format 0 and read through :data:`MIGRATIONS`."""
 SCORING_BEFORE_FORMAT_2 = "cosine"
@@ -43,7 +46,31 @@ def _from_format_1(config_dict: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_format_0, 1: _from_format_1}
+LOGIT_SCALE_INIT_BEFORE_FORMAT_3 = math.log(1 / 0.07)
+"""What a config without ``logit_scale_init`` meant up to format 2 (CLIP's); from format 3 the objective's paper
+decides (:func:`~hf_atr.objectives.registry.default_logit_initialisation`)."""
+
+
+def _from_format_2(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Format 2 -> 3: the head stored a log scale, had no bias, and an absent ``logit_scale_init`` meant CLIP's.
+
+    From format 3 an absent ``logit_bias`` / ``logit_scale_init`` means the objective's paper (``sigmoid``: a bias
+    of −10, scale log 10), so the older meaning is written in.
+    """
+    return {
+        **config_dict,
+        "logit_scale_init": config_dict.get("logit_scale_init", LOGIT_SCALE_INIT_BEFORE_FORMAT_3),
+        "logit_scale_form": config_dict.get("logit_scale_form", "log"),
+        "logit_bias": config_dict.get("logit_bias", False),
+        "format_version": 3,
+    }
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    0: _from_format_0,
+    1: _from_format_1,
+    2: _from_format_2,
+}
 """Format ``n`` -> the function that turns a saved format-``n`` dict into format ``n + 1``."""
 
 _loading_saved_config: ContextVar[bool] = ContextVar("_loading_saved_config", default=False)
@@ -74,6 +101,9 @@ class AtrConfig(PreTrainedConfig):
             head, linear (with bias) → `projection_hidden_act` → linear (with bias), both to `projection_dim`.
         projection_hidden_act (`str`, defaults to `"relu"`):
             Activation between the two layers of the `"mlp"` projection (a `transformers.activations` name).
+        projection_layer_norm (`bool`, defaults to `False`):
+            A LayerNorm (eps 1e-6, with affine parameters) on the pooled vector before the projection: with a
+            `"linear"` projection, PE-Audio's contrastive heads (`audio_head`, `text_audio_head`).
         separate_logit_scales (`bool`, defaults to `False`):
             `False`: one learnable logit scale. `True`: two, as CLAP (`logit_scale_t`, `logit_scale_a`):
             `logits_per_text` (text→audio) use the head's `logit_scale`, `logits_per_audio` (audio→text, and
@@ -83,15 +113,27 @@ class AtrConfig(PreTrainedConfig):
             holds no state for them), it runs in eval mode (dropout off, batch-norm statistics fixed) and
             without autograd.
         scoring (`str`, *optional*):
-            Scoring head: `"cosine"` similarity, negative `"euclidean"` distance, or negative
+            Scoring head: `"cosine"` similarity, `"dot"` product of embeddings that are not L2-normalised
+            (PE-Audio; no ground metric, so no OT objective), negative `"euclidean"` distance, or negative
             `"mahalanobis"` distance with a learnable PSD matrix (m-LTM Eq. 9). It is also the ground cost of
             the OT objectives. Defaults to the metric of the objective's paper
             (`hf_atr.objectives.registry.default_scoring`): `"euclidean"` for `iot`, `iot_partial` and `dart` on
             an IOT base (DART Eq. 4, m-LTM Eq. 9 with M = I), `"cosine"` for the contrastive objectives
             (`contrastive`, `triplet`, `kcl`, `cacl`, `random_language`, `ask`, `dart` on a contrastive base).
             For unit embeddings both rank identically; the OT objectives' plans and gradients differ.
-        logit_scale_init (`float`, defaults to log(1/0.07)):
-            Initial log inverse temperature of the scoring head (CLIP's 2.6592).
+        logit_scale_init (`float`, *optional*):
+            Initial log inverse temperature of the scoring head: the factor starts at `exp(logit_scale_init)`.
+            Defaults to the objective's paper: CLIP's log(1/0.07) = 2.6592, SigLIP's log 10 for `sigmoid`.
+        logit_scale_form (`str`, defaults to `"log"`):
+            How the head stores the scale: `"log"` (the factor is `exp(logit_scale)`, capped at 100) or `"raw"`
+            (the parameter is the factor, uncapped: PE-Audio's `text_audio_logit_scale`, 0 at its
+            initialisation, has no log form).
+        logit_bias (`bool`, *optional*):
+            Whether the head adds a learnable bias to its logits (SigLIP Eq. 1's `b`, PE-Audio's
+            `text_audio_logit_bias`). Defaults to the objective's paper: `True` for `sigmoid`, else `False`. A bias
+            changes no ranking; only the sigmoid objective and the logits see it.
+        logit_bias_init (`float`, *optional*):
+            Initial bias; defaults to the objective's paper (SigLIP's −10 for `sigmoid`, else 0).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
             Training objective: a registered name and its hyperparameters, e.g.
             `{"name": "triplet", "margin": 0.2}`. See `hf_atr.objectives.available_objectives()`. A new
@@ -124,7 +166,7 @@ class AtrConfig(PreTrainedConfig):
     audio_pooling: str = "mean"
     text_pooling: str = "mean"
     scoring: str | None = None
-    logit_scale_init: float = math.log(1 / 0.07)
+    logit_scale_init: float | None = None
     objective: dict[str, Any] | None = None
     text_pooling_normalize: bool = False
     projection: str = "linear"
@@ -132,6 +174,10 @@ class AtrConfig(PreTrainedConfig):
     separate_logit_scales: bool = False
     freeze_audio: bool = False
     freeze_text: bool = False
+    projection_layer_norm: bool = False
+    logit_scale_form: str = "log"
+    logit_bias: bool | None = None
+    logit_bias_init: float | None = None
     format_version: int = FORMAT_VERSION
 
     @classmethod
@@ -155,6 +201,7 @@ class AtrConfig(PreTrainedConfig):
                     f"{SCORING_KINDS}."
                 )
             self.scoring = default_scoring(self.objective)
+        self._resolve_logit_initialisation(objective_installed)
         self._check_values()
         if "attn_implementation" not in kwargs:
             # PreTrainedConfig sets its sub-configs' attention implementation to this config's (None): a tower
@@ -183,6 +230,28 @@ class AtrConfig(PreTrainedConfig):
             return False
         return True
 
+    def _resolve_logit_initialisation(self, objective_installed: bool) -> None:
+        """Fill ``logit_scale_init``, ``logit_bias`` and ``logit_bias_init`` left unset from the objective's paper."""
+        unset = [
+            name
+            for name in ("logit_scale_init", "logit_bias", "logit_bias_init")
+            if getattr(self, name) is None
+        ]
+        if not unset:
+            return
+        if not objective_installed:
+            raise ValueError(
+                f"This config leaves {unset} unset, and its objective {self.objective!r} is not installed here to "
+                "say how its paper initialises the logits; set them."
+            )
+        scale_init, bias_init = default_logit_initialisation(self.objective)
+        if self.logit_scale_init is None:
+            self.logit_scale_init = scale_init
+        if self.logit_bias is None:
+            self.logit_bias = bias_init is not None
+        if self.logit_bias_init is None:
+            self.logit_bias_init = 0.0 if bias_init is None else bias_init
+
     def _check_values(self) -> None:
         """Fail at construction with a plain ``ValueError`` that lists the allowed values."""
         if self.scoring not in SCORING_KINDS:
@@ -204,8 +273,13 @@ class AtrConfig(PreTrainedConfig):
             )
         if not isinstance(self.projection_dim, int) or self.projection_dim <= 0:
             raise ValueError(f"`projection_dim` must be a positive integer, got {self.projection_dim!r}.")
-        if not math.isfinite(self.logit_scale_init):
-            raise ValueError(f"`logit_scale_init` must be finite, got {self.logit_scale_init!r}.")
+        for field_name in ("logit_scale_init", "logit_bias_init"):
+            if not math.isfinite(getattr(self, field_name)):
+                raise ValueError(f"`{field_name}` must be finite, got {getattr(self, field_name)!r}.")
+        if self.logit_scale_form not in LOGIT_SCALE_FORMS:
+            raise ValueError(
+                f"`logit_scale_form` must be one of {LOGIT_SCALE_FORMS}, got {self.logit_scale_form!r}."
+            )
 
 
 def register_auto_config() -> None:
@@ -234,6 +308,7 @@ __all__ = [
     "ATR_CONFIG_FIELDS",
     "AtrConfig",
     "FORMAT_VERSION",
+    "LOGIT_SCALE_FORMS",
     "POOLING_KINDS",
     "PROJECTION_KINDS",
     "SCORING_KINDS",

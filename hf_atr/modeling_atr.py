@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,15 @@ from .models.clap.convert_clap_checkpoint import (
     convert_clap_state_dict,
     load_clap_checkpoint,
 )
+from .models.pe_audio.convert_pe_audio_checkpoint import (
+    PE_AUDIO_DEFAULT_OBJECTIVE,
+    PE_AUDIO_FIXED_CONFIG_FIELDS,
+    atr_config_kwargs_from_pe_audio,
+    convert_pe_audio_state_dict,
+    load_pe_audio_checkpoint,
+)
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
+from .scoring_head import AtrScoringHead, stored_logit_scale
 from .towers import pooler_modules, tower_from_config, tower_from_pretrained
 
 if TYPE_CHECKING:
@@ -36,12 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.get_logger(__name__)
 
-MAX_LOGIT_SCALE = 100.0
-"""CLIP's cap on ``exp(logit_scale)`` (temperature ≥ 0.01), which keeps early training stable."""
-
-_SQUARED_DISTANCE_FLOOR = 1e-12
-"""Floor under squared distances before the square root, whose gradient is infinite at zero."""
-
 
 @dataclass
 class AtrOutput(ModelOutput):
@@ -50,8 +53,8 @@ class AtrOutput(ModelOutput):
     Args:
         logits_per_text: ``(n_text, n_audio)`` scaled scores (higher is a better match).
         logits_per_audio: ``(n_audio, n_text)``, the transpose.
-        text_embeds: ``(n_text, projection_dim)`` L2-normalised caption embeddings.
-        audio_embeds: ``(n_audio, projection_dim)`` L2-normalised audio embeddings.
+        text_embeds: ``(n_text, projection_dim)`` caption embeddings, L2-normalised (not with ``scoring="dot"``).
+        audio_embeds: ``(n_audio, projection_dim)`` audio embeddings, L2-normalised (not with ``scoring="dot"``).
         text_model_output / audio_model_output: the backbones' raw outputs.
     """
 
@@ -61,117 +64,6 @@ class AtrOutput(ModelOutput):
     audio_embeds: torch.Tensor | None = None
     text_model_output: Any = None
     audio_model_output: Any = None
-
-
-def _capped_exp(log_scale: torch.Tensor) -> torch.Tensor:
-    """``exp(log_scale)`` capped at :data:`MAX_LOGIT_SCALE`, computed in at least float32 (a 0-dim tensor, so
-    it never changes the dtype of the scores it multiplies)."""
-    return log_scale.to(torch.promote_types(log_scale.dtype, torch.float32)).exp().clamp(max=MAX_LOGIT_SCALE)
-
-
-class AtrScoringHead(nn.Module):
-    r"""Scores caption/audio embedding pairs: cosine similarity, or a negative ground-metric distance.
-
-    - ``"cosine"``: ``s(t, a) = tᵀa`` (embeddings are unit vectors); ground metric ``1 − tᵀa``.
-    - ``"euclidean"``: ``s(t, a) = −‖t − a‖₂``.
-    - ``"mahalanobis"``: ``s(t, a) = −sqrt((t − a)ᵀ M (t − a))`` with a learnable PSD ``M``
-      (m-LTM Eq. 9), kept PSD by :meth:`project_to_psd_` after each optimizer step.
-
-    Logits are ``exp(logit_scale) · s`` with ``exp(logit_scale)`` capped at 100. With
-    ``separate_scales`` (CLAP's ``logit_scale_t`` / ``logit_scale_a``), ``logits_per_text`` use
-    ``logit_scale`` and ``logits_per_audio`` a second parameter, ``audio_logit_scale``; otherwise both
-    directions share ``logit_scale``. Scales are exponentiated in at least float32 and the metric matrix is
-    cast to the dtype of the embeddings it scores, so float32 objectives score exactly with a half-precision
-    model.
-    """
-
-    def __init__(self, kind: str, dim: int, logit_scale_init: float, separate_scales: bool = False) -> None:
-        super().__init__()
-        self.kind = kind
-        self.logit_scale = nn.Parameter(torch.tensor(float(logit_scale_init)))
-        if separate_scales:
-            self.audio_logit_scale = nn.Parameter(torch.tensor(float(logit_scale_init)))
-        if kind == "mahalanobis":
-            self.metric_matrix = nn.Parameter(torch.eye(dim))
-
-    def scale(self) -> torch.Tensor:
-        """``exp(logit_scale)``, capped at :data:`MAX_LOGIT_SCALE`: the factor of ``logits_per_text``."""
-        return _capped_exp(self.logit_scale)
-
-    def audio_scale(self) -> torch.Tensor:
-        """The factor of ``logits_per_audio``: ``exp(audio_logit_scale)`` (capped), or :meth:`scale` when shared."""
-        if not hasattr(self, "audio_logit_scale"):
-            return self.scale()
-        return _capped_exp(self.audio_logit_scale)
-
-    def symmetric_metric(self) -> torch.Tensor:
-        """``(dim, dim)`` ``(M + Mᵀ) / 2``, the matrix the quadratic form ``(x − y)ᵀ M (x − y)`` actually uses."""
-        return (self.metric_matrix + self.metric_matrix.T) / 2
-
-    def distance(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Ground metric between rows: ``x`` ``(n, dim)``, ``y`` ``(m, dim)`` → ``(n, m)``.
-
-        Squared distances come from the expansion ``xᵀSx + ySy − 2xᵀSy`` (never an ``n × m × dim`` tensor),
-        floored at 1e-12 before the square root so coincident points keep finite gradients. For
-        Mahalanobis, ``S = (M + Mᵀ)/2``: the expansion with ``M`` itself has the same value, but its gradient
-        with respect to ``M`` carries a spurious antisymmetric part (``−2 x yᵀ`` is not symmetric) that Adam
-        would amplify before the projection; with ``S`` the gradient of each squared distance is exactly
-        ``(x − y)(x − y)ᵀ``, as for the explicit ``(x − y)ᵀ M (x − y)`` (m-LTM Eq. 9, 11).
-        """
-        if self.kind == "cosine":
-            return 1.0 - x @ y.T
-        if self.kind == "mahalanobis":
-            metric = self.symmetric_metric().to(x.dtype)
-            x_metric, y_metric = x @ metric, y @ metric
-        else:
-            x_metric, y_metric = x, y
-        squared = (x_metric * x).sum(-1)[:, None] + (y_metric * y).sum(-1)[None, :] - 2.0 * x_metric @ y.T
-        return squared.clamp(min=_SQUARED_DISTANCE_FLOOR).sqrt()
-
-    def similarity(self, text_embeds: torch.Tensor, audio_embeds: torch.Tensor) -> torch.Tensor:
-        """Unscaled ``(n_text, n_audio)`` similarity: cosine, or the negative ground metric."""
-        if self.kind == "cosine":
-            return text_embeds @ audio_embeds.T
-        return -self.distance(text_embeds, audio_embeds)
-
-    def forward(self, text_embeds: torch.Tensor, audio_embeds: torch.Tensor) -> torch.Tensor:
-        """``(n_text, n_audio)`` logits = scale · similarity (``logits_per_text``)."""
-        return self.scale() * self.similarity(text_embeds, audio_embeds)
-
-    def audio_logits(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> torch.Tensor:
-        """``(n_audio, n_text)`` logits = audio scale · similarityᵀ (``logits_per_audio``, zero-shot scores)."""
-        return self.audio_scale() * self.similarity(text_embeds, audio_embeds).T
-
-    @torch.no_grad()
-    def project_to_psd_(self) -> None:
-        """Project ``M`` onto the PSD cone: symmetrise, clamp eigenvalues at 0 (DESIGN.md). No-op otherwise.
-
-        m-LTM's ``Proj`` (after Eq. 11) clamps singular values, which are never negative; the eigenvalues of
-        the symmetric part are what must be clamped.
-        """
-        if self.kind != "mahalanobis":
-            return
-        symmetric = self.symmetric_metric()
-        eigenvalues, eigenvectors = torch.linalg.eigh(
-            symmetric.to(torch.promote_types(symmetric.dtype, torch.float32))
-        )
-        projected = (eigenvectors * eigenvalues.clamp(min=0)) @ eigenvectors.T
-        self.metric_matrix.copy_((projected + projected.T) / 2)
-
-    @torch.no_grad()
-    def transform(self, embeds: torch.Tensor) -> torch.Tensor:
-        """Map ``(n, dim)`` embeddings so that their Euclidean geometry is the head's metric (``M^{1/2} x``).
-
-        Used to index Mahalanobis embeddings in an L2 index; identity for the other kinds.
-        """
-        if self.kind != "mahalanobis":
-            return embeds
-        symmetric = self.symmetric_metric()
-        eigenvalues, eigenvectors = torch.linalg.eigh(
-            symmetric.to(torch.promote_types(symmetric.dtype, torch.float32))
-        )
-        square_root = (eigenvectors * eigenvalues.clamp(min=0).sqrt()) @ eigenvectors.T
-        return embeds @ square_root.to(embeds.dtype)
 
 
 class AtrPreTrainedModel(PreTrainedModel):
@@ -186,9 +78,12 @@ class AtrPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, AtrScoringHead):
-            init.constant_(module.logit_scale, self.config.logit_scale_init)
+            initial_scale = stored_logit_scale(self.config.logit_scale_init, module.scale_form)
+            init.constant_(module.logit_scale, initial_scale)
             if hasattr(module, "audio_logit_scale"):
-                init.constant_(module.audio_logit_scale, self.config.logit_scale_init)
+                init.constant_(module.audio_logit_scale, initial_scale)
+            if hasattr(module, "logit_bias"):
+                init.constant_(module.logit_bias, self.config.logit_bias_init)
             if module.kind == "mahalanobis":
                 init.copy_(module.metric_matrix, torch.eye(module.metric_matrix.shape[0]))
         elif isinstance(module, nn.Linear):
@@ -222,11 +117,31 @@ class AtrProjectionMLP(nn.Module):
         return self.linear2(self.activation(self.linear1(hidden_states)))
 
 
+class AtrNormedProjection(nn.Module):
+    """PE-Audio's contrastive head (``PeAudioContrastiveHead``): LayerNorm (eps 1e-6) → the projection.
+
+    ``(batch, in_dim)`` → ``(batch, out_dim)``; ``config.projection_layer_norm``.
+    """
+
+    LAYER_NORM_EPS = 1e-6
+
+    def __init__(self, in_dim: int, projection: nn.Module) -> None:
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(in_dim, eps=self.LAYER_NORM_EPS)
+        self.proj = projection
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.layer_norm(hidden_states))
+
+
 def _projection(config: AtrConfig, in_dim: int) -> nn.Module:
-    """A tower's projection to ``config.projection_dim``: bias-free linear, or CLAP's two-layer head."""
+    """A tower's projection to ``config.projection_dim``: bias-free linear, or CLAP's two-layer head; behind a
+    LayerNorm with ``projection_layer_norm`` (PE-Audio)."""
     if config.projection == "mlp":
-        return AtrProjectionMLP(in_dim, config.projection_dim, config.projection_hidden_act)
-    return nn.Linear(in_dim, config.projection_dim, bias=False)
+        projection = AtrProjectionMLP(in_dim, config.projection_dim, config.projection_hidden_act)
+    else:
+        projection = nn.Linear(in_dim, config.projection_dim, bias=False)
+    return AtrNormedProjection(in_dim, projection) if config.projection_layer_norm else projection
 
 
 def _pool(
@@ -256,6 +171,29 @@ def _pool(
     return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
+def _checkpoint_config_kwargs(
+    kwargs: dict[str, Any], fixed_fields: tuple[str, ...], method: str, family: str
+) -> dict[str, Any]:
+    """Pop the :class:`AtrConfig` fields out of ``kwargs`` (the rest go to ``from_pretrained``), refusing those the
+    checkpoint fixes."""
+    config_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in ATR_CONFIG_FIELDS}
+    fixed = sorted(set(config_kwargs) & set(fixed_fields))
+    if fixed:
+        raise ValueError(f"{method}: {fixed} are set by the {family} checkpoint and cannot be changed.")
+    return config_kwargs
+
+
+def _audio_mask_argument(audio_model: nn.Module) -> str:
+    """The name under which ``audio_model.forward`` takes the audio mask: ``attention_mask``, or ``padding_mask``
+    for towers that take only that (PE-Audio's encoder raises a ``TypeError`` on ``attention_mask``)."""
+    parameters = inspect.signature(audio_model.forward).parameters
+    return (
+        "padding_mask"
+        if "padding_mask" in parameters and "attention_mask" not in parameters
+        else "attention_mask"
+    )
+
+
 def _frozen_context(frozen: bool) -> contextlib.AbstractContextManager:
     """No autograd through a frozen tower (nothing to store for a backward pass that never reaches it)."""
     return torch.no_grad() if frozen else contextlib.nullcontext()
@@ -272,7 +210,8 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
     hf-atr's mapping for towers ``AutoModel`` cannot build, such as CLAP's).
 
     Starting points: :meth:`from_audio_text_pretrained` (two backbones, new projections),
-    :meth:`from_clap` (a whole ``ClapModel`` checkpoint), or ``from_pretrained`` (an hf-atr model).
+    :meth:`from_clap` (a whole ``ClapModel`` checkpoint), :meth:`from_pe_audio` (a whole ``PeAudioModel``
+    checkpoint), or ``from_pretrained`` (an hf-atr model).
 
     Example::
 
@@ -306,7 +245,12 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         self.audio_projection = _projection(config, config.audio_config.hidden_size)
         self.text_projection = _projection(config, config.text_config.hidden_size)
         self.scoring_head = AtrScoringHead(
-            config.scoring, config.projection_dim, config.logit_scale_init, config.separate_logit_scales
+            config.scoring,
+            config.projection_dim,
+            config.logit_scale_init,
+            config.separate_logit_scales,
+            scale_form=config.logit_scale_form,
+            bias_init=config.logit_bias_init if config.logit_bias else None,
         )
         self.post_init()
         self._freeze_towers()
@@ -373,12 +317,13 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         return_backbone_output: bool = False,
         project: bool = True,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Embed audio: ``(batch, projection_dim)``, L2-normalised.
+        """Embed audio: ``(batch, projection_dim)``, L2-normalised (not with ``scoring="dot"``).
 
         Args:
             input_values / input_features: what the backbone's feature extractor produced (AST and
                 wav2vec2 take ``input_values``; Whisper, CLAP and PANNs ``input_features``).
-            audio_attention_mask: the feature extractor's ``attention_mask``, for backbones that take one.
+            audio_attention_mask: the feature extractor's ``attention_mask`` (``padding_mask`` for PE-Audio), for
+                backbones that take one: passed under the name the tower's ``forward`` takes.
             is_longer: CLAP's fusion flag ``(batch, 1)`` (used by fused CLAP checkpoints).
             project: ``False`` returns the tower's pooled embedding ``(batch, hidden_size)`` before the
                 projection (not normalised).
@@ -388,7 +333,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             for name, value in (
                 ("input_values", input_values),
                 ("input_features", input_features),
-                ("attention_mask", audio_attention_mask),
+                (_audio_mask_argument(self.audio_model), audio_attention_mask),
                 ("is_longer", is_longer),
             )
             if value is not None
@@ -406,7 +351,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             getattr(backbone_output, "pooler_output", None),
         )
         if project:
-            embeds = nn.functional.normalize(self.audio_projection(embeds), dim=-1)
+            embeds = self._normalized(self.audio_projection(embeds))
         return (embeds, backbone_output) if return_backbone_output else embeds
 
     def get_text_features(
@@ -417,7 +362,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         return_backbone_output: bool = False,
         project: bool = True,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Embed token ids ``(batch, seq)``: ``(batch, projection_dim)``, L2-normalised.
+        """Embed token ids ``(batch, seq)``: ``(batch, projection_dim)``, L2-normalised (not with ``scoring="dot"``).
 
         Args:
             project: ``False`` returns the tower's pooled embedding ``(batch, hidden_size)`` before the
@@ -438,8 +383,14 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         if self.config.text_pooling_normalize:
             embeds = nn.functional.normalize(embeds, dim=-1)
         if project:
-            embeds = nn.functional.normalize(self.text_projection(embeds), dim=-1)
+            embeds = self._normalized(self.text_projection(embeds))
         return (embeds, backbone_output) if return_backbone_output else embeds
+
+    def _normalized(self, projected: torch.Tensor) -> torch.Tensor:
+        """Projected embeddings as the scoring head scores them: L2-normalised, but for ``"dot"`` scoring."""
+        if not self.scoring_head.normalizes_embeddings:
+            return projected
+        return nn.functional.normalize(projected, dim=-1)
 
     def forward(
         self,
@@ -572,22 +523,59 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             ClapCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor
                 has no place in the hf-atr model (the keys are named).
         """
-        config_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in ATR_CONFIG_FIELDS}
-        fixed = sorted(set(config_kwargs) & set(CLAP_FIXED_CONFIG_FIELDS))
-        if fixed:
-            raise ValueError(f"from_clap: {fixed} are set by the CLAP checkpoint and cannot be changed.")
+        config_kwargs = _checkpoint_config_kwargs(kwargs, CLAP_FIXED_CONFIG_FIELDS, "from_clap", "CLAP")
         clap = load_clap_checkpoint(clap_name_or_path, **kwargs)
         config = AtrConfig(**atr_config_kwargs_from_clap(clap.config), **config_kwargs)
-        clap_state = clap.state_dict()
         model = cls(config=config, audio_model=clap.audio_model, text_model=clap.text_model)
-        atr_shapes = {key: tensor.shape for key, tensor in model.state_dict().items()}
-        model.load_state_dict(
-            convert_clap_state_dict(clap_state, atr_shapes, source=str(clap_name_or_path)), strict=False
+        return model._load_converted(clap.state_dict(), convert_clap_state_dict, str(clap_name_or_path))
+
+    @classmethod
+    def from_pe_audio(cls, pe_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrDualEncoderModel:
+        """Convert a transformers ``PeAudioModel`` checkpoint (Perception Encoder audio-text: ``facebook/pe-av-small``,
+        ``-base``, ``-large``) into an hf-atr model with identical embeddings and logits.
+
+        The ``PeAudioEncoder`` audio tower (its class token: ``audio_pooling="pooler"``) and ModernBERT text tower
+        (first token: ``text_pooling="cls"``) keep their weights, PE's contrastive heads (LayerNorm → bias-free
+        linear) become ``projection_layer_norm=True`` linear projections, and its raw ``text_audio_logit_scale`` and
+        ``text_audio_logit_bias`` the scoring head's (``scoring="dot"``: embeddings not normalised,
+        ``logit_scale_form="raw"``, ``logit_bias=True``). ``logits_per_audio`` then equal ``PeAudioModel``'s
+        ``logits_audio_text``. The objective defaults to ``sigmoid`` (PE-Audio's), starting from the checkpoint's
+        scale and bias. Pair with :meth:`hf_atr.AtrProcessor.from_pe_audio`: the audio tower reads raw 48-kHz
+        waveforms with their ``padding_mask``.
+
+        Keyword arguments that are :class:`AtrConfig` fields go to the config (``objective``, ``freeze_audio``,
+        ...; the fields the checkpoint fixes are refused); the others to ``PeAudioModel.from_pretrained``.
+
+        Raises:
+            PeAudioCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor has
+                no place in the hf-atr model (the keys are named).
+        """
+        config_kwargs = _checkpoint_config_kwargs(
+            kwargs, PE_AUDIO_FIXED_CONFIG_FIELDS, "from_pe_audio", "PE-Audio"
         )
-        return model.eval()
+        config_kwargs.setdefault("objective", dict(PE_AUDIO_DEFAULT_OBJECTIVE))
+        pe_model = load_pe_audio_checkpoint(pe_name_or_path, **kwargs)
+        config = AtrConfig(**atr_config_kwargs_from_pe_audio(pe_model.config), **config_kwargs)
+        model = cls(config=config, audio_model=pe_model.audio_encoder, text_model=pe_model.text_model)
+        return model._load_converted(pe_model.state_dict(), convert_pe_audio_state_dict, str(pe_name_or_path))
+
+    def _load_converted(
+        self, source_state: dict[str, torch.Tensor], convert: Any, source: str
+    ) -> AtrDualEncoderModel:
+        """Load a converted checkpoint's tensors (``convert(state, shapes, source)`` names any that do not fit)."""
+        atr_shapes = {key: tensor.shape for key, tensor in self.state_dict().items()}
+        self.load_state_dict(convert(source_state, atr_shapes, source=source), strict=False)
+        return self.eval()
 
 
-__all__ = ["AtrDualEncoderModel", "AtrOutput", "AtrPreTrainedModel", "AtrProjectionMLP", "AtrScoringHead"]
+__all__ = [
+    "AtrDualEncoderModel",
+    "AtrNormedProjection",
+    "AtrOutput",
+    "AtrPreTrainedModel",
+    "AtrProjectionMLP",
+    "AtrScoringHead",
+]
 
 
 def register_auto_classes() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from datasets import Features, Value
 from transformers import (
     AutoFeatureExtractor,
     AutoProcessor,
@@ -15,12 +16,14 @@ from transformers import (
     BatchFeature,
     ClapFeatureExtractor,
     ClapProcessor,
+    PeAudioFeatureExtractor,
 )
 from transformers.processing_utils import ProcessorMixin
 from transformers.utils import logging
 
 from .configuration_atr import AtrConfig
 from .data.audio import AudioDecodeError, audio_clips, decode_audio
+from .data.feature_storage import GatheredRows, feature_storage_types, first_dimension_varies, stack_rows
 from .data.schema import check_caption
 from .features.registry import batched_features_for
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
@@ -56,6 +59,7 @@ class AtrProcessor(ProcessorMixin):
 
     def __init__(self, feature_extractor: Any, tokenizer: Any) -> None:
         super().__init__(feature_extractor, tokenizer)
+        self._varying_frames: frozenset[str] | None = None
 
     @classmethod
     def from_clap(cls, clap_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
@@ -71,6 +75,23 @@ class AtrProcessor(ProcessorMixin):
                 "ClapFeatureExtractor: it is not a CLAP checkpoint."
             )
         return cls(clap_processor.feature_extractor, clap_processor.tokenizer)
+
+    @classmethod
+    def from_pe_audio(cls, pe_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
+        """The raw-waveform feature extractor and tokenizer of a PE-Audio checkpoint (``PeAudioProcessor``).
+
+        Pair with :meth:`hf_atr.AtrDualEncoderModel.from_pe_audio`. The extractor reflect-pads each 48-kHz clip to
+        a multiple of its hop (1920 samples) and marks that padding valid; its ``padding_mask`` reaches the model as
+        ``audio_attention_mask``. Keyword arguments go to ``from_pretrained``.
+        """
+        # PeAudioProcessor.from_pretrained would read any extractor's settings into a PeAudioFeatureExtractor.
+        feature_extractor = AutoFeatureExtractor.from_pretrained(pe_name_or_path, **kwargs)
+        if not isinstance(feature_extractor, PeAudioFeatureExtractor):
+            raise ValueError(
+                f"{pe_name_or_path} has a {type(feature_extractor).__name__}, not a PeAudioFeatureExtractor: it is "
+                "not a PE-Audio checkpoint."
+            )
+        return cls(feature_extractor, AutoTokenizer.from_pretrained(pe_name_or_path, **kwargs))
 
     @classmethod
     def from_audio_text_pretrained(
@@ -227,6 +248,33 @@ class AtrProcessor(ProcessorMixin):
                 features = {name: value.cpu().numpy() for name, value in features.items()}
         return model_audio_inputs(features)
 
+    def feature_storage_types(self) -> dict[str, Any]:
+        """The ``datasets`` type that stores each audio input (:func:`~hf_atr.data.feature_storage.storage_type`,
+        e.g. CLAP's ``input_features``: ``Array3D(shape=(1, 1001, 64), dtype="float32")``), probed on silent clips of
+        one analysis frame and of two (the batched torch twins give the extractor's shapes)."""
+        minimum = minimum_samples(self.feature_extractor)
+        short, long = (
+            model_audio_inputs(
+                self.feature_extractor(
+                    [np.zeros(length, dtype=np.float32)],
+                    sampling_rate=self.sampling_rate,
+                    return_tensors="np",
+                )
+            )
+            for length in (minimum, 2 * minimum)
+        )
+        return feature_storage_types(short, long)
+
+    def varying_frame_inputs(self) -> frozenset[str]:
+        """The audio inputs whose first dimension (frames) grows with the clip, e.g. wav2vec2's ``input_values`` and
+        their ``audio_attention_mask``; a batch of them is padded. Empty for extractors that pad or cut every clip
+        to their window (AST, Whisper, CLAP, PANNs). Probed once (:meth:`feature_storage_types`)."""
+        if self._varying_frames is None:
+            self._varying_frames = frozenset(
+                name for name, kind in self.feature_storage_types().items() if first_dimension_varies(kind)
+            )
+        return self._varying_frames
+
     def extract_audio_features(
         self,
         dataset: Any,
@@ -241,8 +289,8 @@ class AtrProcessor(ProcessorMixin):
     ) -> Any:
         """Run the feature extractor once over a ``datasets.Dataset``/``DatasetDict`` with ``Dataset.map``.
 
-        Adds the extractor's output columns (e.g. ``input_values``); datasets caches the result next to
-        the dataset's files, so a second call is free. ``feature_backend="torch"`` computes each map batch
+        Adds the extractor's output columns (e.g. ``input_values``) as fixed-shape arrays (:meth:`feature_storage_types`),
+        which a training batch reads in one gather; datasets caches the result beside the dataset's files. ``feature_backend="torch"`` computes each map batch
         with the batched torch twin on the CPU.
 
         A clip that cannot be decoded (empty file, not audio, corrupt; named by its ``audio_id``) is left
@@ -319,6 +367,8 @@ class AtrProcessor(ProcessorMixin):
             return {**features, DECODE_ERROR_COLUMN: errors}
 
         remove_columns = None if keep_audio else [audio_column]
+        kept = {name: kind for name, kind in dataset.features.items() if keep_audio or name != audio_column}
+        stored = Features({**kept, **self.feature_storage_types(), DECODE_ERROR_COLUMN: Value("string")})
         cache = {} if cache_file_name is None else {"cache_file_name": cache_file_name}
         where = f"split {split!r}" if split is not None else "the dataset"
         with collect_cut_clips(
@@ -331,6 +381,7 @@ class AtrProcessor(ProcessorMixin):
                 num_proc=num_proc,
                 with_indices=True,
                 remove_columns=remove_columns,
+                features=stored,
                 desc="Extracting audio features",
                 **cache,
             )
@@ -349,11 +400,15 @@ class AtrProcessor(ProcessorMixin):
         return featurized.remove_columns(DECODE_ERROR_COLUMN)
 
 
+AUDIO_MASK_NAMES = ("attention_mask", "padding_mask")
+"""Names feature extractors give the mask of their padding (PE-Audio's is ``padding_mask``)."""
+
+
 def model_audio_inputs(features: Any) -> dict[str, Any]:
-    """An extractor's outputs as model inputs: its ``attention_mask`` renamed ``audio_attention_mask``
-    (the text's ``attention_mask`` keeps the plain name), everything else as is."""
+    """An extractor's outputs as model inputs: its ``attention_mask`` (or PE-Audio's ``padding_mask``) renamed
+    ``audio_attention_mask`` (the text's ``attention_mask`` keeps the plain name), everything else as is."""
     return {
-        "audio_attention_mask" if name == "attention_mask" else name: value
+        "audio_attention_mask" if name in AUDIO_MASK_NAMES else name: value
         for name, value in features.items()
     }
 
@@ -361,7 +416,9 @@ def model_audio_inputs(features: Any) -> dict[str, Any]:
 def audio_batch(
     processor: AtrProcessor, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]
 ) -> dict[str, Any]:
-    """Audio model inputs for ``rows``: their precomputed features stacked, or raw ``audio`` featurised now."""
+    """Audio model inputs for ``rows``: their precomputed features stacked (where the extractor's frames vary with
+    the clip, :meth:`AtrProcessor.varying_frame_inputs`, padded at the end with its ``padding_value``, the mask with
+    0), or raw ``audio`` featurised now."""
     feature_name = next((name for name in AUDIO_INPUT_NAMES if name in rows[0]), None)
     if feature_name is None:
         if "audio" not in rows[0]:
@@ -371,30 +428,40 @@ def audio_batch(
             )
         arrays = processor.decode([row["audio"] for row in rows], audio_ids)
         return dict(processor(audio=arrays, return_tensors="pt", audio_names=audio_ids))
-    inputs = {feature_name: stack_feature([row[feature_name] for row in rows], feature_name, audio_ids)}
-    for name in ("audio_attention_mask", "is_longer"):
-        if name in rows[0]:
-            inputs[name] = stack_feature([row[name] for row in rows], name, audio_ids)
+    padding = {name: 0 for name in processor.varying_frame_inputs()}  # the mask's padding
+    if feature_name in padding:
+        padding[feature_name] = float(getattr(processor.feature_extractor, "padding_value", 0.0))
+    inputs = {}
+    for name in (feature_name, "audio_attention_mask", "is_longer"):
+        stacked = rows.stacked(name) if isinstance(rows, GatheredRows) else None
+        if stacked is not None:  # read in one gather: already one array
+            inputs[name] = model_tensor(stacked)
+        elif name in rows[0]:
+            inputs[name] = stack_feature([row[name] for row in rows], name, audio_ids, padding.get(name))
     return inputs
 
 
-def stack_feature(values: Sequence[Any], name: str, audio_ids: Sequence[str]) -> torch.Tensor:
-    """Stack per-clip features (lists, arrays or tensors) into one tensor, naming the clip that does not fit."""
-    arrays = [np.asarray(value) for value in values]
-    clips_by_shape: dict[tuple[int, ...], list[str]] = {}
-    for audio_id, array in zip(audio_ids, arrays):
-        clips_by_shape.setdefault(array.shape, []).append(audio_id)
-    if len(clips_by_shape) > 1:
-        shapes = "; ".join(f"{shape} for {ids[:5]}" for shape, ids in clips_by_shape.items())
-        raise ValueError(
-            f"Feature {name!r} has different shapes across clips: {shapes}. Extract features with "
-            "padding/truncation to a fixed length."
-        )
-    stacked = np.stack(arrays)
-    # datasets hands back float64 for float32 features stored as nested lists; models expect float32.
-    return torch.from_numpy(
-        stacked.astype(np.float32) if np.issubdtype(stacked.dtype, np.floating) else stacked
-    )
+def stack_feature(
+    values: Sequence[Any], name: str, audio_ids: Sequence[str], padding_value: float | None = None
+) -> torch.Tensor:
+    """Stack per-clip features (lists, arrays or tensors) into one tensor: floats as float32, integers as int64.
+
+    With a ``padding_value`` (features whose frames vary with the clip), clips whose features differ in their first
+    dimension only are padded at the end (:func:`~hf_atr.data.feature_storage.stack_rows`); a clip that does not
+    fit is named.
+    """
+    stacked = stack_rows([np.asarray(value) for value in values], audio_ids, name, padding_value)
+    return model_tensor(stacked)
+
+
+def model_tensor(array: np.ndarray) -> torch.Tensor:
+    """A stacked feature as the model takes it: floats as float32, integers as int64, bools as they are."""
+    array = np.require(array, requirements="W")  # torch warns on read-only memory (an Arrow buffer)
+    if np.issubdtype(array.dtype, np.floating):  # float64 from features stored as nested lists
+        return torch.from_numpy(array.astype(np.float32, copy=False))
+    if np.issubdtype(array.dtype, np.integer):
+        return torch.from_numpy(array.astype(np.int64, copy=False))
+    return torch.from_numpy(array)
 
 
 def register_auto_processor() -> None:

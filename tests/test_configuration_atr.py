@@ -33,7 +33,7 @@ def test_subconfigs_from_dicts_resolve_any_model_type():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"scoring": "dot"}, "`scoring` must be one of ('cosine', 'euclidean', 'mahalanobis')"),
+        ({"scoring": "inner"}, "`scoring` must be one of ('cosine', 'euclidean', 'mahalanobis', 'dot')"),
         ({"audio_pooling": "attention"}, "`audio_pooling` must be one of ('mean', 'cls', 'max', 'pooler')"),
         ({"text_pooling": "lasttoken"}, "`text_pooling` must be one of ('mean', 'cls', 'max', 'pooler')"),
         ({"projection": "mlp3"}, "`projection` must be one of ('linear', 'mlp')"),
@@ -125,15 +125,15 @@ def test_model_trained_with_a_plugin_objective_loads_and_encodes_without_the_plu
 
 def test_configs_carry_their_format_version_and_older_formats_are_migrated(tmp_path):
     AtrConfig().save_pretrained(tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["format_version"] == FORMAT_VERSION == 2
+    assert json.loads((tmp_path / "config.json").read_text())["format_version"] == FORMAT_VERSION == 3
     # As written before formats were versioned, by a version that already had the CLAP-style options.
     unversioned = AtrConfig(projection_dim=8, projection="mlp", separate_logit_scales=True).to_dict()
     del unversioned["format_version"]
-    assert migrate_config_dict(unversioned)["format_version"] == 2
+    assert migrate_config_dict(unversioned)["format_version"] == 3
     loaded = AtrConfig.from_dict(unversioned)
     assert (loaded.projection_dim, loaded.projection, loaded.separate_logit_scales) == (8, "mlp", True)
-    with pytest.raises(ValueError, match="saved in format 3, but this hf-atr reads formats up to 2; upgrade"):
-        AtrConfig.from_dict({**unversioned, "format_version": 3})
+    with pytest.raises(ValueError, match="saved in format 4, but this hf-atr reads formats up to 3; upgrade"):
+        AtrConfig.from_dict({**unversioned, "format_version": 4})
 
 
 @pytest.mark.parametrize("format_version", [0, 1])

@@ -48,10 +48,12 @@ FLOORS = {
     "hf_atr.hub": 3,
     # 4 model and processor
     "hf_atr.modeling_atr": 4,
+    "hf_atr.scoring_head": 4,
     "hf_atr.processing_atr": 4,
     "hf_atr.windowing": 4,
-    # 5 what encodes or reads a model: encoding, evaluation, the model card
+    # 5 what encodes or reads a model: encoding (audio_encoding: its audio), evaluation, the model card
     "hf_atr.encoding": 5,
+    "hf_atr.audio_encoding": 5,
     "hf_atr.evaluation": 5,
     "hf_atr.model_card": 5,
     # 6 knowledge, 7 training

@@ -7,7 +7,13 @@ import pytest
 import soundfile
 import torch
 from datasets import Dataset, DatasetDict
-from tiny_models import SAMPLING_RATE, make_processor, random_waveforms, save_tiny_clap_checkpoint
+from tiny_models import (
+    SAMPLING_RATE,
+    make_processor,
+    random_waveforms,
+    save_tiny_clap_checkpoint,
+    tiny_clap_feature_extractor,
+)
 from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExtractor
 
 import hf_atr  # noqa: F401  (registers AutoProcessor)
@@ -265,3 +271,31 @@ def test_extract_audio_features_names_the_clips_it_cuts_once_per_split(caplog):
         "extract_audio_features on split 'train': 3 clip(s) longer than the feature extractor's 1.01-s window are "
         "cut to the first 1.01 s: take1 (2.5 s), take2 (2.5 s), take3 (2.5 s)." in caplog.text
     )
+
+
+@pytest.mark.parametrize("feature_backend", ["transformers", "torch"])
+def test_extract_audio_features_stores_fixed_shape_arrays(feature_backend):
+    from datasets import Array2D, Array3D, List, Value
+
+    clips = Dataset.from_dict(
+        {
+            "audio_id": ["a", "b", "c"],
+            "audio": [{"array": w, "sampling_rate": SAMPLING_RATE} for w in random_waveforms(3)],
+        }
+    )
+    ast = make_processor().extract_audio_features(clips, batch_size=2, feature_backend=feature_backend)
+    assert ast.features["input_values"] == Array2D((100, 32), "float32")
+    assert ast.features["audio_id"] == Value("string") and "_audio_decode_error" not in ast.features
+    clap_processor = AtrProcessor(tiny_clap_feature_extractor(), make_processor().tokenizer)
+    assert clap_processor.feature_storage_types() == {
+        "input_features": Array3D((1, 101, 64), "float32"),
+        "is_longer": List(Value("bool"), length=1),
+    }
+    assert clap_processor.varying_frame_inputs() == frozenset()
+    kept = clap_processor.extract_audio_features(clips, keep_audio=True, feature_backend=feature_backend)
+    assert kept.features["input_features"] == Array3D((1, 101, 64), "float32")
+    assert kept.features["audio"] == clips.features["audio"]
+    direct = clap_processor(audio=random_waveforms(3))
+    stored = kept.with_format("numpy")[:]
+    np.testing.assert_allclose(stored["input_features"], direct["input_features"].numpy(), atol=2e-4)
+    assert stored["is_longer"].tolist() == direct["is_longer"].tolist()

@@ -80,6 +80,17 @@ def test_the_knowledge_base_returns_the_nearest_pair(encoded):
     torch.testing.assert_close(scores[:, 0], expected.max(dim=1).values)
 
 
+def test_moment_retrieval_metrics_score_a_predicted_moment():
+    # IoU([2, 6], [2, 7]) = 4 / 5: R1 and AP reach every threshold up to 0.80, 7 of the 10 that mAP averages.
+    metrics = hf_atr.moment_retrieval_metrics(
+        [{"qid": 1, "pred_relevant_windows": [[2.0, 6.0, 0.9]]}],
+        [{"qid": 1, "relevant_windows": [[2.0, 7.0]]}],
+    )
+    assert metrics == pytest.approx(
+        {"R1@0.5": 1.0, "R1@0.7": 1.0, "mAP@0.5": 1.0, "mAP@0.75": 1.0, "mAP": 0.7}
+    )
+
+
 def test_every_exported_name_is_the_object_its_module_defines():
     for name, module in hf_atr._LAZY_NAMES.items():
         assert getattr(hf_atr, name) is getattr(importlib.import_module(module, "hf_atr"), name), name

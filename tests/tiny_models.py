@@ -18,6 +18,10 @@ from transformers import (
     ClapFeatureExtractor,
     ClapModel,
     ClapProcessor,
+    PeAudioConfig,
+    PeAudioFeatureExtractor,
+    PeAudioModel,
+    PeAudioProcessor,
     RobertaTokenizer,
     TrainingArguments,
     WhisperConfig,
@@ -423,3 +427,53 @@ def save_towers(directory: Path, seed: int = 0) -> tuple[Path, Path]:
     source.text_model.save_pretrained(text_dir)
     processor.tokenizer.save_pretrained(text_dir)
     return audio_dir, text_dir
+
+
+PE_AUDIO_SAMPLING_RATE = 48000
+PE_AUDIO_HOP = 1920
+"""PE-Audio reads 48-kHz waveforms, one frame per 1920 samples (40 ms): its DAC strides 2 · 8 · 10 · 12."""
+
+
+def tiny_pe_audio_config(vocab_size: int) -> PeAudioConfig:
+    """PE-Audio's layout (DAC-style waveform encoder with pe-av's strides, a transformer, ModernBERT) at a tiny width:
+    a 4-channel DAC, two 24-wide encoder layers, a two-layer 32-wide ModernBERT."""
+    text_config = dict(
+        model_type="modernbert",
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        global_attn_every_n_layers=1,
+        local_attention=16,
+        pad_token_id=0,
+        bos_token_id=None,
+        eos_token_id=None,
+        cls_token_id=None,
+        sep_token_id=None,
+    )
+    audio_config = dict(
+        hidden_size=24,
+        intermediate_size=40,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        head_dim=12,
+        dac_config=dict(encoder_hidden_size=4, hidden_size=16, codebook_dim=8),
+    )
+    return PeAudioConfig(text_config=text_config, audio_config=audio_config)
+
+
+def save_tiny_pe_audio_checkpoint(
+    directory, seed: int = 0, scale: float = 2.5, bias: float = -1.5
+) -> PeAudioModel:
+    """A random-init ``PeAudioModel`` and its ``PeAudioProcessor`` saved as ``facebook/pe-av-*`` are laid out, with a
+    non-zero logit scale and bias (both are 0 at PE's initialisation, where every logit is 0)."""
+    tokenizer = tiny_tokenizer()
+    torch.manual_seed(seed)
+    pe_model = PeAudioModel(tiny_pe_audio_config(len(tokenizer))).eval()
+    with torch.no_grad():
+        pe_model.text_audio_logit_scale.fill_(scale)
+        pe_model.text_audio_logit_bias.fill_(bias)
+    pe_model.save_pretrained(directory)
+    PeAudioProcessor(PeAudioFeatureExtractor(), tokenizer).save_pretrained(directory)
+    return pe_model

@@ -15,6 +15,9 @@ function they feed) and the function that runs it.
 A builder that loads no corpus (a synthesizer) is one more row: its arguments and a function that makes its
 ``DatasetDict`` (:func:`dataset_builder`), or a run function of its own.
 
+The options are declared in :mod:`~hf_atr.commands.builder_options` and the output written by
+:mod:`~hf_atr.commands.dataset_output`; their names are importable from here too.
+
 A problem with the input ends the command with one line, ``<prog>: error: <message>``, and exit status 1
 (:func:`exit_on_input_error`); a bad command line exits with status 2, as ``argparse`` does. This module imports
 ``datasets`` and the loaders: :mod:`hf_atr.commands.build_dataset` imports it only once the command runs.
@@ -23,156 +26,40 @@ A problem with the input ends the command with one line, ``<prog>: error: <messa
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from datasets import DatasetDict, load_from_disk
 
+from hf_atr.commands.builder_options import (
+    ENCODING_OPTION,
+    OUTPUT_OPTIONS,
+    OVERLAP_OPTIONS,
+    Option,
+    add_options,
+    audio_dir_option,
+    missing_option,
+    option,
+    path_argument,
+    splits_option,
+)
+from hf_atr.commands.dataset_output import (
+    apply_overlap_arguments,
+    check_export_arguments,
+    exit_on_input_error,
+    export_dataset_dict,
+)
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS
 from hf_atr.data.corpora import load_corpus
-from hf_atr.data.corpus_utils import MISSING_POLICIES, embed_audio_bytes, expand_path
+from hf_atr.data.corpus_utils import MISSING_POLICIES, expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS
+from hf_atr.data.language_codes import normalize_language_code
 from hf_atr.data.moment_synthesis import DEFAULT_SAMPLING_RATE, synthesize_moments
-from hf_atr.data.multilingual import load_translations, normalize_language_code
-from hf_atr.data.overlap import OVERLAP_CRITERIA, read_wavcaps_blocklist, remove_overlap
+from hf_atr.data.multilingual import load_translations
 from hf_atr.data.shards import DEFAULT_CLIPS_PER_SHARD, SHARD_FORMATS, write_audio_text_shards
 from hf_atr.data.wavcaps import WAVCAPS_OFFICIAL_CLIPS
-from hf_atr.lazy import get_logger
-
-logger = get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class Option:
-    """One command-line argument of a builder.
-
-    Attributes:
-        flags: ``("--audio-dir",)``; for a positional argument its name (``("data_dir",)``).
-        settings: the keywords of ``ArgumentParser.add_argument`` (``help``, ``type``, ``choices``, ``dest``, ...).
-        group: the title of the argument group that lists it in ``--help`` (``None``: the parser's own options).
-        exclusive: options with the same name here exclude one another (``None``: no such set).
-    """
-
-    flags: tuple[str, ...]
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    group: str | None = None
-    exclusive: str | None = None
-
-    @property
-    def dest(self) -> str:
-        """The attribute that holds its value after parsing (``argparse``'s rule: ``dest``, else the first flag
-        without its dashes, inner dashes as underscores)."""
-        return self.settings.get("dest") or self.flags[0].lstrip("-").replace("-", "_")
-
-
-def option(*flags: str, group: str | None = None, exclusive: str | None = None, **settings: Any) -> Option:
-    """``option("--splits", nargs="+", help=...)``: an :class:`Option` written as ``add_argument`` is called."""
-    return Option(flags, settings, group, exclusive)
-
-
-def add_options(parser: argparse.ArgumentParser, options: Iterable[Option]) -> None:
-    """Add ``options`` to ``parser`` in order, each group (and set of exclusive options) created at its first option."""
-    groups: dict[str, Any] = {}
-    exclusive_sets: dict[str, Any] = {}
-    for argument in options:
-        container: Any = parser
-        if argument.group is not None:
-            if argument.group not in groups:
-                groups[argument.group] = parser.add_argument_group(argument.group)
-            container = groups[argument.group]
-        if argument.exclusive is not None:
-            if argument.exclusive not in exclusive_sets:
-                exclusive_sets[argument.exclusive] = container.add_mutually_exclusive_group()
-            container = exclusive_sets[argument.exclusive]
-        container.add_argument(*argument.flags, **argument.settings)
-
-
-def path_argument(name: str, help: str) -> Option:
-    """The positional argument ``name``: a path (``~`` expanded), described by ``help``."""
-    return option(name, type=expand_path, help=help)
-
-
-def audio_dir_option(help: str) -> Option:
-    """``--audio-dir DIR`` (the loaders' ``audio_dir``): where the corpus's audio is, as ``help`` says."""
-    return option("--audio-dir", type=expand_path, help=help)
-
-
-def splits_option(help: str) -> Option:
-    """``--splits NAME ...`` (the loaders' ``splits``), described by ``help``."""
-    return option("--splits", nargs="+", help=help)
-
-
-def missing_option(what: str = "bad clips/rows") -> Option:
-    """``--missing error|skip`` (the loaders' ``missing``): raise on or skip ``what``."""
-    return option("--missing", choices=MISSING_POLICIES, default="error", help=f"Raise on or skip {what}.")
-
-
-ENCODING_OPTION = option(
-    "--encoding",
-    default="utf-8",
-    help="Text encoding of the metadata files (a Python codec name such as cp1252 or shift_jis; default utf-8).",
-)
-"""``--encoding``: the text encoding of the metadata files, for every command that loads a corpus (the builders,
-``examples/zero_shot_esc50.py``); a file not valid in it fails with a message naming the encodings to try."""
-
-OUTPUT_OPTIONS: tuple[Option, ...] = (
-    option(
-        "--output-dir",
-        type=expand_path,
-        help="Directory to write to: DatasetDict.save_to_disk, or <split>.parquet files with --parquet.",
-        group="output",
-    ),
-    option("--parquet", action="store_true", help="Write one Parquet file per split.", group="output"),
-    option(
-        "--embed-audio",
-        action="store_true",
-        help="With --parquet: store the audio bytes instead of absolute paths to the files (save_to_disk and "
-        "--push-to-hub always store the bytes).",
-        group="output",
-    ),
-    option(
-        "--push-to-hub",
-        metavar="REPO",
-        help="Also push to this Hugging Face Hub dataset repository (needs network and a token; audio is embedded).",
-        group="output",
-    ),
-    option("--private", action="store_true", help="Create the Hub repository as private.", group="output"),
-)
-"""Where a :func:`dataset_builder` writes its ``DatasetDict`` (:func:`export_dataset_dict`)."""
-
-OVERLAP_GROUP = "overlap filter (remove evaluation clips from training data)"
-OVERLAP_OPTIONS: tuple[Option, ...] = (
-    option(
-        "--exclude-overlap-with",
-        nargs="+",
-        type=expand_path,
-        default=[],
-        metavar="DIR",
-        help="DatasetDicts saved by the other build_*.py scripts (e.g. Clotho and AudioCaps test): clips "
-        "that are clips of theirs are removed.",
-        group=OVERLAP_GROUP,
-    ),
-    option(
-        "--blocklist",
-        type=expand_path,
-        metavar="JSON",
-        help="A WavCaps block list (json_files/blacklist/*.json): its Freesound and YouTube ids are removed.",
-        group=OVERLAP_GROUP,
-    ),
-    option(
-        "--overlap-by",
-        nargs="+",
-        choices=OVERLAP_CRITERIA,
-        default=list(OVERLAP_CRITERIA),
-        help="Match by source id and/or audio content (default: both).",
-        group=OVERLAP_GROUP,
-    ),
-)
-"""The overlap filter (:mod:`hf_atr.data.overlap`) of the builders of training data (:func:`apply_overlap_arguments`)."""
 
 
 @dataclass(frozen=True)
@@ -367,73 +254,6 @@ def build_moments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     for problem in report.skipped:
         print(f"  skipped {problem}")
     return 0
-
-
-@contextlib.contextmanager
-def exit_on_input_error(parser: argparse.ArgumentParser) -> Iterator[None]:
-    """Within the block, a problem with the command's input (a loader's ``FileNotFoundError``, or a ``ValueError``
-    such as ``CorpusFormatError`` or ``AudioDecodeError``, whose messages name the file, line, field or value) ends
-    the command with that message and exit status 1 instead of a traceback."""
-    try:
-        yield
-    except (FileNotFoundError, ValueError) as error:
-        parser.exit(1, f"{parser.prog}: error: {error}\n")
-
-
-def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Fail through ``parser.error`` (exit status 2) when no destination is given."""
-    if args.output_dir is None and args.push_to_hub is None:
-        parser.error("give --output-dir and/or --push-to-hub REPO.")
-    if args.parquet and args.output_dir is None:
-        parser.error("--parquet needs --output-dir.")
-
-
-def apply_overlap_arguments(
-    dataset: DatasetDict, args: argparse.Namespace
-) -> tuple[DatasetDict, dict[str, str]]:
-    """Run the overlap filter the options of :data:`OVERLAP_OPTIONS` ask for.
-
-    Returns the filtered dataset and, per split, the filter's one-line summary for the command to show
-    (``(dataset, {})`` when no option asks for the filter).
-    """
-    if not args.exclude_overlap_with and args.blocklist is None:
-        return dataset, {}
-    references = [load_from_disk(str(path)) for path in args.exclude_overlap_with]
-    blocked = read_wavcaps_blocklist(args.blocklist) if args.blocklist is not None else set()
-    filtered, reports = remove_overlap(dataset, references, by=args.overlap_by, exclude_source_ids=blocked)
-    return filtered, {split: report.summary() for split, report in reports.items()}
-
-
-def export_dataset_dict(dataset: DatasetDict, args: argparse.Namespace) -> list[str]:
-    """Write ``dataset`` as the options of :data:`OUTPUT_OPTIONS` ask; returns what was written.
-
-    ``save_to_disk`` and ``push_to_hub`` copy the audio files' bytes into the dataset (``datasets`` embeds
-    local files of ``Audio`` columns), so their output no longer needs the corpus directory; Parquet keeps
-    the absolute paths unless ``--embed-audio`` is given.
-    """
-    empty = [split for split, split_dataset in dataset.items() if len(split_dataset) == 0]
-    if empty:
-        # datasets cannot reload a saved 0-row split (IndexError); an empty split is never worth writing.
-        logger.warning(f"Not writing empty split(s) {empty}.")
-        dataset = DatasetDict({split: data for split, data in dataset.items() if split not in empty})
-        if not dataset:
-            raise ValueError(f"Every split is empty ({empty}); nothing to write.")
-    written = []
-    if args.output_dir is not None:
-        if args.parquet:
-            args.output_dir.mkdir(parents=True, exist_ok=True)
-            parquet_dataset = embed_audio_bytes(dataset) if args.embed_audio else dataset
-            for split, split_dataset in parquet_dataset.items():
-                parquet_path = args.output_dir / f"{split}.parquet"
-                split_dataset.to_parquet(parquet_path)
-                written.append(str(parquet_path))
-        else:
-            dataset.save_to_disk(args.output_dir)
-            written.append(str(args.output_dir))
-    if args.push_to_hub is not None:
-        dataset.push_to_hub(args.push_to_hub, private=args.private)
-        written.append(f"hub:{args.push_to_hub}")
-    return written
 
 
 BUILDERS: dict[str, Builder] = {

@@ -45,6 +45,7 @@ from transformers.utils import logging
 
 from ..configuration_atr import AtrConfig
 from ..data.corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
+from ..data.feature_storage import FEATURE_STORAGE_VERSION
 from ..data.moments import is_moment_dataset
 from ..data.overlap import read_wavcaps_blocklist, remove_overlap
 from ..data.schema import ENGLISH, describe_dataset
@@ -339,9 +340,11 @@ def _filter_overlap(train: Dataset, test: Dataset, data: DataArguments) -> Datas
 def feature_cache_key(dataset: Dataset, processor: AtrProcessor, backend: str) -> str:
     """A digest of what a split's features depend on: the dataset's fingerprint (its rows and the
     transforms that made them), each audio file's size and modification time (for clips read from a
-    path), the feature extractor's settings and the backend."""
+    path), the feature extractor's settings, the backend and how the features are stored
+    (:data:`~hf_atr.data.feature_storage.FEATURE_STORAGE_VERSION`: a cache written another way is rebuilt, never
+    read as this one)."""
     digest = hashlib.sha256()
-    settings = [dataset._fingerprint, processor.feature_extractor.to_dict(), backend]
+    settings = [dataset._fingerprint, processor.feature_extractor.to_dict(), backend, FEATURE_STORAGE_VERSION]
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for batch in dataset.select_columns(["audio"]).with_format("arrow").iter(batch_size=1024):
         audio = batch.column("audio").combine_chunks()
@@ -564,7 +567,11 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             evaluator,
             training.output_dir,
             eval_dataset=corpus.test_name,
-            extra={"training": train_output.metrics, "starting_point": starting_point},
+            extra={
+                "training": train_output.metrics,
+                "starting_point": starting_point,
+                **({"data_loading": scale.data_loading} if scale.data_loading else {}),
+            },
         )
         if push:
             push_to_hub(

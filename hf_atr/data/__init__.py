@@ -8,9 +8,10 @@ from .clotho import load_clotho
 from .corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
 from .corpus_utils import CorpusFormatError, MetadataEncodingError
 from .esc50 import class_prompts, load_esc50
+from .language_codes import normalize_language_code
 from .moment_synthesis import synthesize_moments
 from .moments import load_moment_splits, load_moments, moment_recordings
-from .multilingual import load_translations, normalize_language_code
+from .multilingual import load_translations
 from .relevance import load_relevance_judgements
 from .schema import LANGUAGES, atr_features, corpus_provenance
 from .shards import load_audio_text_shards, write_audio_text_shards

@@ -1,4 +1,4 @@
-"""Hand-written caption grammars of the embedded SynthCaps corpus, in eight languages.
+"""The caption grammars of SynthCaps, one job: hand-written tables that caption a scene in eight languages.
 
 A scene is a sequence of parts; a part is one sound event or two overlapping ones, and every event is
 loud or quiet (silence has no loudness). :func:`caption_scene` describes a scene in five paraphrase styles

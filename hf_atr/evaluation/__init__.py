@@ -7,10 +7,10 @@ re-exported here as well (``hf_atr.evaluation.retrieval_metrics``). Names resolv
 from ..lazy import lazy_attributes
 
 _LAZY_NAMES = {
-    "DEFAULT_KS": "..metrics.retrieval",
-    "DEFAULT_MAP_CUTOFFS": "..metrics.retrieval",
-    "QueryRanks": "..metrics.retrieval",
-    "RetrievalRanks": "..metrics.retrieval",
+    "DEFAULT_KS": "..metrics.ranks",
+    "DEFAULT_MAP_CUTOFFS": "..metrics.ranks",
+    "QueryRanks": "..metrics.ranks",
+    "RetrievalRanks": "..metrics.ranks",
     "inner_product_scores": "..metrics.retrieval",
     "load_retrieval_metric": "..metrics.retrieval",
     "retrieval_metrics": "..metrics.retrieval",

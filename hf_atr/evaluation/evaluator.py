@@ -314,7 +314,8 @@ class RetrievalEvaluator(ClipEvaluator):
         if self.scoring == "ot_plan":
             scores = ot_plan_scores(model, text_embeds, audio_embeds, queries.languages, reg=self.ot_reg)
             return retrieval_ranks(scores, queries.text_to_audio, **arguments)
-        score_fn = None if model.config.scoring == "cosine" else head_similarity(model)
+        # Cosine and dot scores are the embeddings' inner products (a positive scale and any bias rank alike).
+        score_fn = None if model.config.scoring in ("cosine", "dot") else head_similarity(model)
         with torch.no_grad():
             return retrieval_ranks_from_embeddings(
                 audio_embeds, text_embeds, queries.text_to_audio, score_fn=score_fn, **arguments

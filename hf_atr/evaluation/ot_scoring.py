@@ -27,6 +27,7 @@ TRANSPORT_BATCH_SIZE = 32
 """Clips in the evaluation batch whose transport plan the report draws."""
 SIMILARITY_LABELS = {
     "cosine": "cosine similarity",
+    "dot": "dot product",
     "euclidean": "− Euclidean distance",
     "mahalanobis": "− Mahalanobis distance",
 }

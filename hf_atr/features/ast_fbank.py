@@ -19,7 +19,7 @@ import torch
 from transformers.audio_utils import mel_filter_bank, window_function
 
 from .base import BatchedFeatureExtractor
-from .spectrogram import filter_bands, interleave_bins, mel_power_
+from .spectrogram import mel_power_
 
 HOP_LENGTH = 160
 FFT_LENGTH = 512
@@ -54,10 +54,7 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         std: float,
     ) -> None:
         super().__init__(sampling_rate)
-        self.register_array("mel_filters", mel_filters)
-        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
-        self.register_array("window", window)
-        self.bands = filter_bands(self._arrays["mel_filters"])
+        self.register_mel_filterbank(mel_filters, window)
         self.frame_length = len(window)
         self.fft_length = 2 * (self._arrays["mel_filters"].shape[0] - 1)
         self.max_length = max_length
@@ -114,8 +111,7 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         batch = waveforms.shape[0]
         counts = self.frame_counts(lengths)
         frames_used = int(counts.max())
-        num_mel_bins = self._arrays["mel_filters"].shape[1]
-        fbank = waveforms.new_empty(batch, self.max_length, num_mel_bins)
+        fbank = waveforms.new_empty(batch, self.max_length, self.num_mel_bins)
         # Frames past a clip's end are zeros before normalisation, as transformers pads them.
         fbank[:, frames_used:] = self.normalize_(torch.zeros((), dtype=waveforms.dtype)).item()
         if frames_used > 0:

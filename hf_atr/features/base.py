@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .spectrogram import pad_waveforms
+from .spectrogram import filter_bands, interleave_bins, pad_waveforms
 
 CPU_FRAMES_PER_CHUNK = 2048
 """On CPU, clips are featurised a few at a time so that one chunk's STFT (about this many frames) stays
@@ -155,6 +155,20 @@ class BatchedFeatureExtractor(abc.ABC):
         if key not in self._constants:
             self._constants[key] = torch.from_numpy(self._arrays[name]).to(device=like.device, dtype=key[2])
         return self._constants[key]
+
+    def register_mel_filterbank(self, mel_filters: Any, window: Any) -> None:
+        """Keep the ``(fft_length // 2 + 1, num_mel_bins)`` filterbank (with its copy laid out for
+        :func:`~hf_atr.features.spectrogram.mel_power_` and the bins each filter covers, :attr:`bands`) and the
+        analysis ``window``, as :meth:`constant` ``"mel_filters"``, ``"interleaved_mel_filters"``, ``"window"``."""
+        self.register_array("mel_filters", mel_filters)
+        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
+        self.register_array("window", window)
+        self.bands = filter_bands(self._arrays["mel_filters"])
+
+    @property
+    def num_mel_bins(self) -> int:
+        """Mel bands of the filterbank kept by :meth:`register_mel_filterbank`."""
+        return self._arrays["mel_filters"].shape[1]
 
     def register_array(self, name: str, array: np.ndarray) -> None:
         """Keep ``array`` (float64 copy) for :meth:`constant`."""

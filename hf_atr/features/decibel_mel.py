@@ -17,8 +17,6 @@ from .spectrogram import (
     audible_frame_counts,
     centered_frame_counts,
     centered_signal,
-    filter_bands,
-    interleave_bins,
     mel_power_,
     power_to_db_,
 )
@@ -44,17 +42,10 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
         self, sampling_rate: int, *, mel_filters: Any, window: Any, hop_length: int, power_floor: float
     ) -> None:
         super().__init__(sampling_rate)
-        self.register_array("mel_filters", mel_filters)
-        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
-        self.register_array("window", window)
-        self.bands = filter_bands(self._arrays["mel_filters"])
+        self.register_mel_filterbank(mel_filters, window)
         self.fft_length = len(self._arrays["window"])
         self.hop_length = hop_length
         self.power_floor = power_floor
-
-    @property
-    def num_mel_bins(self) -> int:
-        return self._arrays["mel_filters"].shape[1]
 
     def frame_counts(self, lengths: torch.Tensor) -> torch.Tensor:
         """Frames of each clip's centred STFT: ``(batch,)``."""

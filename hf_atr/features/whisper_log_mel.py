@@ -17,7 +17,7 @@ import torch
 from transformers.audio_utils import window_function
 
 from .base import BatchedFeatureExtractor
-from .spectrogram import audible_frame_counts, centered_signal, filter_bands, interleave_bins, mel_power_
+from .spectrogram import audible_frame_counts, centered_signal, mel_power_
 
 WINDOW = "hann"
 LOG_FLOOR = 1e-10
@@ -48,10 +48,7 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         return_attention_mask: bool,
     ) -> None:
         super().__init__(sampling_rate)
-        self.register_array("mel_filters", mel_filters)
-        self.register_array("interleaved_mel_filters", interleave_bins(self._arrays["mel_filters"]))
-        self.register_array("window", window_function(n_fft, WINDOW))
-        self.bands = filter_bands(self._arrays["mel_filters"])
+        self.register_mel_filterbank(mel_filters, window_function(n_fft, WINDOW))
         self.n_fft = n_fft
         self.hop_length = hop_length
         self.n_samples = n_samples
@@ -76,10 +73,6 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
     @property
     def window_samples(self) -> int:
         return self.n_samples
-
-    @property
-    def num_mel_bins(self) -> int:
-        return self._arrays["mel_filters"].shape[1]
 
     @property
     def num_frames(self) -> int:

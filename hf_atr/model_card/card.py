@@ -47,6 +47,7 @@ from .protocol import (
 TEMPLATE_PATH = Path(__file__).resolve().parent / "atr_model_card.md"
 SCORING_DESCRIPTIONS = {
     "cosine": "cosine similarity × learned inverse temperature",
+    "dot": "dot product of unnormalised embeddings × learned scale + learned bias (PE-Audio)",
     "euclidean": "negative Euclidean distance × learned inverse temperature",
     "mahalanobis": "negative Mahalanobis distance with a learned PSD matrix (m-LTM Eq. 9) × learned inverse temperature",
 }

@@ -25,6 +25,7 @@ _LAZY_NAMES = {
     "UnbalancedFeatureTransport": ".dart",
     "InverseOTObjective": ".mltm",
     "PartialInverseOTObjective": ".mltm",
+    "SigmoidObjective": ".sigmoid",
     "TripletObjective": ".triplet",
     "partial_sinkhorn_log_plan": "..ot",
     "sinkhorn_log_plan": "..ot",

@@ -71,7 +71,7 @@ class ContrastiveObjective(Objective):
         self.temperature = temperature
 
     accepts_negative_audio = True
-
+    reads_logit_bias = False  # a softmax over a row is unchanged by a bias added to every logit
     learned_logit_scales: ClassVar[frozenset[str]] = LOGIT_SCALE_NAMES
     """The head's logit scales the loss reads with the learnable temperature: both here (the audio scale for the
     audio→text term); ``{"logit_scale"}`` in subclasses that scale both directions by it."""

@@ -1,4 +1,4 @@
-"""DART (Dual-level Alignment via Robust Transport, ICLR 2026): feature-level unbalanced OT regulariser.
+"""DART (Dual-level Alignment via Robust Transport, ICLR 2026), one objective: the UWD-R term and its sum.
 
 DART adds to an instance-level objective (by default m-LTM's inverse OT) a feature-level term: each
 embedding channel, seen across the batch, is a point, and the audio channels are transported onto the
@@ -562,6 +562,10 @@ class DartObjective(Objective):
     def logit_scales_read(self) -> frozenset[str]:
         """The base objective's (the UWD term reads embeddings only)."""
         return self.base.logit_scales_read()
+
+    def logit_bias_read(self) -> bool:
+        """The base objective's (the UWD term reads embeddings only)."""
+        return self.base.logit_bias_read()
 
     def forward(
         self,

@@ -131,6 +131,8 @@ class InverseOTObjective(Objective):
     description = "inverse optimal transport with a learned ground metric (m-LTM)"
     citation = (MLTM_CITATION,)
 
+    reads_logit_bias = False
+
     def logit_scales_read(self) -> frozenset[str]:
         """None: the loss depends on the similarities alone, never on the head's logit scales."""
         return frozenset()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
@@ -47,11 +48,16 @@ BUILTIN_OBJECTIVES: dict[str, str] = {
     "kcl": "hf_atr.objectives.atri:KclObjective",
     "cacl": "hf_atr.objectives.atri:CaclObjective",
     "ask": "hf_atr.objectives.ask:AskObjective",
+    "sigmoid": "hf_atr.objectives.sigmoid:SigmoidObjective",
 }
 """Built-in objective name -> ``"module:Class"``; the module is imported when the name is first looked up."""
 
 LOGIT_SCALE_NAMES = frozenset({"logit_scale", "audio_logit_scale"})
 """The scoring head's learnable logit scales (the second one only with ``separate_logit_scales``)."""
+LOGIT_BIAS_NAME = "logit_bias"
+"""The scoring head's learnable logit bias (only with ``AtrConfig.logit_bias``)."""
+CLIP_LOGIT_SCALE_INIT = math.log(1 / 0.07)
+"""CLIP's initial log inverse temperature (2.6592), the default of every objective whose paper says nothing else."""
 
 _REGISTRY: dict[str, type[Objective]] = {}
 """Classes registered so far: built-ins whose module was imported, plugins, classes decorated in user code."""
@@ -97,6 +103,11 @@ class Objective(nn.Module):
             brings its own.
         paper_scoring: the scoring head (ground metric) the paper trains with, ``"cosine"`` unless it says
             otherwise; :class:`~hf_atr.AtrConfig` defaults ``scoring`` to it (see :meth:`scoring_in_paper`).
+        paper_logit_scale_init / paper_logit_bias_init: how the paper initialises the head's log scale and its
+            bias (``None``: no bias); :class:`~hf_atr.AtrConfig` defaults ``logit_scale_init``, ``logit_bias`` and
+            ``logit_bias_init`` to them. CLIP's log(1/0.07) and no bias unless the paper says otherwise.
+        reads_logit_bias: whether the loss depends on the head's logit bias (a softmax over a row does not);
+            :class:`~hf_atr.AtrTrainer` freezes a bias no loss reads.
         training_view: the name of the view of the training clips the objective trains on, which
             :mod:`hf_atr.training` maps to a dataset, a collator and callbacks
             (:func:`~hf_atr.training.objective_setup.objective_training_setup`): ``"pairs"`` (the default: one
@@ -119,6 +130,9 @@ class Objective(nn.Module):
     description: ClassVar[str] = ""
     citation: ClassVar[tuple[str, ...]] = ()
     paper_scoring: ClassVar[str] = "cosine"
+    paper_logit_scale_init: ClassVar[float] = CLIP_LOGIT_SCALE_INIT
+    paper_logit_bias_init: ClassVar[float | None] = None
+    reads_logit_bias: ClassVar[bool] = True
     training_view: ClassVar[str] = "pairs"
     needs_whole_corpus: ClassVar[bool] = False
     accepts_negative_audio: ClassVar[bool] = False
@@ -151,6 +165,10 @@ class Objective(nn.Module):
         trainable: a plugin that reads none says so by overriding this.
         """
         return LOGIT_SCALE_NAMES
+
+    def logit_bias_read(self) -> bool:
+        """Whether this objective's loss depends on the head's logit bias (:attr:`reads_logit_bias`)."""
+        return self.reads_logit_bias
 
     def __call__(
         self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor, **kwargs: Any
@@ -294,6 +312,16 @@ def default_scoring(objective_config: Mapping[str, Any]) -> str:
     validate_objective_config(objective_config)
     hyperparameters = {key: value for key, value in objective_config.items() if key != "name"}
     return get_objective_class(objective_config["name"]).scoring_in_paper(hyperparameters)
+
+
+def default_logit_initialisation(objective_config: Mapping[str, Any]) -> tuple[float, float | None]:
+    """``(log scale, bias or None)`` the paper of ``objective_config``'s objective initialises its logits with.
+
+    ``{"name": "sigmoid"}`` gives ``(log 10, -10)`` (SigLIP §3.2); the others CLIP's ``(log(1/0.07), None)``.
+    """
+    validate_objective_config(objective_config)
+    objective_class = get_objective_class(objective_config["name"])
+    return objective_class.paper_logit_scale_init, objective_class.paper_logit_bias_init
 
 
 def build_objective(config: Any) -> Objective:

@@ -38,6 +38,8 @@ class TripletObjective(Objective):
         "BMVC 2018. arXiv:1707.05612",
     )
 
+    reads_logit_bias = False
+
     def logit_scales_read(self) -> frozenset[str]:
         """None: the loss depends on the similarities alone, never on the head's logit scales."""
         return frozenset()

@@ -91,12 +91,12 @@ class IndexMismatchError(IndexFormatError):
 
 
 def metric_for_scoring(scoring: str) -> str:
-    """The faiss metric that ranks like a scoring head: inner product for cosine, L2 for distances."""
-    if scoring == "cosine":
+    """The faiss metric that ranks like a scoring head: inner product for cosine and dot, L2 for distances."""
+    if scoring in ("cosine", "dot"):
         return "inner_product"
     if scoring in ("euclidean", "mahalanobis"):
         return "l2"
-    raise ValueError(f"Unknown scoring {scoring!r}; expected 'cosine', 'euclidean' or 'mahalanobis'.")
+    raise ValueError(f"Unknown scoring {scoring!r}; expected 'cosine', 'dot', 'euclidean' or 'mahalanobis'.")
 
 
 def model_fingerprint(model: Any) -> str:

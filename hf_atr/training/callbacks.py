@@ -251,6 +251,7 @@ class ModelCardCallback(TrainerCallback):
             "warmup_steps": args.warmup_steps,
             "weight_decay": args.weight_decay,
             "seed": args.seed,
+            "dataloader_num_workers": args.dataloader_num_workers,
         }
 
     def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):

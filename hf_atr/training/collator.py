@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.feature_storage import ClipRows
 from ..data.schema import ENGLISH, captions_in_language, check_caption
 from ..objectives.batch import AUDIO_IDS, CAPTION_INDICES, CAPTION_LANGUAGES
 from ..processing_atr import AtrProcessor, audio_batch
@@ -126,7 +127,9 @@ class CaptionPairDataset(torch.utils.data.Dataset):
     """A view of a clip dataset with one item per (clip, language, caption): each is seen once per epoch.
 
     Items are the clip's row plus ``caption_language``, ``caption_index`` and ``epoch`` (set by :meth:`set_epoch`,
-    which the Trainer's data loader calls every epoch); features are not copied. Deterministic, so a resumed run
+    which the Trainer's data loader calls every epoch); features are not copied. The DataLoader reads a batch of
+    items in one gather (:meth:`__getitems__`, :class:`~hf_atr.data.feature_storage.ClipRows`): features stored as
+    arrays come as NumPy arrays, without Python lists. Deterministic, so a resumed run
     draws exactly the batches an uninterrupted run would. Several captions of one clip can land in one batch,
     which the objectives handle through ``audio_ids``.
 
@@ -149,6 +152,7 @@ class CaptionPairDataset(torch.utils.data.Dataset):
                 pairs.extend((clip_index, language_index, slot) for slot in slots)
         self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 3)
         self.epoch = 0
+        self.rows = ClipRows(clips)
 
     def set_epoch(self, epoch: int) -> None:
         """Tag the items with ``epoch`` (read by collators that draw per-epoch random choices)."""
@@ -158,9 +162,17 @@ class CaptionPairDataset(torch.utils.data.Dataset):
         return len(self.pairs)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        clip_index, language_index, slot = (int(value) for value in self.pairs[index])
-        row = dict(self.clips[clip_index])
-        row["caption_language"] = self.languages[language_index]
-        row["caption_index"] = slot
-        row[EPOCH] = self.epoch
-        return row
+        return self._items([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The items ``indices``, their clips' rows read in one gather (what torch's DataLoader calls per batch)."""
+        return self._items(indices)
+
+    def _items(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        pairs = self.pairs[np.asarray(indices, dtype=np.int64)]
+        rows = self.rows.gather(pairs[:, 0])
+        for row, (_, language_index, slot) in zip(rows, pairs.tolist()):
+            row["caption_language"] = self.languages[language_index]
+            row["caption_index"] = slot
+            row[EPOCH] = self.epoch
+        return rows

@@ -12,11 +12,12 @@ from typing import Any
 
 import torch
 
+from ..data.pcm import PCM16_FULL_SCALE
 from ..features.base import BatchedFeatureExtractor
 from ..processing_atr import model_audio_inputs
 
 WAVEFORMS = "waveforms"
-"""Batch entry: ``(batch, samples)`` float32 waveforms, zero-padded."""
+"""Batch entry: ``(batch, samples)`` waveforms, zero-padded: float32, or ``int16`` PCM as the files store it."""
 WAVEFORM_LENGTHS = "waveform_lengths"
 """Batch entry: ``(batch,)`` the samples of each waveform before padding."""
 RANDOM_CHOICES = "feature_random_choices"
@@ -34,6 +35,10 @@ def featurize_waveforms(
 ) -> dict[str, Any]:
     """Replace a :class:`~hf_atr.training.waveform_collator.WaveformCollator` batch's waveforms by the model's
     audio inputs.
+
+    ``int16`` waveforms (16-bit PCM as stored, :func:`~hf_atr.data.pcm.decode_pcm16`) are moved as they are and
+    scaled to float32 on ``device`` (:func:`waveforms_as_float`), so the result equals that of the float32 batch
+    the collator would otherwise have sent, bit for bit.
 
     Args:
         batch: the collator's output (possibly already moved to the device by the Trainer).
@@ -58,6 +63,25 @@ def featurize_waveforms(
     batch.pop(CROPPED, None)
     if device is not None:
         waveforms = waveforms.to(device)
-    outputs = features(waveforms, lengths, random_source=generator, random_choices=random_choices)
+    outputs = features(
+        waveforms_as_float(waveforms), lengths, random_source=generator, random_choices=random_choices
+    )
     batch.update(model_audio_inputs(outputs))
     return batch
+
+
+def waveforms_as_float(waveforms: torch.Tensor) -> torch.Tensor:
+    """``waveforms: (batch, samples)`` as floats on their device: floating waveforms as they are, ``int16`` PCM
+    divided by 32768 into float32 (exact: every ``int16`` is a float32 and ``2**-15`` a power of two, so this
+    equals soundfile's own float32 decoding of the file).
+
+    Raises:
+        TypeError: another integer dtype (the collator sends float32 or int16).
+    """
+    if waveforms.is_floating_point():
+        return waveforms
+    if waveforms.dtype == torch.int16:
+        return waveforms.to(torch.float32).div_(PCM16_FULL_SCALE)  # in place: one float32 buffer, not two
+    raise TypeError(
+        f"Waveforms must be floats, or int16 PCM as WaveformCollator reads 16-bit files; got {waveforms.dtype}."
+    )

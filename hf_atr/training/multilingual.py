@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.feature_storage import ClipRows
 from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
 from ..features.base import BatchedFeatureExtractor
 from ..objectives.batch import CAPTIONS_PER_AUDIO, LANGUAGE_MASK
@@ -234,6 +235,7 @@ class RandomLanguageDataset(torch.utils.data.Dataset):
                 choices.append(present)
         self.items = np.array(items, dtype=np.int64).reshape(-1, 2)
         self.choices = choices
+        self.rows = ClipRows(clips)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose language draws :meth:`__getitem__` returns."""
@@ -252,9 +254,17 @@ class RandomLanguageDataset(torch.utils.data.Dataset):
         return self.languages[present[int(generator.integers(len(present)))]]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        clip_index, slot = (int(value) for value in self.items[index])
-        row = dict(self.clips[clip_index])
-        row["caption_language"] = self.language_of(index)
-        row["caption_index"] = slot
-        row[EPOCH] = self.epoch
-        return row
+        return self._items([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The items ``indices``, their clips' rows read in one gather (what torch's DataLoader calls per batch)."""
+        return self._items(indices)
+
+    def _items(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        items = self.items[np.asarray(indices, dtype=np.int64)]
+        rows = self.rows.gather(items[:, 0])
+        for row, index, slot in zip(rows, indices, items[:, 1].tolist()):
+            row["caption_language"] = self.language_of(int(index))
+            row["caption_index"] = slot
+            row[EPOCH] = self.epoch
+        return rows

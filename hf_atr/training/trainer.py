@@ -20,9 +20,10 @@ from ..evaluation.evaluator import RetrievalEvaluator
 from ..file_permissions import apply_umask
 from ..model_card.facts import card_data
 from ..objectives.batch import CAPTIONS_PER_AUDIO, NEGATIVE_AUDIO, group_caption_embeds, pop_batch_metadata
-from ..objectives.registry import LOGIT_SCALE_NAMES, Objective, build_objective
+from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective, build_objective
 from .callbacks import ModelCardCallback
 from .collator import AtrDataCollator, CaptionPairDataset
+from .data_wait import DATA_WAIT_LOG_KEY, DataWaitCallback, DataWaitMeter
 from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
 from .moment_crops import MomentCropDataset
@@ -111,6 +112,8 @@ class AtrTrainer(Trainer):
     - A :class:`~hf_atr.ModelCardCallback` (added unless one is passed) records hyperparameters, the
       training data's provenance (``corpus_provenance`` of the training clips, with the filters they went
       through) and the last evaluation with its protocol for the card that ``save_model`` writes.
+    - Every logging step logs ``data_wait``, the share of the step time spent waiting for batches, and a
+      warning names ``--dataloader_num_workers`` when the steps keep waiting (:mod:`~hf_atr.training.data_wait`).
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
@@ -217,7 +220,8 @@ class AtrTrainer(Trainer):
             else getattr(data_collator, "waveforms", None)
         )
         self._crops_logged = False
-        callbacks = [*(callbacks or []), _ParameterProjectionCallback()]
+        self.data_wait = DataWaitMeter()
+        callbacks = [*(callbacks or []), _ParameterProjectionCallback(), DataWaitCallback(self.data_wait)]
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)
@@ -242,6 +246,9 @@ class AtrTrainer(Trainer):
             )
         self.model_accepts_loss_kwargs = False
         self.args.dataloader_pin_memory = _pins_memory(self.args)
+        if self._waveform_collator is not None and self._waveform_collator.int16_batches is None:
+            # On the CPU int16 saves no copy and moves the scaling from the workers into the training process.
+            self._waveform_collator.int16_batches = self.args.device.type != "cpu"
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
         self.eval_scoring = eval_scoring
@@ -253,11 +260,13 @@ class AtrTrainer(Trainer):
         self._process_stream: StreamingPairs | None = None
 
     def _freeze_unread_logit_scales(self, model: Any) -> None:
-        """``requires_grad=False`` on the scoring head's logit scales the objective's loss does not depend on."""
+        """``requires_grad=False`` on the scoring head's logit scales (and bias) the objective's loss does not depend on."""
         head = getattr(model, "scoring_head", None)
-        read = self.objective.logit_scales_read()
+        read = self.objective.logit_scales_read() | (
+            {LOGIT_BIAS_NAME} if self.objective.logit_bias_read() else set()
+        )
         frozen = []
-        for name in sorted(LOGIT_SCALE_NAMES - read):
+        for name in sorted((LOGIT_SCALE_NAMES | {LOGIT_BIAS_NAME}) - read):
             parameter = getattr(head, name, None)
             if isinstance(parameter, torch.nn.Parameter) and parameter.requires_grad:
                 parameter.requires_grad_(False)
@@ -406,6 +415,13 @@ class AtrTrainer(Trainer):
             generator=torch.Generator().manual_seed(self.args.seed),
         )
 
+    def get_batch_samples(
+        self, epoch_iterator: Any, num_batches: int, device: torch.device
+    ) -> tuple[list, Any]:
+        """``Trainer.get_batch_samples``, timed: the step's wait for its batches (:mod:`~hf_atr.training.data_wait`)."""
+        with self.data_wait.waiting():
+            return super().get_batch_samples(epoch_iterator, num_batches, device)
+
     def _init_training_state(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
         """For a stream, the batches to skip on resume go to the stream (skipped before decoding), not to the
         Trainer's ``skip_first_batches`` (which would collate, hence decode, every skipped batch)."""
@@ -445,6 +461,8 @@ class AtrTrainer(Trainer):
                 logs[f"{self.objective.name}/{key}"] = round(total / self._objective_log_count, 6)
             self._objective_log_sums.clear()
             self._objective_log_count = 0
+        if "loss" in logs and (share := self.data_wait.pop_share()) is not None:
+            logs[DATA_WAIT_LOG_KEY] = round(share, 4)
         super().log(logs, start_time)
 
     def evaluate(

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.audio import decode_audio
+from ..data.pcm import decode_pcm16, pcm16_to_float
 from ..features.base import BatchedFeatureExtractor
 from ..features.registry import batched_features_for
 from ..features.spectrogram import pad_waveforms
@@ -39,6 +39,14 @@ class WaveformCollator(AtrDataCollator):
 
     Each row's ``audio`` (a shared-schema value, a path or an ``{"array", "sampling_rate"}`` dict) is
     decoded with soundfile and resampled to the extractor's rate (:func:`~hf_atr.data.audio.decode_audio`).
+    A mono 16-bit PCM file already at that rate is read as it is stored, ``int16``
+    (:func:`~hf_atr.data.pcm.decode_pcm16`): a batch of such clips travels from the worker to the training
+    process in half the bytes, and :func:`~hf_atr.training.device_features.featurize_waveforms` scales it by
+    ``1/32768`` on the device, which gives exactly the float32 waveforms the float path would have sent. A batch
+    that mixes such clips with others (stereo, another rate or sample format) is sent in float32. ``int16_batches``
+    says whether to send int16 at all: ``None`` (default) does, unless :class:`~hf_atr.AtrTrainer` trains on the
+    CPU, where the scaling would move from the workers into the training process (5x its cost there on 2 cores,
+    ``benchmarks/input_pipeline.py``) and no host-to-device copy is saved; ``False`` scales in the worker.
     A clip longer than the extractor's window (:attr:`BatchedFeatureExtractor.window_samples`: AST's
     ``max_length`` frames, Whisper's ``chunk_length``, CLAP rand_trunc's ``max_length_s``; CLAP fusion
     reads the whole clip and is never cut) is cut to it:
@@ -58,8 +66,8 @@ class WaveformCollator(AtrDataCollator):
     a fresh copy of the collator every epoch).
 
     Returns, besides the captions and metadata of :class:`AtrDataCollator`: ``waveforms: (batch,
-    samples)`` float32 zero-padded, ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict
-    of ``(batch, ...)`` tensors) and ``waveform_cropped: (batch,)`` bool (clips cut to the window).
+    samples)`` zero-padded, ``int16`` PCM when every clip of the batch was read as stored, else float32,
+    ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict of ``(batch, ...)`` tensors) and ``waveform_cropped: (batch,)`` bool (clips cut to the window).
     :func:`~hf_atr.training.device_features.featurize_waveforms` turns them into model inputs on the device.
 
     Raises:
@@ -69,6 +77,7 @@ class WaveformCollator(AtrDataCollator):
     crop: str = "random"
     seed: int = 0
     epoch: int = 0
+    int16_batches: bool | None = None
     features: BatchedFeatureExtractor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -97,10 +106,15 @@ class WaveformCollator(AtrDataCollator):
         for key, epoch, row in zip(item_keys, epochs, rows):
             if "audio" not in row:
                 raise ValueError(f"Clip {key[0]!r} has no 'audio' column to decode (columns: {sorted(row)}).")
-            waveform = decode_audio(row["audio"], self.features.sampling_rate, source=key[0])
+            waveform = decode_pcm16(row["audio"], self.features.sampling_rate, source=key[0])
             source_lengths.append(len(waveform))
             waveforms.append(self.cut(waveform, np.random.default_rng(item_seed(self.seed, epoch, *key))))
-        padded, lengths = pad_waveforms(waveforms)
+        if self.int16_batches is not False and all(waveform.dtype == np.int16 for waveform in waveforms):
+            padded, lengths = pad_waveforms(waveforms, dtype=torch.int16)
+        else:
+            padded, lengths = pad_waveforms(
+                [pcm16_to_float(w) if w.dtype == np.int16 else w for w in waveforms]
+            )
         generator = torch.Generator().manual_seed(item_seed(self.seed, epochs, *item_keys))
         source_lengths = torch.tensor(source_lengths)
         random_choices = self.features.draw_random_choices(lengths, generator, source_lengths=source_lengths)

@@ -3,12 +3,10 @@ that loads no corpus added as one more row, and the output options."""
 
 from __future__ import annotations
 
-import argparse
-import logging
 from pathlib import Path
 
 import pytest
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import DatasetDict, load_from_disk
 
 from hf_atr.cli import main as hf_atr_main
 from hf_atr.commands import dataset_builders
@@ -16,46 +14,12 @@ from hf_atr.commands.dataset_builders import (
     BUILDERS,
     OUTPUT_OPTIONS,
     OVERLAP_OPTIONS,
-    add_options,
     dataset_builder,
-    export_dataset_dict,
     option,
     single_builder_parser,
 )
 from hf_atr.data.corpora import CORPUS_LOADERS, loader_options
 from hf_atr.data.synthcaps import load_synthcaps
-
-
-def test_options_keep_their_groups_destinations_and_exclusions(capsys):
-    parser = argparse.ArgumentParser(prog="builder")
-    options = [
-        option("location"),
-        option("--clip-seconds", type=float, group="clips"),
-        option("--template", dest="templates", action="append", group="clips"),
-        option("--num-shards", type=int, exclusive="size"),
-        option("--clips-per-shard", type=int, exclusive="size"),
-    ]
-    add_options(parser, options)
-    assert [argument.dest for argument in options] == [
-        "location",
-        "clip_seconds",
-        "templates",
-        "num_shards",
-        "clips_per_shard",
-    ]
-    parsed = parser.parse_args(["here", "--clip-seconds", "2.5", "--template", "a", "--template", "b"])
-    assert vars(parsed) == {
-        "location": "here",
-        "clip_seconds": 2.5,
-        "templates": ["a", "b"],
-        "num_shards": None,
-        "clips_per_shard": None,
-    }
-    assert "\nclips:\n  --clip-seconds CLIP_SECONDS\n  --template TEMPLATES\n" in parser.format_help()
-    with pytest.raises(SystemExit) as exit_info:
-        parser.parse_args(["here", "--num-shards", "2", "--clips-per-shard", "3"])
-    assert exit_info.value.code == 2
-    assert "argument --clips-per-shard: not allowed with argument --num-shards" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("loader", sorted(CORPUS_LOADERS))
@@ -109,17 +73,3 @@ def test_a_builder_that_loads_no_corpus_is_one_more_row(monkeypatch, tmp_path, c
     assert "hf-atr build-dataset synthcaps: error: give --output-dir and/or --push-to-hub REPO." in (
         capsys.readouterr().err
     )
-
-
-def _split(rows: int) -> Dataset:
-    return Dataset.from_dict({"audio_id": [str(index) for index in range(rows)]})
-
-
-def test_export_never_writes_an_empty_split(tmp_path, caplog):
-    args = argparse.Namespace(output_dir=tmp_path / "out", parquet=False, embed_audio=False, push_to_hub=None)
-    with caplog.at_level(logging.WARNING):
-        export_dataset_dict(DatasetDict({"train": _split(2), "test": _split(0)}), args)
-    assert "Not writing empty split(s) ['test']" in caplog.text
-    assert list(load_from_disk(str(Path(args.output_dir)))) == ["train"]
-    with pytest.raises(ValueError, match="Every split is empty"):
-        export_dataset_dict(DatasetDict({"test": _split(0)}), args)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from huggingface_hub import ModelCard
+from safetensors.torch import load_file
 from tiny_models import (
     SAMPLING_RATE,
     SOUNDS,
@@ -258,6 +259,49 @@ def test_resuming_from_a_checkpoint(in_tmp, towers, monkeypatch):
     )
 
 
+def test_default_dataloader_workers_are_recorded_and_resume_exactly(in_tmp, towers, monkeypatch):
+    """Unset --dataloader_num_workers: 2 workers on 3 usable cores, in metrics.json and the card; the workers decode
+    and randomly crop the raw audio (sent as float32: on the CPU, AtrTrainer has the workers scale 16-bit PCM), and
+    a run resumed from a checkpoint ends with the parameters of the uninterrupted run, bit for bit, across an epoch
+    boundary."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
+            "--data_dir", "sounds", "--test_size", "2", "--audio_features", "device", "--save_steps", "2",
+            *QUICK, "--max_steps", "4", "--per_device_train_batch_size", "4"]  # fmt: skip
+    batch_types = []
+    training_step = AtrTrainer.training_step
+
+    def recording_step(self, model, inputs, *args, **kwargs):
+        batch_types.append((self.args.dataloader_num_workers, inputs["waveforms"].dtype))
+        return training_step(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(AtrTrainer, "training_step", recording_step)
+    run_training(parse_train_arguments([*argv, "--output_dir", "run"]))
+    assert batch_types == [(2, torch.float32)] * 4  # 12 caption pairs, batches of 4: epoch 2 from step 4
+    metrics = json.loads((in_tmp / "run" / "metrics.json").read_text())
+    assert metrics["data_loading"] == {
+        "dataloader_num_workers": 2,
+        "chosen_by": "default: min(8, usable cores per process - 1)",
+        "usable_cores": 3,
+        "processes_on_the_machine": 1,
+    }
+    assert "- dataloader_num_workers: 2" in (in_tmp / "run" / "model" / "README.md").read_text()
+    run_training(
+        parse_train_arguments(
+            [*argv, "--output_dir", "resumed", "--resume_from_checkpoint", "run/checkpoint-2"]
+        )
+    )
+    assert len(batch_types) == 6
+    uninterrupted = load_file(in_tmp / "run" / "checkpoint-4" / "model.safetensors")
+    resumed = load_file(in_tmp / "resumed" / "checkpoint-4" / "model.safetensors")
+    assert uninterrupted.keys() == resumed.keys()
+    for name, expected in uninterrupted.items():
+        torch.testing.assert_close(resumed[name], expected, rtol=0, atol=0, msg=name)
+
+
 def test_the_command_flags_an_incomplete_test_set(monkeypatch, tmp_path, capsys):
     from hf_atr.commands import fine_tune
     from hf_atr.training.final_model import FinalModel
@@ -381,12 +425,10 @@ def test_a_bad_relevance_file_stops_the_run_before_training(in_tmp, towers):
     assert not (in_tmp / "run").exists()
 
 
-def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp, towers, monkeypatch):
+def count_featurized_clips(monkeypatch) -> list[int]:
+    """The number of clips of every ``AtrProcessor._featurize`` call from now on, one entry per call."""
     from hf_atr.processing_atr import AtrProcessor
 
-    audio_tower, text_tower = towers
-    write_sound_folder(in_tmp / "sounds" / "train", clips=6)
-    write_sound_folder(in_tmp / "sounds" / "test", clips=2, seed=1)
     extracted = []
     featurize = AtrProcessor._featurize
 
@@ -395,6 +437,14 @@ def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp,
         return featurize(self, audio, *args, **kwargs)
 
     monkeypatch.setattr(AtrProcessor, "_featurize", counting)
+    return extracted
+
+
+def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp, towers, monkeypatch):
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "sounds" / "train", clips=6)
+    write_sound_folder(in_tmp / "sounds" / "test", clips=2, seed=1)
+    extracted = count_featurized_clips(monkeypatch)
     argv = ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "audiofolder",
             "--data_dir", "sounds", "--output_dir", "run", "--features_cache_dir", "features", *QUICK]  # fmt: skip
     run_training(parse_train_arguments(argv))
@@ -608,3 +658,35 @@ def test_the_test_split_is_evaluated_window_by_window_on_request(in_tmp, towers)
     assert windowed.metrics == pytest.approx(reference, abs=1e-9)
     cut = run_training(parse_train_arguments([*start, "--output_dir", "cut"])).final
     assert cut.protocol["clips_cut_to_window"] == 4 and cut.protocol["window_pooling"] is None
+
+
+def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp, monkeypatch):
+    """The cache key carries FEATURE_STORAGE_VERSION: a cache written with nested lists (storage version 1) under
+    the key it had then is left alone, and the features are extracted again, stored as arrays."""
+    from datasets import Array2D, List, Value
+    from tiny_models import feature_dataset, raw_audio_dataset, training_args
+
+    from hf_atr.commands import fine_tune
+    from hf_atr.commands.train_arguments import DataArguments
+
+    processor = make_processor()
+    clips = raw_audio_dataset([1.0, 1.0, 1.0])
+    data = DataArguments(dataset="unused", features_cache_dir=str(in_tmp / "features"))
+    training = training_args(in_tmp / "run")
+    assert fine_tune.FEATURE_STORAGE_VERSION == 2
+    key = fine_tune.feature_cache_key(clips, processor, "transformers")
+    monkeypatch.setattr(fine_tune, "FEATURE_STORAGE_VERSION", 1)
+    old_key = fine_tune.feature_cache_key(clips, processor, "transformers")
+    monkeypatch.undo()
+    assert old_key != key and fine_tune.feature_cache_key(clips, processor, "transformers") == key
+    (in_tmp / "features").mkdir()
+    old_cache = in_tmp / "features" / f"train-{old_key}.arrow"
+    stale = feature_dataset(2).map(lambda row: row, cache_file_name=str(old_cache))
+    assert stale.features["input_values"] == List(List(Value("float32")))
+    extracted = count_featurized_clips(monkeypatch)
+    split = fine_tune.extract_features(processor, clips, "train", data, training)
+    assert sum(extracted) == 3 and split.features["audio_id"] == ["clip0", "clip1", "clip2"]
+    assert split.features.features["input_values"] == Array2D((100, 32), "float32")
+    assert (in_tmp / "features" / f"train-{key}.arrow").is_file() and old_cache.is_file()
+    again = fine_tune.extract_features(processor, clips, "train", data, training)
+    assert sum(extracted) == 3 and again.features.features["input_values"] == Array2D((100, 32), "float32")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hf_atr.cli import main
-from hf_atr.commands.train_arguments import parse_train_arguments
+from hf_atr.commands.train_arguments import default_dataloader_workers, parse_train_arguments
 
 
 def parse_error(argv, capsys) -> str:
@@ -214,3 +214,63 @@ def test_train_help_through_the_command_line(capsys):
         "flags override the file",
     ):
         assert expected in text, expected
+
+
+@pytest.mark.parametrize(
+    ("cores", "local_processes", "expected"),
+    [(1, None, 0), (2, None, 1), (16, None, 8), (64, None, 8), (16, "4", 3)],
+)
+def test_unset_dataloader_workers_come_from_the_usable_cores(monkeypatch, cores, local_processes, expected):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cores)))
+    if local_processes is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_processes)
+    arguments = parse_train_arguments(["--dataset", "x"])
+    assert arguments.training.dataloader_num_workers == expected
+    assert arguments.scale.data_loading == {
+        "dataloader_num_workers": expected,
+        "chosen_by": "default: min(8, usable cores per process - 1)",
+        "usable_cores": cores,
+        "processes_on_the_machine": int(local_processes or 1),
+    }
+    assert default_dataloader_workers(cores, int(local_processes or 1)) == expected
+
+
+def test_given_dataloader_workers_are_kept_from_flags_and_config_files(monkeypatch, tmp_path):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)))
+    for argv in (["--dataloader_num_workers", "0"], ["--dataloader-num-workers", "3"]):
+        arguments = parse_train_arguments(["--dataset", "x", *argv])
+        assert arguments.training.dataloader_num_workers == int(argv[1])
+        assert arguments.scale.data_loading == {
+            "dataloader_num_workers": int(argv[1]),
+            "chosen_by": "--dataloader_num_workers",
+        }
+    config = tmp_path / "run.yaml"
+    config.write_text("dataset: x\ndataloader_num_workers: 2\n")
+    assert parse_train_arguments([str(config)]).training.dataloader_num_workers == 2
+    assert (
+        parse_train_arguments(["--dataset", "x", "--dataloader_num_workers", "-1"])
+        .scale.data_loading["chosen_by"]
+        .startswith("default")
+    )
+
+
+def test_bad_dataloader_worker_settings_are_named(monkeypatch, capsys):
+    assert "--dataloader_num_workers must be 0 or more (or -1 for the default), got -2." in parse_error(
+        ["--dataset", "x", "--dataloader_num_workers", "-2"], capsys
+    )
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert (
+        "--dataloader_prefetch_factor needs DataLoader workers, and the default on this machine is 0 (1 usable "
+        "core(s) for 1 process(es)): give --dataloader_num_workers too."
+        in parse_error(["--dataset", "x", "--dataloader_prefetch_factor", "2"], capsys)
+    )
+
+
+def test_the_default_worker_count_is_documented_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Unset (or -1): min(8, usable cores per process - 1)" in text and "(os.sched_getaffinity)" in text

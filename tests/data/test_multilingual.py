@@ -12,7 +12,7 @@ import pytest
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.clotho import load_clotho
 from hf_atr.data.corpus_utils import CorpusFormatError
-from hf_atr.data.multilingual import load_translations, normalize_language_code
+from hf_atr.data.multilingual import load_translations
 from hf_atr.data.synthcaps import load_synthcaps, write_audiocaps_layout, write_clotho_layout
 
 SLOTS = [f"caption_{k}" for k in range(1, 6)]
@@ -46,32 +46,6 @@ def _clotho_translation_csv(path: Path, base, synthcaps, split: str, language: s
     for audio_id, original in zip(base[split]["audio_id"], synthcaps[split]):
         rows.append([audio_id, *original["translations"][language]])
     return _write(path, rows)
-
-
-@pytest.mark.parametrize(
-    ("code", "expected"),
-    [
-        ("fra", "fra"),
-        ("fra_Latn", "fra"),
-        ("zho_Hans", "zho"),
-        ("jpn_Jpan", "jpn"),
-        ("ja", "jpn"),
-        ("ko", "kor"),
-        ("de", "deu"),
-        ("zh", "zho"),
-        ("FRA", "fra"),
-        ("fr-FR", "fra"),
-        ("kor_Hang", "kor"),
-    ],
-)
-def test_normalize_language_code(code, expected):
-    assert normalize_language_code(code) == expected
-
-
-@pytest.mark.parametrize("code", ["xx", "und", "zxx", "", "caption", None])
-def test_normalize_language_code_rejects_what_is_no_language(code):
-    with pytest.raises(ValueError, match=r"is not an ISO 639-1 \('ja'\), ISO 639-3"):
-        normalize_language_code(code)
 
 
 def test_audiocaps_per_language_csvs_align_through_audiocap_id(tmp_path, synthcaps):

@@ -62,3 +62,25 @@ def test_power_to_db_in_place_equals_transformers():
         numpy_power_to_db(power, 1.0, 1e-10),
         rtol=1e-12,
     )
+
+
+@pytest.mark.parametrize("name", EXTRACTORS)
+def test_every_family_keeps_its_extractors_filterbank_and_window(name):
+    # register_mel_filterbank: the filterbank as given, its bands covering every non-zero bin, the window.
+    extractor = EXTRACTORS[name]
+    features = batched_features_for(extractor)
+    filters = np.asarray(extractor.mel_filters, dtype=np.float64)
+    like = torch.zeros((), dtype=torch.float64)
+    np.testing.assert_array_equal(features.constant("mel_filters", like).numpy(), filters)
+    assert features.num_mel_bins == filters.shape[1]
+    covered = np.zeros(filters.shape, dtype=bool)
+    for first_filter, end_filter, first_bin, end_bin in features.bands:
+        covered[first_bin:end_bin, first_filter:end_filter] = True
+    assert not (filters[~covered] != 0).any()
+    window = features.constant("window", like).numpy()
+    frame_length = {
+        "ast": 400,
+        "whisper": EXTRACTORS["whisper"].n_fft,
+        "clap": EXTRACTORS["clap"].fft_window_size,
+    }
+    assert window.shape == (frame_length[name],) and window.max() == pytest.approx(1.0, abs=1e-3)

@@ -1,17 +1,20 @@
-"""The `evaluate` wrapper loads offline and returns exactly what `retrieval_metrics` returns."""
+"""The `evaluate` wrappers load offline and return exactly what `retrieval_metrics` and `moment_retrieval_metrics`
+return."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from moment_reference import random_moment_problem
 
+from hf_atr.metrics.moments import load_moment_retrieval_metric, moment_retrieval_metrics
 from hf_atr.metrics.retrieval import retrieval_metrics
 
 evaluate = pytest.importorskip("evaluate")
 
 
 @pytest.fixture(scope="module")
-def metric(tmp_path_factory):
+def evaluate_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("hf_home")
     # evaluate reads HF_HOME at import time, so point its already-computed cache paths at the temp dir too.
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -19,9 +22,19 @@ def metric(tmp_path_factory):
         monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", cache / "modules")
         monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", cache / "metrics")
         monkeypatch.setattr(evaluate.config, "HF_EVALUATE_CACHE", cache / "evaluate")
-        from hf_atr.metrics.retrieval import load_retrieval_metric
+        yield cache
 
-        yield load_retrieval_metric(cache_dir=str(cache / "metrics"))
+
+@pytest.fixture(scope="module")
+def metric(evaluate_cache):
+    from hf_atr.metrics.retrieval import load_retrieval_metric
+
+    return load_retrieval_metric(cache_dir=str(evaluate_cache / "metrics"))
+
+
+@pytest.fixture(scope="module")
+def moment_metric(evaluate_cache):
+    return load_moment_retrieval_metric(cache_dir=str(evaluate_cache / "metrics"))
 
 
 def multilingual_problem():
@@ -85,3 +98,62 @@ def test_deprecated_map_cutoff_still_works(metric):
     with pytest.deprecated_call(match="map_cutoff` is deprecated"):
         result = metric.compute(predictions=scores.tolist(), references=text_to_audio.tolist(), map_cutoff=3)
     assert result == retrieval_metrics(scores, text_to_audio, map_cutoffs=(3,))
+
+
+def moment_records(string_qids: bool) -> tuple[list[dict], list[dict]]:
+    """A random moment problem with a record for every query (an empty list where it has no predictions), the
+    predictions in the reverse order of the references: records are matched by qid, not by row."""
+    predictions, references = random_moment_problem(3, n_queries=12)
+    listed = {record["qid"]: record["pred_relevant_windows"] for record in predictions}
+    predictions = [
+        {"qid": r["qid"], "pred_relevant_windows": listed.get(r["qid"], [])} for r in reversed(references)
+    ]
+
+    def qid(value: str) -> str | int:
+        return value if string_qids else int(value[1:])
+
+    return (
+        [{**record, "qid": qid(record["qid"])} for record in predictions],
+        [{**record, "qid": qid(record["qid"])} for record in references],
+    )
+
+
+@pytest.mark.parametrize("string_qids", [True, False], ids=["string qids", "integer qids"])
+def test_moment_metric_compute_matches_moment_retrieval_metrics(moment_metric, string_qids):
+    predictions, references = moment_records(string_qids)
+    expected = moment_retrieval_metrics(predictions, references)
+    assert moment_metric.compute(predictions=predictions, references=references) == expected
+    for start in range(0, len(predictions), 5):
+        moment_metric.add_batch(
+            predictions=predictions[start : start + 5], references=references[start : start + 5]
+        )
+    assert moment_metric.compute() == expected
+    for prediction, reference in zip(predictions, references):
+        moment_metric.add(prediction=prediction, reference=reference)
+    assert moment_metric.compute() == expected
+    assert set(expected) == {"R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP"}
+
+
+def test_moment_metric_errors_are_those_of_the_function(moment_metric):
+    with pytest.raises(ValueError, match=r"^predictions: 1 qid\(s\) are not in the references: 'b'\."):
+        moment_metric.compute(
+            predictions=[{"qid": "b", "pred_relevant_windows": [[0.0, 1.0, 0.5]]}],
+            references=[{"qid": "a", "relevant_windows": [[0.0, 1.0]]}],
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"^predictions: qid 'a': pred_relevant_windows must be a list of \[start, end, score\]",
+    ):
+        moment_metric.compute(
+            predictions=[{"qid": "a", "pred_relevant_windows": [[0.0, 1.0]]}],
+            references=[{"qid": "a", "relevant_windows": [[0.0, 1.0]]}],
+        )
+
+
+def test_moment_metric_stores_numeric_string_qids_as_integers_beside_integer_ones(moment_metric):
+    predictions, references = moment_records(string_qids=False)
+    as_strings = [{**record, "qid": str(record["qid"])} for record in references]
+    expected = moment_retrieval_metrics(predictions, references)
+    assert moment_metric.compute(predictions=predictions, references=as_strings) == expected
+    with pytest.raises(ValueError, match=r"qid\(s\) are not in the references"):
+        moment_retrieval_metrics(predictions, as_strings)

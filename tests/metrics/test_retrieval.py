@@ -13,7 +13,6 @@ import torch
 
 from hf_atr.deprecation import HfAtrDeprecationWarning
 from hf_atr.metrics.retrieval import (
-    QueryRanks,
     inner_product_scores,
     retrieval_metrics,
     retrieval_metrics_from_embeddings,
@@ -624,19 +623,3 @@ def test_recall_curve_counts_queries_with_a_relevant_item_in_the_top_k():
     np.testing.assert_allclose(ranks.recall_at(ks), [np.mean([b < k for b in best]) for k in ks])
     metrics = retrieval_metrics(scores, text_to_audio, ks=(1, 5, 10))
     np.testing.assert_allclose(ranks.recall_at((1, 5, 10)), [metrics[f"t2a_R@{k}"] for k in (1, 5, 10)])
-
-
-def test_chance_recall_is_the_expected_recall_of_random_scores():
-    # Exhaustive over every ordering of a gallery of 6 items: a query with 2 relevant items.
-    from itertools import permutations
-
-    positions = torch.tensor([[0, 1]])
-    ranks = QueryRanks(positions=positions, num_relevant=torch.tensor([2]), gallery_size=6)
-    orderings = list(permutations(range(6)))
-    for k in (1, 2, 3, 5, 6):
-        hit = np.mean([min(order.index(0), order.index(1)) < k for order in orderings])
-        assert ranks.chance_recall_at([k])[0] == pytest.approx(hit)
-    one_relevant = QueryRanks(positions=torch.tensor([[3]]), num_relevant=torch.tensor([1]), gallery_size=40)
-    np.testing.assert_allclose(
-        one_relevant.chance_recall_at(range(1, 51)), np.minimum(np.arange(1, 51), 40) / 40
-    )

@@ -138,3 +138,68 @@ def test_caption_pair_dataset_needs_translations_for_other_languages():
         ValueError, match=r"Languages \['fra'\] were requested but the dataset has no 'translations'"
     ):
         CaptionPairDataset(clips, languages=["eng", "fra"])
+
+
+def _extracted_clips(tmp_path, processor, seconds):
+    """Clips of ``seconds`` through ``extract_audio_features``, saved and loaded back (memory-mapped)."""
+    from datasets import load_from_disk
+    from tiny_models import SAMPLING_RATE
+
+    waveforms = [random_waveforms(1, seed=index, seconds=length)[0] for index, length in enumerate(seconds)]
+    clips = Dataset.from_dict(
+        {
+            "audio_id": [f"clip{index}" for index in range(len(seconds))],
+            "audio": [{"array": waveform, "sampling_rate": SAMPLING_RATE} for waveform in waveforms],
+            "captions": [[f"a dog barks {index}", f"a siren wails {index}"] for index in range(len(seconds))],
+        }
+    )
+    processor.extract_audio_features(clips, batch_size=2).save_to_disk(str(tmp_path / "features"))
+    return load_from_disk(str(tmp_path / "features")), waveforms
+
+
+def test_a_gathered_batch_equals_the_batch_of_python_rows_bitwise(tmp_path):
+    """One gather of ``Array2D`` rows (``__getitems__``, what the DataLoader calls) against the rows as the loader read
+    them before issue 22: one ``dict(clips[i])`` per item, features as Python lists."""
+    processor = make_processor()
+    clips, _ = _extracted_clips(tmp_path, processor, [1.0] * 5)
+    pairs = CaptionPairDataset(clips)
+    indices = [7, 2, 3, 0, 9, 2]
+    old_rows = []
+    for index in indices:
+        clip_index, _, slot = (int(value) for value in pairs.pairs[index])
+        old_rows.append(
+            {**dict(clips[clip_index]), "caption_language": "eng", "caption_index": slot, "epoch": 0}
+        )
+    assert isinstance(old_rows[0]["input_values"], list)
+    collator = AtrDataCollator(processor)
+    gathered, expected = collator(pairs.__getitems__(indices)), collator(old_rows)
+    assert gathered.keys() == expected.keys()
+    for name, value in expected.items():
+        if torch.is_tensor(value):
+            assert value.dtype == gathered[name].dtype and torch.equal(value, gathered[name]), name
+        else:
+            assert value == gathered[name], name
+    assert [pairs[index]["audio_id"] for index in indices] == gathered["audio_ids"]
+
+
+def test_frames_that_vary_are_padded_as_the_extractor_pads_a_batch(tmp_path):
+    """wav2vec2's features are the samples themselves: stored with a dynamic first dimension, padded by the
+    collator with the extractor's ``padding_value`` and a zero mask, as the extractor pads a batch itself."""
+    from tiny_models import SAMPLING_RATE, tiny_tokenizer
+    from transformers import Wav2Vec2FeatureExtractor
+
+    from hf_atr import AtrProcessor
+
+    extractor = Wav2Vec2FeatureExtractor(
+        sampling_rate=SAMPLING_RATE, return_attention_mask=True, padding_value=0.5
+    )
+    processor = AtrProcessor(extractor, tiny_tokenizer())
+    assert processor.varying_frame_inputs() == {"input_values", "audio_attention_mask"}
+    clips, waveforms = _extracted_clips(tmp_path, processor, [0.3, 0.5, 0.2])
+    pairs = CaptionPairDataset(clips)
+    batch = AtrDataCollator(processor)(pairs.__getitems__([0, 2, 4]))
+    reference = extractor(waveforms, sampling_rate=SAMPLING_RATE, padding=True, return_tensors="np")
+    assert batch["input_values"].shape == (3, int(0.5 * SAMPLING_RATE))
+    torch.testing.assert_close(batch["input_values"], torch.from_numpy(reference["input_values"]))
+    assert torch.equal(batch["audio_attention_mask"], torch.from_numpy(reference["attention_mask"]).long())
+    assert float(batch["input_values"][2, -1]) == 0.5

@@ -8,7 +8,13 @@ from tiny_models import make_processor
 from hf_atr import featurize_waveforms
 from hf_atr.features.registry import batched_features_for
 from hf_atr.features.spectrogram import pad_waveforms
-from hf_atr.training.device_features import CROPPED, RANDOM_CHOICES, WAVEFORM_LENGTHS, WAVEFORMS
+from hf_atr.training.device_features import (
+    CROPPED,
+    RANDOM_CHOICES,
+    WAVEFORM_LENGTHS,
+    WAVEFORMS,
+    waveforms_as_float,
+)
 
 
 def test_waveform_entries_become_the_model_inputs_and_the_rest_of_the_batch_stays():
@@ -36,3 +42,13 @@ def test_a_batch_without_waveforms_is_named():
     features = batched_features_for(make_processor("ast").feature_extractor)
     with pytest.raises(ValueError, match="was not built by WaveformCollator"):
         featurize_waveforms({"input_values": torch.zeros(1)}, features)
+
+
+def test_int16_pcm_is_scaled_exactly_and_other_integer_waveforms_are_refused():
+    every_value = torch.arange(-32768, 32768, dtype=torch.int16).reshape(2, -1)
+    expected = (every_value.double() / 2**15).float()  # n / 2**15 in float64, each exact in float32
+    assert torch.equal(waveforms_as_float(every_value), expected)
+    floats = torch.randn(2, 5, dtype=torch.float64)
+    assert waveforms_as_float(floats) is floats
+    with pytest.raises(TypeError, match="Waveforms must be floats, or int16 PCM .* got torch.int32"):
+        waveforms_as_float(torch.zeros(2, 5, dtype=torch.int32))

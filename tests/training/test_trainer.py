@@ -367,3 +367,66 @@ def test_audio_feature_options_are_checked(tmp_path):
             processing_class=processor,
             audio_features="device",
         )
+
+
+def test_int16_waveform_batches_are_left_to_accelerators_unless_asked_for(tmp_path):
+    """On the CPU the trainer has the workers scale 16-bit PCM (int16 saves no copy there); asked for, int16
+    batches train, scaled on the device."""
+    from tiny_models import raw_audio_dataset
+
+    processor = make_processor()
+    automatic = WaveformCollator(processor)
+    AtrTrainer(
+        model=make_model(), args=training_args(tmp_path), processing_class=processor, data_collator=automatic
+    )
+    assert automatic.int16_batches is False
+    asked = WaveformCollator(processor, int16_batches=True)
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=2, per_device_train_batch_size=4),
+        train_dataset=raw_audio_dataset([0.5, 0.8, 1.2, 0.6]),
+        processing_class=processor,
+        data_collator=asked,
+    )
+    dtypes = []
+    training_step = trainer.training_step
+
+    def recording_step(model, inputs, *args, **kwargs):
+        dtypes.append(inputs["waveforms"].dtype)
+        return training_step(model, inputs, *args, **kwargs)
+
+    trainer.training_step = recording_step
+    assert asked.int16_batches is True and trainer.device_features is asked.features
+    assert trainer.train().training_loss > 0 and dtypes == [torch.int16] * 2
+
+
+def test_a_dataset_saved_with_nested_list_features_trains_as_one_stored_as_arrays(tmp_path):
+    """Datasets saved before issue 22 hold their features as nested lists: they load, batch to the same numbers as
+    the same features stored as ``Array2D`` (read in one gather), and train to the same losses."""
+    from datasets import Array2D, List, Value, load_from_disk
+
+    nested = feature_dataset(16)  # Dataset.from_dict infers nested lists, as Dataset.map did
+    assert nested.features["input_values"] == List(List(Value("float32")))
+    nested.save_to_disk(str(tmp_path / "nested"))
+    nested.cast_column("input_values", Array2D((100, 32), "float32")).save_to_disk(str(tmp_path / "arrays"))
+    processor = make_processor()
+    batches, losses = {}, {}
+    for storage in ("nested", "arrays"):
+        clips = load_from_disk(str(tmp_path / storage))
+        args = training_args(tmp_path / f"run-{storage}", max_steps=4, logging_steps=1)
+        trainer = AtrTrainer(
+            model=make_model(processor=processor), args=args, train_dataset=clips, processing_class=processor
+        )
+        batches[storage] = next(iter(trainer.get_train_dataloader()))
+        trainer.train()
+        losses[storage] = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert batches["arrays"].keys() == batches["nested"].keys()
+    for name, value in batches["nested"].items():
+        if torch.is_tensor(value):
+            assert value.dtype == batches["arrays"][name].dtype and torch.equal(
+                value, batches["arrays"][name]
+            ), name
+        else:
+            assert value == batches["arrays"][name], name
+    assert len(losses["nested"]) == 4
+    torch.testing.assert_close(losses["arrays"], losses["nested"])

@@ -160,3 +160,66 @@ def test_multilingual_batches_take_their_audio_from_the_waveform_collator():
     assert batch["waveform_cropped"].tolist() == [False, True]
     inputs = featurize_waveforms(batch, collator.features)
     assert inputs["input_values"].shape[0] == 2
+
+
+def _pcm16_clips(channels: list[int], rate: int = 16000) -> Dataset:
+    """Clips stored as 16-bit WAV at ``rate`` (the tiny AST extractor's rate by default), 0.6-2.2 s long."""
+    rows = {"audio": [], "audio_id": [], "captions": []}
+    for index, count in enumerate(channels):
+        waveform = synthetic_clip(int((0.6 + 0.4 * index) * rate), rate, seed=index)
+        stacked = np.stack([waveform, -0.5 * waveform]) if count == 2 else waveform
+        rows["audio"].append({"bytes": encode_wav(stacked, rate), "path": f"clip{index}.wav"})
+        rows["audio_id"].append(f"clip{index}")
+        rows["captions"].append([f"a sound number {index}", f"sound {index} again"])
+    return finalize_audio_column(Dataset.from_dict(rows, features=atr_features()))
+
+
+def _float_path_batches(monkeypatch, collator, dataset, num_workers):
+    """The batches the collator made before 16-bit PCM was kept as stored: every clip decoded to float32."""
+    from hf_atr.training import waveform_collator
+
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            waveform_collator,
+            "decode_pcm16",
+            lambda value, rate, *, source=None: decode_audio(value, rate, source=source),
+        )
+        return _batches(collator, dataset, num_workers)
+
+
+def test_mono_16_bit_clips_travel_as_int16_and_featurise_exactly_as_the_float_path(monkeypatch):
+    processor = make_processor("ast")
+    pairs = CaptionPairDataset(_pcm16_clips([1, 1, 1, 1]))
+    collator = WaveformCollator(processor, seed=2)  # random crops: the 1.8-s and 2.2-s clips are cut
+    as_stored = _batches(collator, pairs, num_workers=2)
+    as_float = _float_path_batches(monkeypatch, collator, pairs, num_workers=0)
+    for stored, decoded in zip(as_stored, as_float, strict=True):
+        assert stored["waveforms"].dtype == torch.int16 and decoded["waveforms"].dtype == torch.float32
+        assert 2 * stored["waveforms"].nbytes == decoded["waveforms"].nbytes
+        assert torch.equal(stored["waveform_lengths"], decoded["waveform_lengths"])
+        assert torch.equal(
+            stored["waveforms"].float() / 32768, decoded["waveforms"]
+        )  # same crops, same samples
+        from_int16 = featurize_waveforms(stored, collator.features, device="cpu")
+        from_float = featurize_waveforms(decoded, collator.features, device="cpu")
+        assert torch.equal(from_int16["input_values"], from_float["input_values"])
+    assert any(bool(batch["waveform_cropped"].any()) for batch in as_stored)
+
+
+def test_a_batch_with_a_clip_that_needs_converting_is_sent_in_float32(monkeypatch):
+    processor = make_processor("ast")
+    clips = _pcm16_clips([1, 2, 1])  # the stereo clip is mixed down in float
+    collator = WaveformCollator(processor, crop="start")
+    (mixed,) = _batches(collator, clips, num_workers=0)
+    (as_float,) = _float_path_batches(monkeypatch, collator, clips, num_workers=0)
+    assert mixed["waveforms"].dtype == torch.float32
+    assert torch.equal(mixed["waveforms"], as_float["waveforms"])
+    scaled_in_worker = WaveformCollator(processor, crop="start", int16_batches=False)
+    (mono,) = _batches(scaled_in_worker, _pcm16_clips([1, 1]), num_workers=0)
+    (mono_float,) = _float_path_batches(monkeypatch, scaled_in_worker, _pcm16_clips([1, 1]), num_workers=0)
+    assert mono["waveforms"].dtype == torch.float32 and torch.equal(
+        mono["waveforms"], mono_float["waveforms"]
+    )
+    resampled = _pcm16_clips([1], rate=22050)  # another rate: resampled in float
+    (batch,) = _batches(collator, resampled, num_workers=0)
+    assert batch["waveforms"].dtype == torch.float32

@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import transformers
-from transformers.utils import logging
+
+from ..checkpoint_conversion import check_loading_info, convert_state_dict
 
 if TYPE_CHECKING:
     from transformers import ClapConfig, ClapModel
-
-logger = logging.get_logger(__name__)
 
 CLAP_KEY_PREFIXES = {
     "audio_model.": "audio_model.",
@@ -60,9 +59,6 @@ CLAP_FIXED_CONFIG_FIELDS = (
     "logit_scale_init",
 )
 """AtrConfig fields a CLAP checkpoint determines; ``from_clap`` refuses other values for them."""
-DERIVED_BUFFER_SUFFIXES = ("position_ids", "token_type_ids", "relative_position_index", "num_batches_tracked")
-"""Buffers computed from the config alone (index tables, a batch-norm step counter): a checkpoint may lack
-them without losing anything, and ``_init_weights`` sets them."""
 FRESH_ATR_KEYS = ("scoring_head.metric_matrix",)
 """hf-atr parameters no CLAP tensor fills (Mahalanobis scoring chosen on top of CLAP): they keep their
 initial values (the identity)."""
@@ -88,18 +84,6 @@ def atr_config_kwargs_from_clap(clap_config: ClapConfig) -> dict[str, Any]:
     }
 
 
-def _is_derived_buffer(key: str) -> bool:
-    return key.rsplit(".", 1)[-1] in DERIVED_BUFFER_SUFFIXES
-
-
-def _describe_mismatch(item: Any) -> str:
-    """``"key (checkpoint (a, b) vs model (c, d))"`` from transformers' ``(key, checkpoint shape, model shape)``."""
-    if isinstance(item, tuple) and len(item) == 3:
-        key, checkpoint_shape, model_shape = item
-        return f"{key} (checkpoint {tuple(checkpoint_shape)} vs model {tuple(model_shape)})"
-    return str(item)
-
-
 def check_clap_loading_info(loading_info: Mapping[str, Iterable[Any]], source: str) -> None:
     """Raise :class:`ClapCheckpointError` unless ``ClapModel.from_pretrained`` found every weight.
 
@@ -107,29 +91,10 @@ def check_clap_loading_info(loading_info: Mapping[str, Iterable[Any]], source: s
         loading_info: the second value of ``from_pretrained(..., output_loading_info=True)``.
         source: the checkpoint's name, for the message.
 
-    Buffers of :data:`DERIVED_BUFFER_SUFFIXES` missing from the file are logged, not refused.
+    Buffers of :data:`~hf_atr.models.checkpoint_conversion.DERIVED_BUFFER_SUFFIXES` missing from the file are
+    logged, not refused.
     """
-    missing = sorted(loading_info.get("missing_keys", ()))
-    derived = [key for key in missing if _is_derived_buffer(key)]
-    if derived:
-        logger.warning(f"{source} lacks the derived buffers {derived}; they are computed from the config.")
-    problems = [
-        f"{label}: {', '.join(str(item) for item in items)}"
-        for label, items in (
-            ("missing keys", [key for key in missing if not _is_derived_buffer(key)]),
-            ("unexpected keys", sorted(loading_info.get("unexpected_keys", ()))),
-            (
-                "mismatched keys",
-                sorted(_describe_mismatch(item) for item in loading_info.get("mismatched_keys", ())),
-            ),
-            ("errors", list(loading_info.get("error_msgs", ()))),
-        )
-        if items
-    ]
-    if problems:
-        raise ClapCheckpointError(
-            f"{source} is not a complete ClapModel checkpoint for its config: " + "; ".join(problems) + "."
-        )
+    check_loading_info(loading_info, source, "ClapModel", ClapCheckpointError)
 
 
 def load_clap_checkpoint(clap_name_or_path: str | os.PathLike, **kwargs: Any) -> ClapModel:
@@ -172,30 +137,15 @@ def convert_clap_state_dict(
         ClapCheckpointError: naming CLAP keys without a place, hf-atr keys no CLAP tensor fills (other than
             :data:`FRESH_ATR_KEYS`), and shape mismatches.
     """
-    converted, without_place, mismatched = {}, [], []
-    for clap_key, tensor in clap_state.items():
-        atr_key = clap_to_atr_key(clap_key)
-        if atr_key is None or atr_key not in atr_shapes:
-            without_place.append(clap_key if atr_key is None else f"{clap_key} (→ {atr_key})")
-        elif tuple(tensor.shape) != tuple(atr_shapes[atr_key]):
-            mismatched.append(f"{clap_key} ({tuple(tensor.shape)} vs {atr_key} {tuple(atr_shapes[atr_key])})")
-        else:
-            converted[atr_key] = tensor
-    unfilled = sorted(
-        set(atr_shapes) - set(converted) - set(FRESH_ATR_KEYS) - {clap_to_atr_key(key) for key in clap_state}
+    return convert_state_dict(
+        clap_state,
+        atr_shapes,
+        clap_to_atr_key,
+        family="CLAP",
+        fresh_keys=FRESH_ATR_KEYS,
+        source=source,
+        error_class=ClapCheckpointError,
     )
-    problems = [
-        f"{label}: {', '.join(items)}"
-        for label, items in (
-            ("CLAP tensors without a place in the hf-atr model", sorted(without_place)),
-            ("shape mismatches", mismatched),
-            ("hf-atr tensors no CLAP tensor fills", unfilled),
-        )
-        if items
-    ]
-    if problems:
-        raise ClapCheckpointError(f"Cannot convert {source}: " + "; ".join(problems) + ".")
-    return converted
 
 
 __all__ = [

@@ -1,0 +1,442 @@
+"""AtrTrainer end to end against the raw training step of the same model (issue 22 §1, §4).
+
+Two parts, side by side in one run:
+
+1. **Collate** (always CLAP size): the whole collate of ``AtrTrainer``'s own train dataloader (read the rows,
+   stack the ``(1, 1001, 64)`` float32 features, tokenise the captions with a RoBERTa-size byte-level BPE tokenizer
+   of 50,265 tokens built here, offline) in one process (``dataloader_num_workers=0``), in rows per second, for
+   features stored as nested lists (what ``Dataset.map`` wrote before issue 22) and as ``Array3D`` (what
+   ``AtrProcessor.extract_audio_features`` writes now). The first row reads the nested lists row by row, as the
+   training dataloader did before issue 22.
+2. **Training**: ``AtrTrainer`` steps against the raw step of the same model, objective (the model's), AdamW
+   optimizer (the Trainer's defaults), ``max_grad_norm`` and precision, on one batch already on the device; for
+   precomputed features (``extract_audio_features``, saved and loaded back) and for raw audio with on-device
+   features (``audio_features="device"``: the waveform collator in the workers, the batched features on the
+   device, counted in the raw step too). Printed as ms per step, pairs/s and the trainer's share of the raw step
+   (the median step after the first two; a trainer step is the time between two step ends, so it includes the
+   wait for its batch).
+
+    OMP_NUM_THREADS=1 python benchmarks/trainer_throughput.py                         # CPU, tiny model
+    python benchmarks/trainer_throughput.py --device cuda --model clap --batch-size 256 --bf16 --workers 0 8
+
+``--model clap`` is a random-init CLAP at ``laion/clap-htsat-unfused``'s sizes (HTS-AT + RoBERTa-base) on 10-s
+clips at 48 kHz; ``tiny`` the demo's AST + BERT on 2-s clips at 16 kHz. Audio is synthetic (tones in noise), made
+here. Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+from datasets import Array3D, Audio, Dataset, Features, List, Value, load_from_disk
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+from transformers import (
+    ClapConfig,
+    ClapFeatureExtractor,
+    PrinterCallback,
+    RobertaTokenizerFast,
+    TrainerCallback,
+    TrainingArguments,
+)
+from transformers.utils import logging
+
+from hf_atr import AtrDualEncoderModel, AtrProcessor, AtrTrainer
+from hf_atr.configuration_atr import AtrConfig
+from hf_atr.data.audio import encode_wav
+from hf_atr.demo import tiny_feature_extractor, tiny_model_config
+from hf_atr.models.clap.convert_clap_checkpoint import atr_config_kwargs_from_clap
+from hf_atr.objectives.batch import pop_batch_metadata
+from hf_atr.objectives.registry import build_objective
+from hf_atr.training.collator import CaptionPairDataset
+from hf_atr.training.device_features import featurize_waveforms
+
+ROBERTA_VOCAB_SIZE = 50265
+ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+SYLLABLES = [consonant + vowel for consonant in "bcdfghjklmnprstvwz" for vowel in "aeiou"]
+CLAP_FEATURE_SHAPE = (1, 1001, 64)
+CAPTIONS_PER_CLIP = 5
+LEARNING_RATE = 1e-4
+MAX_GRAD_NORM = 1.0
+
+
+def roberta_size_tokenizer(seed: int = 0) -> RobertaTokenizerFast:
+    """A byte-level BPE tokenizer of RoBERTa's kind and size (50,265 tokens, 50,004 merges), built offline.
+
+    Its merges join letter pairs into syllables, and syllables into two- and three-syllable words (a space-marked
+    ``Ġ`` word start first), so captions of :func:`captions` tokenise into about 1.5 tokens a word, as English does
+    with RoBERTa's own merges.
+    """
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {token: index for index, token in enumerate([*ROBERTA_SPECIAL_TOKENS, *alphabet])}
+    merges: list[tuple[str, str]] = []
+
+    def merge(left: str, right: str) -> None:
+        merges.append((left, right))
+        vocab.setdefault(left + right, len(vocab))
+
+    for syllable in SYLLABLES:
+        merge(syllable[0], syllable[1])
+    for syllable in SYLLABLES:
+        merge("Ġ", syllable)
+    for first, second in itertools.product(SYLLABLES, repeat=2):
+        merge("Ġ" + first, second)
+    three = list(itertools.product(SYLLABLES, repeat=3))
+    for index in np.random.default_rng(seed).permutation(len(three)):
+        if len(vocab) >= ROBERTA_VOCAB_SIZE:
+            break
+        first, second, third = three[index]
+        merge("Ġ" + first + second, third)
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tokenizer.decoder = decoders.ByteLevel()
+    return RobertaTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        cls_token="<s>",
+        sep_token="</s>",
+        model_max_length=77,
+    )
+
+
+def captions(count: int, rng: np.random.Generator) -> list[list[str]]:
+    """``count`` clips' worth of :data:`CAPTIONS_PER_CLIP` captions of 8-20 words from a 5,000-word lexicon."""
+    lexicon = ["".join(rng.choice(SYLLABLES, rng.integers(1, 4))) for _ in range(5000)]
+    return [
+        [" ".join(rng.choice(lexicon, rng.integers(8, 21))) for _ in range(CAPTIONS_PER_CLIP)]
+        for _ in range(count)
+    ]
+
+
+def clap_size_features(count: int, nested_lists: bool, cache_dir: Path, seed: int) -> Dataset:
+    """``count`` clips with random ``(1, 1001, 64)`` float32 features, written to Arrow files under ``cache_dir``
+    and memory-mapped: as nested lists (``nested_lists``) or as ``Array3D``."""
+    value = Value("float32")
+    stored = List(List(List(value))) if nested_lists else Array3D(CLAP_FEATURE_SHAPE, "float32")
+    features = Features(
+        {"audio_id": Value("string"), "captions": List(Value("string")), "input_features": stored}
+    )
+    rng = np.random.default_rng(seed)
+    texts = captions(count, rng)
+
+    def rows():
+        for index in range(count):
+            yield {
+                "audio_id": f"clip{index}",
+                "captions": texts[index],
+                "input_features": rng.standard_normal(CLAP_FEATURE_SHAPE, dtype=np.float32),
+            }
+
+    return Dataset.from_generator(rows, features=features, cache_dir=str(cache_dir))
+
+
+class RowByRowPairs(CaptionPairDataset):
+    """The caption pairs read row by row, as the training dataloader read them before issue 22: torch's DataLoader
+    falls back to one ``__getitem__`` per item when ``__getitems__`` is None."""
+
+    __getitems__ = None
+
+
+def rows_per_second(loader: Any, batches: int) -> float:
+    """Items collated per second over ``batches`` batches of ``loader``, after one batch of warm-up."""
+    iterator = iter(loader)
+    next(iterator)
+    start, rows = time.perf_counter(), 0
+    for _ in range(batches):
+        rows += len(next(iterator)["audio_ids"])
+    return rows / (time.perf_counter() - start)
+
+
+def collate_rows(
+    args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path
+) -> list[tuple[str, float]]:
+    """Part 1: rows/s of the trainer's own train dataloader (one process) per storage."""
+    processor = AtrProcessor(ClapFeatureExtractor(truncation="rand_trunc", padding="repeatpad"), tokenizer)
+    model = AtrDualEncoderModel(tiny_model_config(tiny_feature_extractor(), len(tokenizer)))
+    training = TrainingArguments(
+        output_dir=str(work / "collate"),
+        per_device_train_batch_size=args.collate_batch_size,
+        use_cpu=True,
+        report_to=[],
+        dataloader_num_workers=0,
+    )
+    results = []
+    for label, nested in (("nested lists", True), ("Array3D", False)):
+        clips = clap_size_features(args.collate_clips, nested, work / f"collate-{int(nested)}", seed=0)
+        trainer = AtrTrainer(model=model, args=training, train_dataset=clips, processing_class=processor)
+        loader = trainer.get_train_dataloader()
+        if nested:
+            row_by_row = torch.utils.data.DataLoader(
+                RowByRowPairs(clips),
+                batch_size=args.collate_batch_size,
+                shuffle=True,
+                collate_fn=trainer.data_collator,
+            )
+            results.append(
+                (
+                    f"{label}, row by row (the loader before issue 22)",
+                    rows_per_second(row_by_row, args.collate_batches),
+                )
+            )
+        results.append(
+            (f"{label}, AtrTrainer's train dataloader", rows_per_second(loader, args.collate_batches))
+        )
+    return results
+
+
+def synthetic_clips(count: int, seconds: float, rate: int, seed: int) -> list[np.ndarray]:
+    """Tones in noise, float32 mono at ``rate``."""
+    rng = np.random.default_rng(seed)
+    time_axis = np.arange(int(seconds * rate)) / rate
+    return [
+        (
+            0.3 * np.sin(2 * np.pi * rng.uniform(100, 4000) * time_axis)
+            + 0.05 * rng.standard_normal(time_axis.size)
+        ).astype(np.float32)
+        for _ in range(count)
+    ]
+
+
+def build_model(
+    name: str, tokenizer: RobertaTokenizerFast
+) -> tuple[AtrDualEncoderModel, AtrProcessor, float]:
+    """The model, its processor and its clip length in seconds."""
+    if name == "clap":
+        extractor = ClapFeatureExtractor(truncation="rand_trunc", padding="repeatpad")
+        model = AtrDualEncoderModel(AtrConfig(**atr_config_kwargs_from_clap(ClapConfig())))
+        return model, AtrProcessor(extractor, tokenizer), 10.0
+    extractor = tiny_feature_extractor()
+    return (
+        AtrDualEncoderModel(tiny_model_config(extractor, len(tokenizer))),
+        AtrProcessor(extractor, tokenizer),
+        2.0,
+    )
+
+
+class StepClock(TrainerCallback):
+    """The time of every step end (after the device finishes)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.ends: list[float] = []
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.ends.append(time.perf_counter())
+
+
+def median_after_two(durations: list[float]) -> float:
+    return statistics.median(durations[2:] if len(durations) > 3 else durations)
+
+
+def raw_step_seconds(
+    model: AtrDualEncoderModel,
+    batch: dict[str, Any],
+    features: Any,
+    device: torch.device,
+    bf16: bool,
+    steps: int,
+) -> float:
+    """Median seconds of the raw step: forward (after the on-device features, when ``features``), the model's
+    objective, backward, gradient clipping at :data:`MAX_GRAD_NORM` and an AdamW step, on ``batch`` on the device."""
+    model.to(device).train()
+    objective = build_objective(model.config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
+    batch = dict(batch)
+    metadata = pop_batch_metadata(batch)
+    metadata = {key: value.to(device) if torch.is_tensor(value) else value for key, value in metadata.items()}
+    inputs = {key: value.to(device) if torch.is_tensor(value) else value for key, value in batch.items()}
+    parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            model_inputs = (
+                featurize_waveforms(inputs, features, device=device) if features is not None else inputs
+            )
+            outputs = model(**model_inputs)
+        loss = objective(outputs.audio_embeds, outputs.text_embeds, batch=metadata, model=model).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, MAX_GRAD_NORM)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    durations = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        durations.append(time.perf_counter() - start)
+    return median_after_two(durations)
+
+
+def trainer_step_seconds(
+    model: AtrDualEncoderModel,
+    processor: AtrProcessor,
+    clips: Dataset,
+    audio_features: str,
+    args: argparse.Namespace,
+    workers: int,
+    output_dir: Path,
+) -> tuple[float, dict[str, Any], Any]:
+    """Median seconds between two step ends of ``AtrTrainer``, one batch its own collator made (for the raw step)
+    and its on-device features (``None`` for precomputed features)."""
+    device = torch.device(args.device)
+    clock = StepClock(device)
+    training = TrainingArguments(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=args.batch_size,
+        max_steps=args.steps,
+        learning_rate=LEARNING_RATE,
+        max_grad_norm=MAX_GRAD_NORM,
+        dataloader_num_workers=workers,
+        bf16=args.bf16,
+        use_cpu=device.type == "cpu",
+        save_strategy="no",
+        logging_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=0,
+    )
+    trainer = AtrTrainer(
+        model=model,
+        args=training,
+        train_dataset=clips,
+        processing_class=processor,
+        audio_features=audio_features,
+        callbacks=[clock],
+    )
+    trainer.remove_callback(PrinterCallback)
+
+    batch = trainer.data_collator([trainer.train_dataset[index] for index in range(args.batch_size)])
+    trainer.train()
+    return median_after_two(list(np.diff(clock.ends))), batch, trainer.device_features
+
+
+def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path) -> list[tuple]:
+    """Part 2: (input, workers, trainer ms, trainer pairs/s, raw ms, raw pairs/s, share) per input and worker count."""
+    device = torch.device(args.device)
+    model, processor, seconds = build_model(args.model, tokenizer)
+    rate = processor.sampling_rate
+    count = args.batch_size * args.clip_batches
+    waveforms = synthetic_clips(count, seconds, rate, seed=0)
+    texts = captions(count, np.random.default_rng(1))
+    raw = Dataset.from_dict(
+        {
+            "audio_id": [f"clip{index}" for index in range(count)],
+            "audio": [{"bytes": encode_wav(waveform, rate), "path": None} for waveform in waveforms],
+            "captions": [clip_captions[:1] for clip_captions in texts],
+        },
+        features=Features(
+            {
+                "audio_id": Value("string"),
+                "audio": {"bytes": Value("binary"), "path": Value("string")},
+                "captions": List(Value("string")),
+            }
+        ),
+    ).cast_column("audio", Audio(decode=False))
+    raw.save_to_disk(str(work / "raw"))
+    processor.extract_audio_features(load_from_disk(str(work / "raw")), feature_backend="torch").save_to_disk(
+        str(work / "features")
+    )
+    inputs = {
+        "precomputed features": ("collator", "features"),
+        f"raw {rate // 1000}-kHz audio": ("device", "raw"),
+    }
+    rows = []
+    for label, (audio_features, folder) in inputs.items():
+        clips = load_from_disk(str(work / folder))
+        for workers in args.workers:
+            initial = copy.deepcopy(model)
+            trained, batch, features = trainer_step_seconds(
+                initial, processor, clips, audio_features, args, workers, work / "trainer"
+            )
+            raw_seconds = raw_step_seconds(
+                copy.deepcopy(model), batch, features, device, args.bf16, args.steps
+            )
+            rows.append(
+                (
+                    label,
+                    workers,
+                    1000 * trained,
+                    args.batch_size / trained,
+                    1000 * raw_seconds,
+                    args.batch_size / raw_seconds,
+                    raw_seconds / trained,
+                )
+            )
+            del initial
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model", choices=("tiny", "clap"), default="tiny")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument(
+        "--steps", type=int, default=8, help="steps timed per row (the first two not counted)"
+    )
+    parser.add_argument("--clip-batches", type=int, default=3, help="clips in the training set, in batches")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0], help="dataloader_num_workers per row")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--collate-clips", type=int, default=1024)
+    parser.add_argument("--collate-batch-size", type=int, default=256)
+    parser.add_argument("--collate-batches", type=int, default=3, help="batches timed, after one of warm-up")
+    parser.add_argument("--skip-collate", action="store_true")
+    parser.add_argument("--skip-training", action="store_true")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+    tokenizer = roberta_size_tokenizer()
+    print(f"device {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        if not args.skip_collate:
+            print(
+                f"\nCollate of the training dataloader, one process: CLAP-size features {CLAP_FEATURE_SHAPE} float32, "
+                f"{len(tokenizer):,}-token byte-level BPE, batches of {args.collate_batch_size}, "
+                f"{args.collate_clips} clips x {CAPTIONS_PER_CLIP} captions"
+            )
+            for label, rate in collate_rows(args, tokenizer, work):
+                print(f"  {label:<55} {rate:>8,.0f} rows/s")
+        if not args.skip_training:
+            print(
+                f"\nTraining step, model {args.model}, batch {args.batch_size}, "
+                f"{'bf16' if args.bf16 else 'fp32'}, median of {args.steps} steps after the first two"
+            )
+            print(
+                f"  {'input':<24} {'workers':>7} {'trainer ms':>10} {'pairs/s':>8} {'raw ms':>8} {'pairs/s':>8} "
+                f"{'share':>6}"
+            )
+            for label, workers, trained_ms, trained_rate, raw_ms, raw_rate, share in training_rows(
+                args, tokenizer, work
+            ):
+                print(
+                    f"  {label:<24} {workers:>7} {trained_ms:>10.1f} {trained_rate:>8.1f} {raw_ms:>8.1f} "
+                    f"{raw_rate:>8.1f} {share:>6.0%}"
+                )
+
+
+if __name__ == "__main__":
+    main()
