@@ -55,7 +55,7 @@ def write_moment_set(
                     "relevant_windows": [[start, round(start + EVENT_SECONDS, 2)]],
                 }
             )
-        soundfile.write(audio_dir / f"{vid}.wav", recording, SAMPLING_RATE, subtype="FLOAT")
+        soundfile.write(audio_dir / f"{vid}.wav", recording, SAMPLING_RATE, subtype="PCM_16")
     annotations = folder / f"moments_{split}_release.jsonl"
     annotations.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return annotations

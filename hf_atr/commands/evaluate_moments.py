@@ -9,7 +9,6 @@ and with ``--report`` the page with the timelines of a sample of queries.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +62,7 @@ def run_moment_evaluation(args: argparse.Namespace) -> int:
     from hf_atr.pipelines.moment_evaluation import PREDICTIONS_FILE, MomentEvaluator
 
     from .common import checked_model, write_evaluation_output
+    from .moment_data import moment_results
 
     misplaced = [option for option, name in CLIP_RETRIEVAL_OPTIONS.items() if getattr(args, name)]
     if misplaced:
@@ -95,27 +95,14 @@ def run_moment_evaluation(args: argparse.Namespace) -> int:
         evaluation = evaluator.evaluate(model)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"hf-atr evaluate: {error}") from error
-    protocol = evaluation.protocol
-    skipped = (
-        f", {len(protocol['skipped_recordings'])} recording(s) that could not be decoded left out with their "
-        f"{protocol['skipped_queries']} queries"
-        if protocol["skipped_recordings"]
-        else ""
-    )
     print(
-        f"Moment retrieval on {args.dataset} ({split}: {protocol['queries']} queries over {protocol['recordings']} "
-        f"recordings, {protocol['audio_seconds'] / 3600:.3f} h{skipped}); model {protocol['model']}; windows of "
-        f"{protocol['window_seconds']:g} s every {protocol['hop_seconds']:g} s; proposer "
-        f"{json.dumps(protocol['proposal'])}; in %:"
+        f"Moment retrieval on {args.dataset} ({split}): {moment_results(evaluation.metrics, evaluation.protocol)}"
     )
-    width = max(len(name) for name in evaluation.metrics)
-    for name, value in evaluation.metrics.items():
-        print(f"  {name:<{width}}  {100 * value:.2f}")
     predictions = args.predictions or (Path(args.report) / PREDICTIONS_FILE if args.report else None)
     if predictions is not None:
         print(f"Predictions written to {evaluation.write_predictions(predictions)}")
     report = evaluator.write_report(evaluation, args.report) if args.report else None
-    write_evaluation_output(args, {"metrics": evaluation.metrics, "protocol": protocol}, report)
+    write_evaluation_output(args, {"metrics": evaluation.metrics, "protocol": evaluation.protocol}, report)
     return 0
 
 

@@ -8,6 +8,7 @@ A moment dataset is given as ``--dataset moments`` with the folder of ``<corpus>
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,40 @@ def moment_training_audio(moments: Any, processor: Any) -> dict[str, Any]:
     )
 
 
+def is_moment_protocol(protocol: dict[str, Any]) -> bool:
+    """Whether an evaluation ``protocol`` is a moment evaluation's (:class:`~hf_atr.pipelines.moment_evaluation
+    .MomentEvaluator`)."""
+    from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK
+
+    return protocol.get("task") == MOMENT_RETRIEVAL_TASK
+
+
+def moment_results(metrics: dict[str, float], protocol: dict[str, Any]) -> str:
+    """The lines that report a moment evaluation: what was evaluated (queries, recordings, audio, windows,
+    proposer), then each metric in %."""
+    skipped = (
+        f", {len(protocol['skipped_recordings'])} recording(s) that could not be decoded left out with their "
+        f"{protocol['skipped_queries']} queries"
+        if protocol["skipped_recordings"]
+        else ""
+    )
+    lines = [
+        f"{protocol['queries']} queries over {protocol['recordings']} recordings, "
+        f"{protocol['audio_seconds'] / 3600:.3f} h{skipped}; model {protocol['model']}; windows of "
+        f"{protocol['window_seconds']:g} s every {protocol['hop_seconds']:g} s; proposer "
+        f"{json.dumps(protocol['proposal'])}; in %:"
+    ]
+    width = max(len(name) for name in metrics)
+    lines += [f"  {name:<{width}}  {100 * value:.2f}" for name, value in metrics.items()]
+    return "\n".join(lines)
+
+
 __all__ = [
     "MOMENTS",
+    "is_moment_protocol",
     "is_moment_source",
     "load_moment_corpus",
+    "moment_results",
     "moment_test_evaluator",
     "moment_training_audio",
 ]

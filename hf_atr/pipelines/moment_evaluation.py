@@ -24,7 +24,7 @@ import torch
 from hf_atr.data.moments import is_moment_dataset, moment_recordings
 from hf_atr.encoding import encode_audio_windows, encode_text
 from hf_atr.evaluation.report import REPORT_FILE, ReportFigure, write_html_report
-from hf_atr.metrics.moments import moment_retrieval_metrics
+from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK, moment_retrieval_metrics
 from hf_atr.moments.curve import SimilarityCurve
 from hf_atr.moments.proposal import MomentProposalConfig, prediction_record, propose_moments
 from hf_atr.pipelines.moment_scoring import moment_windowing
@@ -170,7 +170,7 @@ class MomentEvaluator:
         window, hop = self.windowing.samples(self.processor.feature_extractor)
         rate = self.processor.sampling_rate
         self.protocol = {
-            "task": "moment retrieval",
+            "task": MOMENT_RETRIEVAL_TASK,
             "model": getattr(model, "name_or_path", None) or type(model).__name__,
             "split": self.split,
             "queries": len(evaluated),

@@ -39,6 +39,7 @@ def moment_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("moment_set")
     write_moment_set(folder, recordings=4, split="train")
     write_moment_set(folder, recordings=2, split="test", seed=1)
+    write_moment_set(folder, recordings=1, split="val", seed=2)
     return folder
 
 
@@ -143,8 +144,8 @@ def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_pred
     assert main([*argv, "--report", str(tmp_path / "report"), "--output", str(tmp_path / "out.json")]) == 0
     printed = capsys.readouterr().out
     assert (
-        printed.startswith("Moment retrieval on moments (test: 4 queries over 2 recordings, 0.004 h); model ")
-        and 'windows of 1.015 s every 1 s; proposer {"proposer": "refined"' in printed
+        printed.startswith("Moment retrieval on moments (test): 4 queries over 2 recordings, 0.004 h; model ")
+        and 'windows of 1.015 s every 0.5075 s; proposer {"proposer": "refined"' in printed
     )
     output = json.loads((tmp_path / "out.json").read_text())
     for name in METRICS:
@@ -185,7 +186,7 @@ def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_pred
     ("extra", "message"),
     [
         (["--zero-shot"], "hf-atr evaluate: --zero-shot apply to clip retrieval, not to --moments."),
-        (["--split", "validation"], "has no split 'validation'; its splits: ['test', 'train']."),
+        (["--split", "dev"], "has no split 'dev'; its splits: ['test', 'train', 'validation']."),
     ],
 )
 def test_evaluate_moments_refuses_what_does_not_fit(moment_folder, tiny_model, tmp_path, extra, message):
@@ -223,16 +224,20 @@ def test_hf_atr_train_on_a_moment_folder_trains_on_crops_and_tests_with_the_mome
             "--data_dir", str(moment_folder), "--output_dir", "run", *QUICK]  # fmt: skip
     assert main(argv) == 0
     written = json.loads((in_tmp / "run" / "metrics.json").read_text())
-    assert list(written["metrics"]) == METRICS
+    assert sorted(written["metrics"]) == sorted(METRICS)
     assert written["protocol"]["task"] == "moment retrieval" and written["protocol"]["queries"] == 4
     assert written["training_audio"]["clips"] == 8
     assert written["training_audio"]["kept"].startswith(
         "per query and epoch a 1.015-s crop inside its moment"
     )
-    assert (in_tmp / "run" / "model" / "model.safetensors").exists()
+    card = (in_tmp / "run" / "model" / "README.md").read_text()
+    values = " | ".join(f"{100 * written['metrics'][name]:.2f}" for name in METRICS)
+    assert "| R1@0.5 | R1@0.7 | mAP@0.5 | mAP@0.75 | mAP |" in card and f"| {values} |" in card
+    assert "- data: split `test`; 4 queries over 2 recordings (0.00 h)" in card
+    assert "type: audio-moment-retrieval" in card
     # A saved DatasetDict of moments trains the same way.
     load_moment_splits(moment_folder).save_to_disk(str(in_tmp / "saved"))
-    saved = [*argv[:8], "--dataset", "saved", *argv[10:12], "run2", *QUICK]
+    saved = [*argv[:5], "--dataset", "saved", "--output_dir", "run2", *QUICK]
     assert (
         main(saved) == 0
         and json.loads((in_tmp / "run2" / "metrics.json").read_text())["protocol"]["queries"] == 4
