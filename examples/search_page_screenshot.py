@@ -6,6 +6,7 @@ Needs selenium (in the ``[dev]`` extra) and Debian's ``chromium`` and ``chromium
     hf-atr serve --model outputs/demo/model --index outputs/realaudio-index --top-k 6 --port 7861 &
     python examples/search_page_screenshot.py http://127.0.0.1:7861/ --text "a dog barks" --out text.png
     python examples/search_page_screenshot.py http://127.0.0.1:7861/ --audio dog.wav --out example.png
+    python examples/search_page_screenshot.py http://127.0.0.1:7861/ --moments "a dog barks" --out moments.png
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     query = parser.add_mutually_exclusive_group(required=True)
     query.add_argument("--text", help="a text query, typed and sent with Enter")
     query.add_argument("--audio", help="an audio file to upload (query by example)")
+    query.add_argument("--moments", help="a text query, typed and sent with the Find moments button")
     parser.add_argument("--out", required=True, help="the PNG to write (the whole page)")
     args = parser.parse_args()
 
@@ -49,6 +51,9 @@ def main() -> None:
         before = wait.until(lambda d: d.find_element(*status)).text
         if args.text is not None:
             driver.find_element(By.CSS_SELECTOR, "#query textarea").send_keys(args.text, Keys.ENTER)
+        elif args.moments is not None:
+            driver.find_element(By.CSS_SELECTOR, "#query textarea").send_keys(args.moments)
+            driver.find_element(By.ID, "find-moments").click()
         else:
             driver.find_element(By.CSS_SELECTOR, "#example input[type=file]").send_keys(args.audio)
         wait.until(lambda d: d.find_element(*status).text not in ("", before))

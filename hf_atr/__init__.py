@@ -48,6 +48,9 @@ _LAZY_NAMES = {
     "push_to_hub": ".pipelines.sharing",
     "ModelCardCallback": ".training.callbacks",
     "write_model_card": ".model_card",
+    "MomentProposalConfig": ".moments",
+    "SimilarityCurve": ".moments",
+    "propose_moments": ".moments",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
 

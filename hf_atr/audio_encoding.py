@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .data.audio import AudioDecodeError, decode_audio
+from .frame_encoding import encode_frame_entries
 from .lazy import get_logger
 from .processing_atr import AUDIO_INPUT_NAMES, AtrProcessor, audio_batch
 from .windowing import (
@@ -87,13 +88,14 @@ class AudioEmbeddings:
         """Rows of the encoded clips, in order (every row but the skipped ones)."""
         return torch.unique_consecutive(self.clip_indices).tolist()
 
-    def pooled(self, pooling: str) -> torch.Tensor:
-        """``(len(kept_clips), dim)``: each clip's entries pooled (:func:`~hf_atr.windowing.pool_window_embeddings`)."""
+    def pooled(self, pooling: str, *, normalize: bool = True) -> torch.Tensor:
+        """``(len(kept_clips), dim)``: each clip's entries pooled (:func:`~hf_atr.windowing.pool_window_embeddings`;
+        ``normalize=False`` for a model whose head scores unnormalised embeddings)."""
         if len(self.clip_indices) == 0:
             return self.embeddings
         _, counts = torch.unique_consecutive(self.clip_indices, return_counts=True)
         groups = torch.split(self.embeddings, counts.tolist())
-        return torch.stack([pool_window_embeddings(group, pooling) for group in groups])
+        return torch.stack([pool_window_embeddings(group, pooling, normalize=normalize) for group in groups])
 
 
 @dataclass
@@ -125,7 +127,9 @@ def encode_audio_windows(
         windowing: ``None``: one entry per clip, one forward pass of what the processor prepares (the
             extractor cuts a longer clip to its window, named in one warning for the call). Otherwise a clip
             longer than the window becomes one entry per window (:func:`~hf_atr.windowing.window_bounds`),
-            each embedded on its own; a shorter clip is one entry.
+            each embedded on its own; a shorter clip is one entry. With ``windowing.frame_seconds`` (a model
+            with frame-level embeddings), entries are its frames pooled to that resolution
+            (:func:`~hf_atr.frame_encoding.encode_frame_entries`).
         batch_size: windows (or clips) per forward pass.
         strict: ``True``: a clip that cannot be decoded raises
             :class:`~hf_atr.data.audio.AudioDecodeError` naming it; ``False``: it is left out and listed in
@@ -190,7 +194,16 @@ def encode_audio_windows(
                     skipped.append(SkippedAudio(index, name, error.reason))
                     continue
                 durations[index] = len(waveform) / rate
-                if windowing is None:
+                if windowing is not None and windowing.frame_seconds is not None:
+                    flush(device)
+                    entries = encode_frame_entries(
+                        model, processor, waveform, windowing, name=name, batch_size=batch_size, device=device
+                    )
+                    embeddings.append(entries.embeddings)
+                    clip_indices.extend([index] * len(entries.starts))
+                    starts.extend(entries.starts)
+                    ends.extend(entries.ends)
+                elif windowing is None:
                     read = _read_seconds(len(waveform), window)
                     pending.append(_PendingWindow(index, name, waveform, 0.0, read))
                 else:
@@ -266,7 +279,7 @@ def encode_audio_clips(
     encoded = encode_audio_windows(model, processor, dataset, windowing=windowing, **common)
     clips = encoded.kept_clips
     return AudioEmbeddings(
-        embeddings=encoded.pooled(windowing.pooling),
+        embeddings=encoded.pooled(windowing.pooling, normalize=model.scoring_head.normalizes_embeddings),
         clip_indices=torch.tensor(clips, dtype=torch.long),
         starts=torch.zeros(len(clips), dtype=torch.float64),
         ends=torch.tensor([encoded.durations[clip] for clip in clips], dtype=torch.float64),

@@ -132,6 +132,11 @@ class AtrConfig(PreTrainedConfig):
             Whether the head adds a learnable bias to its logits (SigLIP Eq. 1's `b`, PE-Audio's
             `text_audio_logit_bias`). Defaults to the objective's paper: `True` for `sigmoid`, else `False`. A bias
             changes no ranking; only the sigmoid objective and the logits see it.
+        audio_frame_rate (`float`, *optional*):
+            Frames per second of the audio tower's `last_hidden_state` when the model embeds audio frame by frame
+            (`AtrDualEncoderModel.get_audio_frame_features`): 25.0 for a model converted from a
+            `PeAudioFrameLevelModel` checkpoint (48 kHz, one frame per 1920 samples). `None` (default): clip
+            embeddings only.
         logit_bias_init (`float`, *optional*):
             Initial bias; defaults to the objective's paper (SigLIP's −10 for `sigmoid`, else 0).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
@@ -178,6 +183,7 @@ class AtrConfig(PreTrainedConfig):
     logit_scale_form: str = "log"
     logit_bias: bool | None = None
     logit_bias_init: float | None = None
+    audio_frame_rate: float | None = None
     format_version: int = FORMAT_VERSION
 
     @classmethod
@@ -254,6 +260,13 @@ class AtrConfig(PreTrainedConfig):
 
     def _check_values(self) -> None:
         """Fail at construction with a plain ``ValueError`` that lists the allowed values."""
+        if self.audio_frame_rate is not None and not (
+            isinstance(self.audio_frame_rate, (int, float)) and self.audio_frame_rate > 0
+        ):
+            raise ValueError(
+                f"`audio_frame_rate` must be a positive number of frames per second or None, got "
+                f"{self.audio_frame_rate!r}."
+            )
         if self.scoring not in SCORING_KINDS:
             raise ValueError(f"`scoring` must be one of {SCORING_KINDS}, got {self.scoring!r}.")
         for field_name in ("audio_pooling", "text_pooling"):

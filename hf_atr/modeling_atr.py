@@ -32,7 +32,9 @@ from .models.pe_audio.convert_pe_audio_checkpoint import (
     PE_AUDIO_FIXED_CONFIG_FIELDS,
     atr_config_kwargs_from_pe_audio,
     convert_pe_audio_state_dict,
+    is_frame_level,
     load_pe_audio_checkpoint,
+    pe_audio_frame_rate,
 )
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 from .scoring_head import AtrScoringHead, stored_logit_scale
@@ -354,6 +356,40 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             embeds = self._normalized(self.audio_projection(embeds))
         return (embeds, backbone_output) if return_backbone_output else embeds
 
+    def get_audio_frame_features(
+        self,
+        input_values: torch.Tensor | None = None,
+        input_features: torch.Tensor | None = None,
+        audio_attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Embed audio frame by frame, as ``PeAudioFrameLevelModel`` does: the audio projection of every frame of
+        the tower's ``last_hidden_state`` (L2-normalised, not with ``scoring="dot"``), ``config.audio_frame_rate``
+        frames per second from the start of the input.
+
+        Returns:
+            ``frame_embeds: (batch, frames, projection_dim)`` and ``frame_mask: (batch, frames)`` bool, ``False``
+            for frames of padding (the tower's ``output_mask``; all ``True`` without one).
+
+        Raises:
+            ValueError: the model has no frame-level embeddings (``config.audio_frame_rate`` is ``None``).
+        """
+        if self.config.audio_frame_rate is None:
+            raise ValueError(
+                "This model has no frame-level audio embeddings (config.audio_frame_rate is None); convert a "
+                "PeAudioFrameLevelModel checkpoint with AtrDualEncoderModel.from_pe_audio."
+            )
+        _, backbone_output = self.get_audio_features(
+            input_values, input_features, audio_attention_mask, return_backbone_output=True, project=False
+        )
+        hidden = backbone_output.last_hidden_state
+        frame_mask = getattr(backbone_output, "output_mask", None)
+        frame_mask = (
+            torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
+            if frame_mask is None
+            else frame_mask[:, : hidden.shape[1]].bool()
+        )
+        return self._normalized(self.audio_projection(hidden)), frame_mask
+
     def get_text_features(
         self,
         input_ids: torch.Tensor,
@@ -541,7 +577,9 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         ``logit_scale_form="raw"``, ``logit_bias=True``). ``logits_per_audio`` then equal ``PeAudioModel``'s
         ``logits_audio_text``. The objective defaults to ``sigmoid`` (PE-Audio's), starting from the checkpoint's
         scale and bias. Pair with :meth:`hf_atr.AtrProcessor.from_pe_audio`: the audio tower reads raw 48-kHz
-        waveforms with their ``padding_mask``.
+        waveforms with their ``padding_mask``. A checkpoint saved as a ``PeAudioFrameLevelModel`` (same weights)
+        also embeds audio frame by frame (:meth:`get_audio_frame_features`, ``config.audio_frame_rate`` 25 frames/s
+        read from its extractor).
 
         Keyword arguments that are :class:`AtrConfig` fields go to the config (``objective``, ``freeze_audio``,
         ...; the fields the checkpoint fixes are refused); the others to ``PeAudioModel.from_pretrained``.
@@ -555,6 +593,10 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         )
         config_kwargs.setdefault("objective", dict(PE_AUDIO_DEFAULT_OBJECTIVE))
         pe_model = load_pe_audio_checkpoint(pe_name_or_path, **kwargs)
+        if is_frame_level(pe_model.config):
+            config_kwargs.setdefault(
+                "audio_frame_rate", pe_audio_frame_rate(pe_name_or_path, pe_model.config)
+            )
         config = AtrConfig(**atr_config_kwargs_from_pe_audio(pe_model.config), **config_kwargs)
         model = cls(config=config, audio_model=pe_model.audio_encoder, text_model=pe_model.text_model)
         return model._load_converted(pe_model.state_dict(), convert_pe_audio_state_dict, str(pe_name_or_path))

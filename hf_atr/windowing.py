@@ -10,7 +10,7 @@ module:
   three crops; extractors without a window, e.g. wav2vec2's, pass the whole clip to the model);
 - :class:`Windowing`: window length and hop (default: the extractor's window with 50 % overlap) and how
   window embeddings pool into one clip embedding (``"mean"`` of the L2-normalised window embeddings, or
-  their element-wise ``"max"``; either re-normalised);
+  their element-wise ``"max"``; either re-normalised; a ``scoring="dot"`` model's rows as they are);
 - :func:`window_bounds`: the ``[start, stop)`` sample ranges of a clip's windows;
 - :func:`pool_window_embeddings`: the pooling;
 - :func:`pad_short_clip` and :func:`report_cut_clips`: clips shorter than one analysis frame are padded
@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
+from transformers import (
+    ASTFeatureExtractor,
+    ClapFeatureExtractor,
+    PeAudioFeatureExtractor,
+    WhisperFeatureExtractor,
+)
 from transformers.utils import logging
 
 from .features.ast_fbank import AstFbankFeatures
@@ -45,6 +50,11 @@ DEFAULT_HOP_FRACTION = 0.5
 MIN_CLIP_SECONDS = 0.025
 """Shortest clip handed to a feature extractor: one 25-ms analysis frame (Kaldi's, which AST uses; Whisper's
 400 samples at 16 kHz). Shorter clips are zero-padded to it (or to the extractor's FFT window if longer)."""
+RAW_WAVEFORM_WINDOW_SECONDS = 10.0
+"""Window of windowed search for an extractor that passes whole waveforms to the model (PE-Audio's): about the
+windows of AST (10.24 s) and CLAP (10 s), so that a long recording is never one forward pass of attention over
+all its frames (an hour is 90,000 PE-Audio frames). hf-atr's choice, not the checkpoint's; rounded down to a
+multiple of the extractor's hop."""
 CUT_CLIPS_NAMED = 5
 """How many cut clips a log line names (the count covers all of them)."""
 
@@ -81,6 +91,8 @@ def extractor_window(feature_extractor: Any) -> ExtractorWindow:
     - ``PannsFeatureExtractor``: ``max_length_s`` seconds from the start;
     - ``ClapFeatureExtractor``: ``max_length_s`` seconds; ``rand_trunc`` crops a longer clip at random,
       ``fusion`` reads it whole (the window is then only the length of the chunks that windowed search uses);
+    - ``PeAudioFeatureExtractor``: reads the whole waveform (reflect-padded to a multiple of its hop); the
+      window is :data:`RAW_WAVEFORM_WINDOW_SECONDS`, used only by windowed search, as CLAP fusion's;
     - any other extractor: no window; the whole clip reaches the model.
     """
     # Imported here: loading the PANNs modules runs the deferred auto-class registrations, which import the
@@ -98,6 +110,9 @@ def extractor_window(feature_extractor: Any) -> ExtractorWindow:
     if isinstance(feature_extractor, ClapFeatureExtractor):
         fused = feature_extractor.truncation == "fusion"
         return ExtractorWindow(int(feature_extractor.nb_max_samples), not fused, not fused, rate)
+    if isinstance(feature_extractor, PeAudioFeatureExtractor):
+        hop = int(feature_extractor.hop_length)
+        return ExtractorWindow(int(RAW_WAVEFORM_WINDOW_SECONDS * rate) // hop * hop, False, False, rate)
     return ExtractorWindow(None, False, False, rate)
 
 
@@ -120,16 +135,21 @@ class Windowing:
             exceed that window (the extractor would cut it).
         hop_seconds: distance between window starts; default :data:`DEFAULT_HOP_FRACTION` of the window.
         pooling: ``"mean"`` (default) or ``"max"``, see :func:`pool_window_embeddings`.
+        frame_seconds: for a model with frame-level embeddings (``config.audio_frame_rate``): entries are its
+            frames pooled (``pooling``) to this resolution, rounded to whole frames (:meth:`frames_per_entry`),
+            each with its span, instead of windows; the windows (``hop_seconds`` ignored: they do not overlap)
+            only bound one forward pass. ``None`` (default): window entries.
     """
 
     window_seconds: float | None = None
     hop_seconds: float | None = None
     pooling: str = DEFAULT_POOLING
+    frame_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}.")
-        for name in ("window_seconds", "hop_seconds"):
+        for name in ("window_seconds", "hop_seconds", "frame_seconds"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}.")
@@ -166,6 +186,12 @@ class Windowing:
             )
         return window_samples, hop_samples
 
+    def frames_per_entry(self, frame_rate: float) -> int:
+        """Frames pooled into one entry: ``frame_seconds`` at ``frame_rate`` frames/s, rounded, at least one."""
+        if self.frame_seconds is None:
+            raise ValueError("frames_per_entry needs frame_seconds.")
+        return max(1, round(self.frame_seconds * frame_rate))
+
     def splits_clips(self, feature_extractor: Any) -> bool:
         """Whether a clip-level embedding pools windows: yes when the extractor would cut long clips or a
         window was asked for; no for extractors that handle long audio themselves (CLAP fusion), whose
@@ -173,14 +199,18 @@ class Windowing:
         return self.window_seconds is not None or extractor_window(feature_extractor).cuts_long_clips
 
     def describe(self, feature_extractor: Any) -> dict[str, Any]:
-        """JSON-ready record: ``pooling``, ``window_seconds`` and ``hop_seconds`` as resolved."""
+        """JSON-ready record: ``pooling``, ``window_seconds`` and ``hop_seconds`` as resolved (and
+        ``frame_seconds`` when set)."""
         resolved = self.samples(feature_extractor)
         rate = feature_extractor.sampling_rate
-        return {
+        record = {
             "pooling": self.pooling,
             "window_seconds": None if resolved is None else resolved[0] / rate,
             "hop_seconds": None if resolved is None else resolved[1] / rate,
         }
+        if self.frame_seconds is not None:
+            record["frame_seconds"] = self.frame_seconds
+        return record
 
 
 def window_bounds(num_samples: int, window: int | None, hop: int | None) -> list[tuple[int, int]]:
@@ -200,23 +230,31 @@ def window_bounds(num_samples: int, window: int | None, hop: int | None) -> list
     return [(start, start + window) for start in starts]
 
 
-def pool_window_embeddings(window_embeds: torch.Tensor, pooling: str = DEFAULT_POOLING) -> torch.Tensor:
+def pool_window_embeddings(
+    window_embeds: torch.Tensor, pooling: str = DEFAULT_POOLING, *, normalize: bool = True
+) -> torch.Tensor:
     """One clip embedding from its windows' embeddings.
 
     Args:
         window_embeds: ``(windows, dim)``.
-        pooling: ``"mean"``: the mean of the L2-normalised rows; ``"max"``: their element-wise maximum.
+        pooling: ``"mean"``: the mean of the rows; ``"max"``: their element-wise maximum.
+        normalize: ``True`` (cosine and distance heads): the rows are L2-normalised before pooling and the
+            result after it, like every audio embedding of such a model. ``False`` (``scoring="dot"``, whose
+            embeddings are not normalised, e.g. PE-Audio's): the rows are pooled as they are, so that a mean's
+            dot product with a caption is the mean of the windows' dot products.
 
     Returns:
-        ``(dim,)``, L2-normalised (like every audio embedding of the model).
+        ``(dim,)``, L2-normalised when ``normalize``.
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}.")
     if window_embeds.ndim != 2 or window_embeds.shape[0] == 0:
         raise ValueError(f"window_embeds must be (windows >= 1, dim), got {tuple(window_embeds.shape)}.")
-    unit = torch.nn.functional.normalize(window_embeds.float(), dim=-1)
-    pooled = unit.mean(dim=0) if pooling == "mean" else unit.max(dim=0).values
-    return torch.nn.functional.normalize(pooled, dim=-1)
+    rows = window_embeds.float()
+    if normalize:
+        rows = torch.nn.functional.normalize(rows, dim=-1)
+    pooled = rows.mean(dim=0) if pooling == "mean" else rows.max(dim=0).values
+    return torch.nn.functional.normalize(pooled, dim=-1) if normalize else pooled
 
 
 def pad_short_clip(waveform: np.ndarray, minimum: int, sampling_rate: int, name: str) -> np.ndarray:
@@ -299,6 +337,7 @@ __all__ = [
     "ExtractorWindow",
     "MIN_CLIP_SECONDS",
     "POOLINGS",
+    "RAW_WAVEFORM_WINDOW_SECONDS",
     "Windowing",
     "collect_cut_clips",
     "extractor_window",

@@ -33,6 +33,7 @@ FLOORS = {
     "hf_atr.deprecation": 0,
     "hf_atr.distributed": 0,
     "hf_atr.model_files": 0,
+    "hf_atr.moments": 0,
     # 0 ground, backbones and features: transformers-family code of their own that knows no hf-atr model
     # (PANNs, CLAP's checkpoint conversion, sentence-transformers layouts, the tower mapping, the batched
     # torch twins of transformers' feature extractors)
@@ -54,6 +55,7 @@ FLOORS = {
     # 5 what encodes or reads a model: encoding (audio_encoding: its audio), evaluation, the model card
     "hf_atr.encoding": 5,
     "hf_atr.audio_encoding": 5,
+    "hf_atr.frame_encoding": 5,
     "hf_atr.evaluation": 5,
     "hf_atr.model_card": 5,
     # 6 knowledge, 7 training

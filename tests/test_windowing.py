@@ -111,6 +111,17 @@ def test_pooling_is_the_normalised_mean_or_max_of_the_normalised_windows():
         pool_window_embeddings(torch.zeros(0, 8))
 
 
+def test_unnormalised_pooling_keeps_dot_product_scores_linear():
+    """``normalize=False`` (a ``scoring="dot"`` head): the mean's dot product with a caption is the mean of the
+    windows' dot products, and the max is the element-wise max of the rows as they are."""
+    generator = torch.Generator().manual_seed(1)
+    embeds = torch.randn(4, 6, generator=generator) * 3
+    caption = torch.randn(6, generator=generator)
+    pooled = pool_window_embeddings(embeds, "mean", normalize=False)
+    torch.testing.assert_close(pooled @ caption, (embeds @ caption).mean())
+    torch.testing.assert_close(pool_window_embeddings(embeds, "max", normalize=False), embeds.max(0).values)
+
+
 def test_a_clip_shorter_than_one_frame_is_padded_and_named(caplog):
     processor = make_processor()  # AST: a 10-ms clip used to fail with "negative dimensions are not allowed"
     assert minimum_samples(processor.feature_extractor) == round(MIN_CLIP_SECONDS * SAMPLING_RATE) == 400

@@ -20,6 +20,7 @@ from transformers import (
     ClapProcessor,
     PeAudioConfig,
     PeAudioFeatureExtractor,
+    PeAudioFrameLevelModel,
     PeAudioModel,
     PeAudioProcessor,
     RobertaTokenizer,
@@ -464,16 +465,29 @@ def tiny_pe_audio_config(vocab_size: int) -> PeAudioConfig:
 
 
 def save_tiny_pe_audio_checkpoint(
-    directory, seed: int = 0, scale: float = 2.5, bias: float = -1.5
+    directory, seed: int = 0, scale: float = 2.5, bias: float = -1.5, frame_level: bool = False
 ) -> PeAudioModel:
-    """A random-init ``PeAudioModel`` and its ``PeAudioProcessor`` saved as ``facebook/pe-av-*`` are laid out, with a
-    non-zero logit scale and bias (both are 0 at PE's initialisation, where every logit is 0)."""
+    """A random-init ``PeAudioModel`` (``PeAudioFrameLevelModel`` with ``frame_level``) and its ``PeAudioProcessor``
+    saved as ``facebook/pe-av-*`` are laid out, with a non-zero logit scale and bias (both are 0 at PE's
+    initialisation, where every logit is 0)."""
     tokenizer = tiny_tokenizer()
     torch.manual_seed(seed)
-    pe_model = PeAudioModel(tiny_pe_audio_config(len(tokenizer))).eval()
+    pe_model = (PeAudioFrameLevelModel if frame_level else PeAudioModel)(
+        tiny_pe_audio_config(len(tokenizer))
+    ).eval()
     with torch.no_grad():
         pe_model.text_audio_logit_scale.fill_(scale)
         pe_model.text_audio_logit_bias.fill_(bias)
     pe_model.save_pretrained(directory)
     PeAudioProcessor(PeAudioFeatureExtractor(), tokenizer).save_pretrained(directory)
     return pe_model
+
+
+def save_converted_pe_audio(directory: Path, seed: int = 0, frame_level: bool = False) -> Path:
+    """A tiny ``PeAudioModel`` checkpoint in ``directory/"pe-av"`` converted with ``from_pe_audio`` and saved, model
+    and processor, in ``directory/"atr"`` as a user saves it; returns that directory."""
+    save_tiny_pe_audio_checkpoint(directory / "pe-av", seed=seed, frame_level=frame_level)
+    atr_dir = directory / "atr"
+    AtrDualEncoderModel.from_pe_audio(directory / "pe-av").save_pretrained(atr_dir)
+    AtrProcessor.from_pe_audio(directory / "pe-av").save_pretrained(atr_dir)
+    return atr_dir

@@ -64,10 +64,12 @@ class SearchResult:
 @dataclass(frozen=True)
 class Answer:
     """What one query gave: how the query is named on the page, and the pipeline's ``hits`` (ranked as
-    :attr:`results`, printed as ``hf-atr search --json`` prints them by :meth:`hits_json`)."""
+    :attr:`results`, printed as ``hf-atr search --json`` prints them by :meth:`hits_json`); ``unit`` names what a
+    hit is: a ``"file"`` at its best span, or a ``"moment"`` (``hf-atr search --moments``)."""
 
     query: str
     hits: list[dict[str, Any]]
+    unit: str = "file"
 
     @property
     def results(self) -> list[SearchResult]:

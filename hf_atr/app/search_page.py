@@ -1,6 +1,7 @@
 """The search page of ``hf-atr serve``: a gradio ``Blocks`` over a retrieval pipeline and its audio index.
 
-One types a description (Enter or *Search*), or drops, uploads or records an audio file (query by example,
+One types a description (Enter or *Search*; *Find moments* for when it happens: each moment with a waveform strip of
+its file), or drops, uploads or records an audio file (query by example,
 searched as soon as it is there); the page lists the ranked files with their scores and, for a windowed index,
 their best-matching spans, each with a player holding that span (:mod:`hf_atr.app.results`), and the hits as
 ``hf-atr search --json`` prints them. A query the page cannot answer (empty, an unreadable upload, an index
@@ -28,6 +29,7 @@ from typing import Any
 import gradio as gr
 from transformers.utils import logging
 
+from hf_atr.app.moment_view import WaveformStrips, search_moments
 from hf_atr.app.results import Answer, ExcerptWriter, QueryError, SearchResult, search_example, search_text
 
 logger = logging.get_logger(__name__)
@@ -36,12 +38,15 @@ TEXT_SEARCH_API = "search_text"
 """The page's endpoint for text queries (``gradio_client.Client(url).predict(text, api_name="/search_text")``)."""
 EXAMPLE_SEARCH_API = "search_audio"
 """The page's endpoint for queries by example (an audio file)."""
+MOMENT_SEARCH_API = "search_moments"
+"""The page's endpoint for moment queries (text: when the sound happens, ``hf-atr search --moments``)."""
 CACHE_SECONDS = 3600
 """Uploads and excerpts older than this are deleted from gradio's cache (checked as often)."""
 PAGE_CSS = """
 .result-line p { margin: 0.2em 0 !important; }
 .result-path { color: var(--body-text-color-subdued); font-size: var(--text-sm); word-break: break-all; }
 .search-error { color: var(--error-text-color); }
+.waveform-strip { display: block; max-width: 100%; height: auto; margin-top: 0.3em; }
 """
 
 
@@ -67,6 +72,7 @@ class SearchPage:
             excerpt_dir = tempfile.mkdtemp(prefix="hf-atr-serve-")
             weakref.finalize(self, shutil.rmtree, excerpt_dir, ignore_errors=True)
         self.excerpts = ExcerptWriter(excerpt_dir)
+        self.strips = WaveformStrips()
 
     # Behaviour: each returns the values of the page's outputs (status, JSON, then per result slot: its
     # visibility, its line and its player).
@@ -78,6 +84,11 @@ class SearchPage:
     def example_search(self, audio_path: str | None) -> list[Any]:
         """A query by example's outputs (an uploaded or recorded file)."""
         return self._outputs(lambda: search_example(self.pipe, audio_path, self.top_k))
+
+    def moment_search(self, text: str | None) -> list[Any]:
+        """A moment query's outputs (the *Find moments* button): each result a moment with its file's waveform
+        strip."""
+        return self._outputs(lambda: search_moments(self.pipe, text, self.top_k))
 
     def _outputs(self, ask: Callable[[], Answer]) -> list[Any]:
         started = time.perf_counter()
@@ -91,14 +102,14 @@ class SearchPage:
         else:
             found = len(answer.hits)
             status = (
-                f"{found} file{'s' if found != 1 else ''} for {_escaped(answer.query)} ({time.perf_counter() - started:.2f} s)"
+                f"{found} {answer.unit}{'s' if found != 1 else ''} for {_escaped(answer.query)} ({time.perf_counter() - started:.2f} s)"
                 if found
                 else f"Nothing found for {_escaped(answer.query)}."
             )
-            return [status, answer.hits_json(), *self._slots(answer.results)]
+            return [status, answer.hits_json(), *self._slots(answer.results, strips=answer.unit == "moment")]
         return [_message(message), "", *self._slots([])]
 
-    def _slots(self, results: list[SearchResult]) -> list[Any]:
+    def _slots(self, results: list[SearchResult], *, strips: bool = False) -> list[Any]:
         values: list[Any] = []
         for slot in range(self.top_k):
             if slot >= len(results):
@@ -109,7 +120,8 @@ class SearchPage:
                 excerpt, note = str(self.excerpts.excerpt(result)), ""
             except QueryError as error:
                 excerpt, note = None, f"\n\n{_message(str(error))}"
-            values += [gr.Row(visible=True), _result_line(result) + note, excerpt]
+            strip = f"\n\n{self.strips.strip(result)}" if strips else ""
+            values += [gr.Row(visible=True), _result_line(result) + strip + note, excerpt]
         return values
 
     # Layout ------------------------------------------------------------------------------------------
@@ -131,6 +143,9 @@ class SearchPage:
                         )
                         search = gr.Button(
                             "Search", variant="primary", scale=1, min_width=100, elem_id="search"
+                        )
+                        find_moments = gr.Button(
+                            "Find moments", scale=1, min_width=100, elem_id="find-moments"
                         )
                     status = gr.Markdown("Type a description, or drop an audio file.", elem_id="status")
                 with gr.Column(scale=2):
@@ -163,6 +178,14 @@ class SearchPage:
                 text,
                 outputs,
                 api_name=TEXT_SEARCH_API,
+                **queue,
+            )
+            gr.on(
+                [find_moments.click],
+                self.moment_search,
+                text,
+                outputs,
+                api_name=MOMENT_SEARCH_API,
                 **queue,
             )
             gr.on(
@@ -221,4 +244,4 @@ def _result_line(result: SearchResult) -> str:
     )
 
 
-__all__ = ["EXAMPLE_SEARCH_API", "PAGE_CSS", "TEXT_SEARCH_API", "SearchPage"]
+__all__ = ["EXAMPLE_SEARCH_API", "MOMENT_SEARCH_API", "PAGE_CSS", "TEXT_SEARCH_API", "SearchPage"]

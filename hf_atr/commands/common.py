@@ -108,11 +108,17 @@ def add_windowing_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def parsed_windowing(args: argparse.Namespace, pooling: str) -> Any:
-    """The ``Windowing`` of ``--window-seconds`` / ``--hop-seconds`` with ``pooling``; a bad value ends the command."""
+    """The ``Windowing`` of ``--window-seconds`` / ``--hop-seconds`` (and ``hf-atr index --frame-seconds``) with
+    ``pooling``; a bad value ends the command."""
     from hf_atr.windowing import Windowing
 
     try:
-        return Windowing(window_seconds=args.window_seconds, hop_seconds=args.hop_seconds, pooling=pooling)
+        return Windowing(
+            window_seconds=args.window_seconds,
+            hop_seconds=args.hop_seconds,
+            pooling=pooling,
+            frame_seconds=getattr(args, "frame_seconds", None),  # hf-atr index only
+        )
     except ValueError as error:
         raise SystemExit(f"hf-atr {args.command}: {error}") from error
 

@@ -89,6 +89,13 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--pooling", choices=("mean", "max"), default="mean", help="how --pool pools windows (default: mean)"
     )
     add_windowing_arguments(parser, "long files")
+    parser.add_argument(
+        "--frame-seconds",
+        type=float,
+        default=None,
+        help="for a model with frame-level embeddings (converted from PeAudioFrameLevelModel): one entry per this "
+        "many seconds of its frames, pooled, so hits carry spans at that resolution (e.g. 0.2)",
+    )
     parser.add_argument("--strict", action="store_true", help="stop at the first file that cannot be decoded")
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import checked_device_argument, load_retrieval_pipeline
+from .search_moments import add_moment_arguments, check_moment_arguments, run_moment_search
 
 
 def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -22,7 +23,9 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
         "and end in seconds); a path to an existing audio file returns the best-matching captions of a "
         "caption index (a query ending in an audio extension that names no file is an error). --audio FILE "
         "returns the audio files that sound most like FILE (query by example). --queries FILE runs one query "
-        'per line with one model load and prints JSON lines {"query", "hits"}. Scores are the model\'s '
+        'per line with one model load and prints JSON lines {"query", "hits"}. --moments finds when the described '
+        "sound happens: one ranked list of moments (file, start, end in seconds, score) across the indexed files. "
+        "Scores are the model's "
         "similarity (cosine, or the negative Euclidean/Mahalanobis distance).",
     )
     parser.add_argument(
@@ -54,6 +57,7 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with --device: hold the index's vectors there in this precision (default: float32; float16 "
         "halves the memory, near-ties may swap)",
     )
+    add_moment_arguments(parser)
     parser.set_defaults(handler=run_search)
     return parser
 
@@ -67,6 +71,7 @@ def run_search(args: argparse.Namespace) -> int:
             + (f" (got {', '.join(given)})." if given else ".")
         )
     queries = _read_queries(Path(args.queries).expanduser()) if args.queries else None
+    proposal = check_moment_arguments(args)
     if args.audio is not None and not Path(args.audio).expanduser().is_file():
         raise SystemExit(f"--audio {args.audio}: no such file.")
     index_dir = Path(args.index).expanduser()
@@ -86,6 +91,8 @@ def run_search(args: argparse.Namespace) -> int:
             "search_dtype": args.search_dtype or "float32",
         }
     pipe = load_retrieval_pipeline(args.model, index_dir=index_dir, **placement)
+    if proposal is not None:
+        return run_moment_search(pipe, proposal, queries or [args.query], args)
     if queries is not None:
         return _run_query_file(pipe, queries, args)
     try:

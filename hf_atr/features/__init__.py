@@ -1,7 +1,7 @@
 """Batched log-mel features in torch, on the training device, equal to transformers' feature extractors.
 
 ``batched_features_for(extractor)`` returns the :class:`BatchedFeatureExtractor` twin of a transformers
-extractor (AST, Whisper, CLAP, hf-atr's PANNs; others register with :func:`register_batched_features`), or ``None``. dB-scale families (CLAP, PANNs)
+extractor (AST, Whisper, CLAP, hf-atr's PANNs, PE-Audio's raw waveforms; others register with :func:`register_batched_features`), or ``None``. dB-scale families (CLAP, PANNs)
 derive from :class:`DecibelMelFeatures`.
 Light: imports torch, NumPy and transformers' extractor classes only.
 """
@@ -11,6 +11,7 @@ from .base import BatchedFeatureExtractor, RandomSource
 from .clap_log_mel import ClapLogMelFeatures
 from .decibel_mel import DecibelMelFeatures
 from .panns_log_mel import PannsLogMelFeatures
+from .pe_audio_waveform import PeAudioWaveformFeatures
 from .registry import batched_features_for, register_batched_features, supported_extractors
 from .spectrogram import pad_waveforms
 from .whisper_log_mel import WhisperLogMelFeatures
@@ -21,6 +22,7 @@ __all__ = [
     "ClapLogMelFeatures",
     "DecibelMelFeatures",
     "PannsLogMelFeatures",
+    "PeAudioWaveformFeatures",
     "RandomSource",
     "WhisperLogMelFeatures",
     "batched_features_for",

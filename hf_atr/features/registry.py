@@ -1,7 +1,8 @@
 """Which transformers feature extractor has which batched torch implementation.
 
 Built in: ``ASTFeatureExtractor`` -> :class:`AstFbankFeatures`, ``WhisperFeatureExtractor`` ->
-:class:`WhisperLogMelFeatures`, ``ClapFeatureExtractor`` -> :class:`ClapLogMelFeatures`, and hf-atr's
+:class:`WhisperLogMelFeatures`, ``ClapFeatureExtractor`` -> :class:`ClapLogMelFeatures`,
+``PeAudioFeatureExtractor`` -> :class:`PeAudioWaveformFeatures` (raw waveforms, no spectrogram), and hf-atr's
 ``PannsFeatureExtractor`` -> :class:`PannsLogMelFeatures`. PANNs is named by its qualified class name, so
 that this floor and ``hf_atr.models`` (the same floor) never import each other. Another family plugs in
 with one call::
@@ -16,13 +17,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
+from transformers import (
+    ASTFeatureExtractor,
+    ClapFeatureExtractor,
+    PeAudioFeatureExtractor,
+    WhisperFeatureExtractor,
+)
 from transformers.utils import logging
 
 from .ast_fbank import AstFbankFeatures
 from .base import BatchedFeatureExtractor
 from .clap_log_mel import ClapLogMelFeatures
 from .panns_log_mel import PannsLogMelFeatures
+from .pe_audio_waveform import PeAudioWaveformFeatures
 from .whisper_log_mel import WhisperLogMelFeatures
 
 logger = logging.get_logger(__name__)
@@ -36,6 +43,7 @@ _IMPLEMENTATIONS: dict[type, type[BatchedFeatureExtractor]] = {
     ASTFeatureExtractor: AstFbankFeatures,
     WhisperFeatureExtractor: WhisperLogMelFeatures,
     ClapFeatureExtractor: ClapLogMelFeatures,
+    PeAudioFeatureExtractor: PeAudioWaveformFeatures,
 }
 
 

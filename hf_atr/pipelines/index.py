@@ -27,7 +27,8 @@ strings. Each file is written under a temporary name and renamed into place (a s
 leaves the previous file whole), with the permissions of any new file (``0o666`` less the umask).
 
 Format versions: ``"1"`` (ids and captions) is read as ``"2"`` without spans or root (:data:`MIGRATIONS`);
-``"2"`` adds ``spans`` and ``root``.
+``"2"`` adds ``spans`` and ``root``; ``"3"`` adds ``frame_seconds``: the resolution of entries pooled from a
+model's frame-level embeddings (``None``: window or clip entries, what every earlier index holds).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from .device_search import DeviceSearch, checked_device, checked_dtype
 
 METRICS = ("inner_product", "l2")
 INDEX_KINDS = ("flat", "ivf", "hnsw")
-FORMAT_VERSION = "2"
+FORMAT_VERSION = "3"
 _VECTORS_KEY = "embeddings"
 _TRAINING_POINTS_PER_CELL = 64
 _FIRST_SEARCH_FACTOR = 4
@@ -65,7 +66,15 @@ def _entries_v1_to_v2(entries: dict[str, Any]) -> dict[str, Any]:
     return {**entries, "spans": None, "root": None}
 
 
-MIGRATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"1": _entries_v1_to_v2}
+def _entries_v2_to_v3(entries: dict[str, Any]) -> dict[str, Any]:
+    """Format 2 held window (or clip) entries only: no frame resolution."""
+    return {**entries, "frame_seconds": None}
+
+
+MIGRATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "1": _entries_v1_to_v2,
+    "2": _entries_v2_to_v3,
+}
 """``version -> step`` turning the ids JSON of that version into the next one's; applied in turn on load."""
 
 
@@ -138,6 +147,9 @@ class EmbeddingIndex:
         root: the directory relative ids resolve from (:meth:`path_of`); ``None`` for items that are not files.
         device / search_dtype: search exactly on this torch device, the vectors held there in ``"float32"`` or
             ``"float16"`` (:meth:`search_on`); ``None``: faiss on the CPU.
+        frame_seconds: the entries are a model's frame embeddings pooled to this many seconds each
+            (:class:`~hf_atr.windowing.Windowing` ``frame_seconds``), their spans at that resolution; ``None``
+            (default): window or clip entries.
 
     Vectors are added with :meth:`add`; approximate indexes are (re)built on the first search after
     an addition, on all vectors, so :meth:`add` may be called in batches. Entries may share an id (the
@@ -159,6 +171,7 @@ class EmbeddingIndex:
         root: str | os.PathLike | None = None,
         device: str | torch.device | None = None,
         search_dtype: str = "float32",
+        frame_seconds: float | None = None,
     ) -> None:
         if not isinstance(dim, int) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}.")
@@ -186,6 +199,7 @@ class EmbeddingIndex:
         self.ef_construction = ef_construction
         self.fingerprint = fingerprint
         self.root = None if root is None else str(root)
+        self.frame_seconds = None if frame_seconds is None else float(frame_seconds)
         self.ids: list[str] = []
         self.captions: list[str] | None = None
         self.spans: list[tuple[float, float]] | None = None
@@ -367,7 +381,13 @@ class EmbeddingIndex:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tensors_path, ids_path = directory / f"{name}.safetensors", directory / f"{name}.json"
-        entries = {"ids": self.ids, "captions": self.captions, "spans": self.spans, "root": self.root}
+        entries = {
+            "ids": self.ids,
+            "captions": self.captions,
+            "spans": self.spans,
+            "root": self.root,
+            "frame_seconds": self.frame_seconds,
+        }
         ids_text = json.dumps(entries, ensure_ascii=False)
         metadata = {
             "format_version": FORMAT_VERSION,
@@ -449,6 +469,7 @@ class EmbeddingIndex:
             kind=metadata["kind"],
             fingerprint=stored_fingerprint,
             root=entries["root"],
+            frame_seconds=entries["frame_seconds"],
             **json.loads(metadata["parameters"]),
         )
         spans = None if entries["spans"] is None else [tuple(span) for span in entries["spans"]]

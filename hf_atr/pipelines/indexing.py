@@ -151,6 +151,7 @@ def new_index(pipe: Any, root: str | None = None) -> EmbeddingIndex:
         root=root,
         device=pipe.search_device,
         search_dtype=pipe.search_dtype,
+        frame_seconds=pipe.windowing.frame_seconds,
         **pipe.index_options,
     )
 
@@ -297,6 +298,12 @@ def _index_audio(
                 "(ids relative to it) or build a new index."
             )
         index.root = index.root or root
+        if index.frame_seconds != pipe.windowing.frame_seconds:
+            raise ValueError(
+                f"The audio index holds entries of frame_seconds={index.frame_seconds}, but this pipeline "
+                f"indexes with frame_seconds={pipe.windowing.frame_seconds}: use the index's resolution or build "
+                "a new index."
+            )
     else:
         index = new_index(pipe, root=root)
         pipe.skipped = []

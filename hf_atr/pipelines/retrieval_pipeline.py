@@ -11,6 +11,7 @@ Example::
     pipe("dog.wav", top_k=5)                  # [{"id": "clip_17#0", "score": 0.61, "caption": "..."}, ...]
     pipe(audio="dog.wav", top_k=5)            # query by example: the clips that sound most alike
     pipe.classify("dog.wav", labels=["dog", "rain", "siren"])   # [{"label": "dog", "score": 0.92}, ...]
+    pipe.moments("a dog barks", "field.wav")  # [{"start": 41.0, "end": 43.5, "score": 0.58}, ...]: when it happens
     pipe.save_index()                         # next to the model; loaded again by the next pipeline()
 
 Audio is read as transformers' audio pipelines read it, the same wherever it is accepted (queries, query by
@@ -41,9 +42,11 @@ from transformers.utils import logging
 
 from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
 from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels
+from hf_atr.moments.proposal import MomentProposalConfig
 from hf_atr.pipelines.device_search import checked_device, checked_dtype
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.indexing import IndexingOptions, index_corpus, index_vectors
+from hf_atr.pipelines.moment_scoring import DEFAULT_TOP_K, find_moments
 from hf_atr.pipelines.persistence import (
     AUDIO_INDEX_NAME,
     TEXT_INDEX_NAME,
@@ -272,7 +275,11 @@ class AudioTextRetrievalPipeline(Pipeline):
             embeds = self.model.get_text_features(**model_inputs)
         else:
             window_embeds = self.model.get_audio_features(**model_inputs)
-            embeds = pool_window_embeddings(window_embeds, self.windowing.pooling)[None]
+            embeds = pool_window_embeddings(
+                window_embeds,
+                self.windowing.pooling,
+                normalize=self.model.scoring_head.normalizes_embeddings,
+            )[None]
         return {"modality": modality, "target": target, "embeds": embeds}
 
     def postprocess(self, model_outputs: dict[str, Any], top_k: int = 5) -> list[dict[str, Any]]:
@@ -299,6 +306,51 @@ class AudioTextRetrievalPipeline(Pipeline):
         if gallery.captions is not None:
             hit["caption"] = gallery.captions[position]
         return hit
+
+    # Moments: hf_atr.pipelines.moment_scoring does the work ------------------------------------------
+
+    def moments(
+        self,
+        query: str,
+        recording: Any = None,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        hop_seconds: float | None = None,
+        proposal: MomentProposalConfig | None = None,
+        sampling_rate: int | None = None,
+        batch_size: int = 32,
+    ) -> list[dict[str, Any]]:
+        """When a described sound happens: the moments of ``recording`` (or of every indexed file) that match the
+        text ``query``, best first.
+
+        The recording is scored window by window (the pipeline's window length, every ``hop_seconds``: default
+        1 s, or the pipeline's hop when finer) into a similarity curve, which ``proposal`` turns into moments
+        (:class:`~hf_atr.moments.proposal.MomentProposalConfig`: smoothing, thresholds relative to the
+        recording's own scores, boundaries at the curve's resolution, temporal NMS; or the AMR paper's
+        sliding-window baseline). :mod:`hf_atr.pipelines.moment_scoring` says how.
+
+        Args:
+            query: a description of the sound (text).
+            recording: one recording as queries take audio (a path, an array, ``{"raw" | "array",
+                "sampling_rate"}``). A file the audio index holds is scored from its stored windows (nothing is
+                encoded) unless ``hop_seconds`` is given. ``None``: every file of the audio index, from its stored
+                windows.
+            top_k: how many moments to return (per recording, or across the index's files).
+
+        Returns:
+            ``[{"start", "end", "score"}]`` for a recording; ``[{"id", "score", "start", "end", "path"?}]`` across
+            the index (``path`` when the index knows its folder). Times in seconds, scores the model's similarity.
+        """
+        return find_moments(
+            self,
+            query,
+            recording,
+            top_k=top_k,
+            hop_seconds=hop_seconds,
+            proposal=proposal,
+            sampling_rate=sampling_rate,
+            batch_size=batch_size,
+        )
 
     # Indexing, saving, the Hub: hf_atr.pipelines.indexing, .persistence and .sharing do the work -------
 

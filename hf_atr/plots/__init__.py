@@ -9,4 +9,6 @@ without pyplot, so a user's interactive backend and pyplot's figure list are lef
   its score matrix.
 - :mod:`~hf_atr.plots.classification`: the confusion matrix and per-class accuracy of zero-shot classification.
 - :mod:`~hf_atr.plots.training`: the loss, the objective's logged terms and the evaluation curve over steps.
+- :mod:`~hf_atr.plots.moments`: for a sample of queries, the similarity curve over a long recording with the
+  annotated and the predicted moments.
 """

@@ -49,7 +49,8 @@ class WaveformCollator(AtrDataCollator):
     ``benchmarks/input_pipeline.py``) and no host-to-device copy is saved; ``False`` scales in the worker.
     A clip longer than the extractor's window (:attr:`BatchedFeatureExtractor.window_samples`: AST's
     ``max_length`` frames, Whisper's ``chunk_length``, CLAP rand_trunc's ``max_length_s``; CLAP fusion
-    reads the whole clip and is never cut) is cut to it:
+    reads the whole clip and is never cut, as does PE-Audio's raw-waveform extractor, whose reflection to a multiple
+    of its hop and ``padding_mask`` are made on the device from the batch's lengths) is cut to it:
 
     - ``crop="random"`` (default): at an offset drawn uniformly, seeded by ``(seed, epoch, audio_id,
       caption_language, caption_index)``, so a long clip shows a different window every epoch. For AST,
@@ -126,7 +127,9 @@ class WaveformCollator(AtrDataCollator):
         }
 
     def crop_description(self) -> str:
-        """How clips longer than the window are cut, in words (for the trainer's log)."""
+        """How clips longer than the window are cut, in words (for the trainer's log and the card)."""
+        if self.features.window_samples is None:
+            return "read whole: the feature extractor has no window (CLAP fusion, PE-Audio)"
         window = self.features.window_samples / self.features.sampling_rate
         if self.crop == "start" and not self.features.random_window:
             return f"cut to their first {window:g} s (crop='start')"

@@ -183,3 +183,59 @@ def test_errors_appear_on_the_page(served, browser, tmp_path):
     query_box.send_keys("   ")
     status = status_after(browser, lambda: browser.find_element(By.ID, "search").click())
     assert status.startswith("⚠ The text query is empty: describe the sound you are looking for")
+
+
+def test_find_moments_shows_each_on_its_files_waveform_strip_with_a_player_at_the_moment(
+    library, served, browser
+):
+    browser.get(served)
+    query_box = WebDriverWait(browser, 120).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#query textarea")
+    )
+    query_box.send_keys("a siren wails")
+    status = status_after(browser, lambda: browser.find_element(By.ID, "find-moments").click())
+    assert re.fullmatch(rf"{TOP_K} moments for “a siren wails” \(\d+\.\d\d s\)", status)
+    results = shown_results(browser)
+    assert len(results) == TOP_K
+    for row, (_, start, end, _, duration) in zip(browser.find_elements(By.CSS_SELECTOR, ".result"), results):
+        assert duration == pytest.approx(end - start, abs=0.01)  # the player holds the moment, from its start
+        strip = row.find_element(By.CSS_SELECTOR, "svg.waveform-strip")
+        span = strip.find_element(By.CSS_SELECTOR, "rect.moment-span")
+        assert strip.is_displayed() and span.is_displayed()
+        line = " ".join(row.find_element(By.CSS_SELECTOR, ".result-line").text.split())
+        name = line.split(" · ")[0].removeprefix(f"{line.split(' ')[0]} ")
+        recording = soundfile.info(library.audio_dir / name).duration
+        # where the browser draws the moment on the strip: its share of the strip is its share of the recording
+        box = browser.execute_script(
+            "const s = arguments[0].getBoundingClientRect(), m = arguments[1].getBoundingClientRect();"
+            "return [(m.left - s.left) / s.width, m.width / s.width];",
+            strip,
+            span,
+        )
+        assert box[0] == pytest.approx(start / recording, abs=0.01)
+        assert box[1] == pytest.approx(max(end - start, 2 * recording / 600) / recording, abs=0.01)
+    first_player = browser.find_element(By.CSS_SELECTOR, "#result-1 audio")
+    browser.execute_script("arguments[0].play()", first_player)
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return arguments[0].currentTime > 0", first_player)
+    )
+
+
+def test_the_moment_timeline_figure_shows_in_the_browser(browser, tmp_path):
+    from hf_atr.plots.canvas import save_figure
+    from hf_atr.plots.moments import MomentTimeline, moment_timeline_figure
+
+    times = np.arange(0.5, 30.0, 1.0)
+    timeline = MomentTimeline(
+        "a siren wails", times, np.exp(-((times - 20.5) ** 2)), [(20.0, 21.0, 0.9)], [(20.2, 20.7)]
+    )
+    save_figure(moment_timeline_figure([timeline]), tmp_path / "timeline.png")
+    (tmp_path / "report.html").write_text('<html><body><img id="timeline" src="timeline.png"></body></html>')
+    browser.get((tmp_path / "report.html").as_uri())
+    size = WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script(
+            "const i = document.getElementById('timeline'); return i.complete && i.naturalWidth ? "
+            "[i.naturalWidth, i.naturalHeight] : null;"
+        )
+    )
+    assert size == [1000, 280]

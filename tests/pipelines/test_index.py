@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -199,10 +200,34 @@ def test_format_1_indexes_load_as_format_2_without_spans_or_root(tmp_path):
     assert set(saved) == {"ids", "captions"}  # written by an hf-atr of index format 1
     loaded = EmbeddingIndex.load(fixture, "audio_index")
     assert loaded.ids == saved["ids"] and loaded.spans is None and loaded.root is None
-    assert MIGRATIONS["1"](saved) == {**saved, "spans": None, "root": None} and FORMAT_VERSION == "2"
+    assert MIGRATIONS["1"](saved) == {**saved, "spans": None, "root": None} and FORMAT_VERSION == "3"
     loaded.save(tmp_path, "audio_index")  # saved again in the current format
     again = EmbeddingIndex.load(tmp_path, "audio_index")
     np.testing.assert_array_equal(again.embeddings, loaded.embeddings)
+
+
+def test_format_2_indexes_load_as_window_entries_and_frame_resolution_round_trips(tmp_path):
+    """Index format 3 added ``frame_seconds``; a format-2 index (ids JSON without it) holds window entries."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    index, _, _ = windowed_index()
+    index.save(tmp_path, "audio_index")
+    entries = json.loads((tmp_path / "audio_index.json").read_text())
+    assert entries.pop("frame_seconds") is None
+    ids_text = json.dumps(entries, ensure_ascii=False)
+    (tmp_path / "audio_index.json").write_text(ids_text)
+    path = tmp_path / "audio_index.safetensors"
+    with safe_open(path, framework="pt") as handle:
+        metadata, tensors = handle.metadata(), {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+    digest = hashlib.sha256(ids_text.encode()).hexdigest()
+    save_file(tensors, path, {**metadata, "format_version": "2", "ids_sha256": digest})
+    loaded = EmbeddingIndex.load(tmp_path, "audio_index")
+    assert loaded.frame_seconds is None and loaded.spans == index.spans and loaded.ids == index.ids
+    frames = EmbeddingIndex(16, frame_seconds=0.2)
+    frames.add(unit_vectors(2), ["take.wav", "take.wav"], spans=[(0.0, 0.2), (0.2, 0.4)])
+    frames.save(tmp_path / "frames", "audio_index")
+    assert EmbeddingIndex.load(tmp_path / "frames", "audio_index").frame_seconds == 0.2
 
 
 def test_an_unknown_format_version_is_named(tmp_path):
@@ -215,7 +240,7 @@ def test_an_unknown_format_version_is_named(tmp_path):
         metadata, tensors = handle.metadata(), {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
     save_file(tensors, path, {**metadata, "format_version": "9"})
     with pytest.raises(
-        IndexFormatError, match=r"format version '9'; this hf-atr reads versions \['1', '2'\]"
+        IndexFormatError, match=r"format version '9'; this hf-atr reads versions \['1', '2', '3'\]"
     ):
         EmbeddingIndex.load(tmp_path, "audio_index")
 

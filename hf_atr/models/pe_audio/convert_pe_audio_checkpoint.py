@@ -86,6 +86,33 @@ def atr_config_kwargs_from_pe_audio(pe_config: PeAudioConfig) -> dict[str, Any]:
     }
 
 
+PE_AUDIO_FRAME_LEVEL_ARCHITECTURE = "PeAudioFrameLevelModel"
+"""The ``architectures`` entry of a frame-level checkpoint: the same weights, trained to score text per frame."""
+
+
+def is_frame_level(pe_config: PeAudioConfig) -> bool:
+    """Whether the checkpoint was saved as a ``PeAudioFrameLevelModel`` (its ``config.json`` says so)."""
+    return PE_AUDIO_FRAME_LEVEL_ARCHITECTURE in (pe_config.architectures or [])
+
+
+def pe_audio_frame_rate(pe_name_or_path: str | os.PathLike, pe_config: PeAudioConfig, **kwargs: Any) -> float:
+    """Frames per second of the checkpoint's audio encoder: its extractor's rate over the encoder's hop (the DAC
+    strides' product; 48,000 / 1920 = 25 for ``facebook/pe-av-*``). The rate is read from the checkpoint's
+    ``preprocessor_config.json`` (the model config's DAC rate is not the waveforms').
+
+    Raises:
+        PeAudioCheckpointError: the extractor's hop is not the encoder's (its frames would not be the model's).
+    """
+    extractor = transformers.PeAudioFeatureExtractor.from_pretrained(pe_name_or_path, **kwargs)
+    hop = int(pe_config.audio_config.dac_config.hop_length)
+    if int(extractor.hop_length) != hop:
+        raise PeAudioCheckpointError(
+            f"{pe_name_or_path}: the feature extractor pads to multiples of {extractor.hop_length} samples but the "
+            f"audio encoder reads one frame per {hop}; frame times would be wrong."
+        )
+    return extractor.sampling_rate / hop
+
+
 def load_pe_audio_checkpoint(pe_name_or_path: str | os.PathLike, **kwargs: Any) -> PeAudioModel:
     """``PeAudioModel.from_pretrained`` that raises :class:`PeAudioCheckpointError` instead of filling missing weights.
 
@@ -139,10 +166,13 @@ def convert_pe_audio_state_dict(
 
 __all__ = [
     "PE_AUDIO_DEFAULT_OBJECTIVE",
+    "PE_AUDIO_FRAME_LEVEL_ARCHITECTURE",
     "PE_AUDIO_FIXED_CONFIG_FIELDS",
     "PeAudioCheckpointError",
     "atr_config_kwargs_from_pe_audio",
     "convert_pe_audio_state_dict",
+    "is_frame_level",
     "load_pe_audio_checkpoint",
+    "pe_audio_frame_rate",
     "pe_audio_to_atr_key",
 ]

@@ -1,0 +1,214 @@
+"""``pipe.moments``: a long recording scored window by window into a similarity curve, or from the index's stored
+windows, then moments; a tone planted in a 60-s recording found by a model whose text tower is planted to say
+"the tone"; one ranked list across the indexed files; the messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+from pipeline_setups import save_model
+from tiny_models import SAMPLING_RATE
+from transformers import Wav2Vec2FeatureExtractor, WhisperFeatureExtractor, pipeline
+
+from hf_atr.encoding import encode_audio, encode_text
+from hf_atr.moments import MomentProposalConfig, SimilarityCurve, propose_moments
+from hf_atr.pipelines import moment_scoring
+from hf_atr.pipelines.index import EmbeddingIndex
+from hf_atr.pipelines.indexing import index_vectors
+from hf_atr.pipelines.moment_scoring import (
+    entry_scores,
+    file_curves,
+    moment_windowing,
+    recording_curve,
+)
+from hf_atr.pipelines.retrieval_pipeline import register_pipeline
+from hf_atr.windowing import Windowing, window_bounds
+
+EVENT = (40.2, 40.7)
+"""The tone of the pipelines' field recording (conftest ``recordings``)."""
+FIELD = "field/long take 1.wav"
+
+
+@pytest.fixture(scope="module")
+def planted_pipe(tmp_path_factory, recordings):
+    """A tiny model with CLAP's two-layer text projection whose last layer is planted: its weight is zero and its
+    bias is the audio embedding of the query clip (the tone in noise), so that every caption embeds as the tone
+    sounds. Nothing else is trained."""
+    directory, _ = recordings
+    model_dir = tmp_path_factory.mktemp("planted")
+    model, processor = save_model(model_dir, projection="mlp")
+    tone = encode_audio(model, processor, [{"audio": str(directory / "query.wav")}])[0]
+    with torch.no_grad():
+        model.text_projection.linear2.weight.zero_()
+        model.text_projection.linear2.bias.copy_(tone)
+    model.save_pretrained(model_dir)
+    register_pipeline()
+    return pipeline("audio-text-retrieval", model=str(model_dir))
+
+
+def test_a_planted_tone_is_found_within_one_hop_and_the_baseline_finds_a_window_holding_it(
+    planted_pipe, recordings
+):
+    directory, files = recordings
+    moments = planted_pipe.moments("a beep", str(files[0]), hop_seconds=0.25)
+    assert set(moments[0]) == {"start", "end", "score"}
+    assert abs(moments[0]["start"] - EVENT[0]) <= 0.25 and abs(moments[0]["end"] - EVENT[1]) <= 0.25
+    assert [m["score"] for m in moments] == sorted((m["score"] for m in moments), reverse=True)
+    baseline = planted_pipe.moments(
+        "a beep", str(files[0]), hop_seconds=0.25, proposal=MomentProposalConfig(proposer="sliding_window")
+    )
+    assert baseline[0]["start"] <= EVENT[0] + 0.1 and baseline[0]["end"] >= EVENT[1] - 0.1
+    assert baseline[0]["end"] - baseline[0]["start"] == pytest.approx(
+        16240 / SAMPLING_RATE
+    )  # one whole window
+    assert len(baseline) == 10
+
+
+def test_the_curve_scores_each_window_as_the_model_scores_that_stretch_alone(pipe, recordings):
+    directory, files = recordings
+    windowing = moment_windowing(pipe.windowing, pipe.processor.feature_extractor, 0.5)
+    text = encode_text(pipe.model, pipe.processor, ["a dog barks"])
+    curve = recording_curve(pipe.model, pipe.processor, str(files[1]), text, windowing)
+    window, hop = windowing.samples(pipe.processor.feature_extractor)
+    assert hop == SAMPLING_RATE // 2
+    audio, _ = soundfile.read(files[1], dtype="float32")
+    bounds = window_bounds(len(audio), window, hop)
+    np.testing.assert_array_equal(curve.starts, [start / SAMPLING_RATE for start, _ in bounds])
+    np.testing.assert_array_equal(curve.ends, [stop / SAMPLING_RATE for _, stop in bounds])
+    for step in (0, 17, len(bounds) - 1):
+        with torch.no_grad():
+            reference = pipe.model.get_audio_features(**pipe.processor(audio=[audio[slice(*bounds[step])]]))
+        expected = float(pipe.model.scoring_head.similarity(text, reference)[0, 0])
+        assert curve.scores[step] == pytest.approx(expected, abs=1e-5)
+
+
+def test_an_indexed_recording_is_scored_from_its_stored_windows_without_encoding(
+    pipe, recordings, monkeypatch
+):
+    directory, files = recordings
+    pipe.index([str(path) for path in files], root=directory, show_progress=False)
+    index = pipe.audio_index
+    rows = [row for row, item in enumerate(index.ids) if item == FIELD]
+    text = encode_text(pipe.model, pipe.processor, ["a dog barks"])
+    scores = entry_scores(index.embeddings[rows], index.metric, index_vectors(pipe.model, text))
+    expected = propose_moments(file_curves(index, rows, scores)[FIELD])
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("an indexed recording was encoded again")
+
+    monkeypatch.setattr(moment_scoring, "encode_audio_windows", no_encoding)
+    moments = pipe.moments("a dog barks", str(files[0]))
+    assert moments == [moment.as_dict() for moment in expected]
+    with pytest.raises(AssertionError, match="encoded again"):
+        pipe.moments("a dog barks", str(files[0]), hop_seconds=0.5)  # a hop of its own: encoded afresh
+
+
+def test_moments_across_the_index_are_one_ranked_list_of_files_and_spans(pipe, recordings):
+    directory, files = recordings
+    pipe.index([str(path) for path in files], root=directory, show_progress=False)
+    index = pipe.audio_index
+    text = encode_text(pipe.model, pipe.processor, ["birds sing"])
+    scores = entry_scores(index.embeddings, index.metric, index_vectors(pipe.model, text))
+    # the scores the index's own search gives every entry
+    searched, positions = index.search(index_vectors(pipe.model, text), len(index))
+    np.testing.assert_allclose(scores[positions[0]], searched[0], rtol=1e-5, atol=1e-6)
+    per_file = file_curves(index, range(len(index)), scores)
+    assert list(per_file) == [FIELD, "noise0.wav", "noise1.wav"]
+    expected = sorted(
+        ((item, m) for item, curve in per_file.items() for m in propose_moments(curve)),
+        key=lambda x: -x[1].score,
+    )[:7]
+    hits = pipe.moments("birds sing", top_k=7)
+    assert [(hit["id"], hit["start"], hit["end"], hit["score"]) for hit in hits] == [
+        (item, m.start, m.end, m.score) for item, m in expected
+    ]
+    assert hits[0]["path"] == str(directory / hits[0]["id"])
+    assert list(hits[0]) == ["id", "score", "start", "end", "path"]
+
+
+def test_entry_scores_are_the_negative_distance_of_a_distance_head():
+    rng = np.random.default_rng(0)
+    vectors, query = rng.standard_normal((6, 4)), torch.tensor(rng.standard_normal((1, 4)))
+    expected = -np.sqrt(((vectors - query.numpy()) ** 2).sum(axis=1))
+    np.testing.assert_allclose(entry_scores(vectors, "l2", query), expected)
+    np.testing.assert_allclose(entry_scores(vectors, "inner_product", query), vectors @ query.numpy()[0])
+
+
+def test_moment_windowing_keeps_the_window_and_takes_a_fine_hop():
+    extractor = WhisperFeatureExtractor(feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=10)
+    assert moment_windowing(Windowing(), extractor) == Windowing(window_seconds=10.0, hop_seconds=1.0)
+    coarse_window = Windowing(window_seconds=1.0)  # its own hop, 0.5 s, is finer than the default
+    assert moment_windowing(coarse_window, extractor).hop_seconds == 0.5
+    with pytest.raises(
+        ValueError, match=r"hop_seconds=12.0 must be positive and at most the window \(10.000 s\)"
+    ):
+        moment_windowing(Windowing(), extractor, 12.0)
+    with pytest.raises(ValueError) as error:
+        moment_windowing(Windowing(), Wav2Vec2FeatureExtractor())
+    assert str(error.value) == (
+        "Wav2Vec2FeatureExtractor reads whole clips (it has no window), so a recording would be scored as one piece "
+        "with no time inside it; give the pipeline a window, e.g. windowing=Windowing(window_seconds=10.0)."
+    )
+
+
+def test_a_frame_level_source_feeds_the_same_proposers():
+    scores = np.full(750, 0.1)
+    scores[250:300] = 0.8  # frames 10.0-12.0 s at 25 frames/s
+    (moment,) = propose_moments(SimilarityCurve.from_frames(scores))
+    assert (moment.start, moment.end) == pytest.approx((10.0, 12.0))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda pipe, files: pipe.moments("  ", str(files[0])),
+            "pipe.moments needs a text query describing the sound",
+        ),
+        (
+            lambda pipe, files: pipe.moments(str(files[1]), str(files[0])),
+            "pipe.moments takes a text query, and '",
+        ),
+        (
+            lambda pipe, files: pipe.moments("a dog", str(files[0]), top_k=0),
+            "top_k must be a positive integer, got 0.",
+        ),
+        (
+            lambda pipe, files: pipe.moments("a dog", [str(files[0]), str(files[1])]),
+            "pipe.moments searches one recording, got a list of 2",
+        ),
+        (
+            lambda pipe, files: pipe.moments("a dog"),
+            "pipe.moments(query) searches the files of the audio index, and this pipeline holds none",
+        ),
+    ],
+    ids=["empty", "audio query", "top_k", "several recordings", "no index"],
+)
+def test_a_moment_query_that_cannot_be_answered_says_why(pipe, recordings, call, message):
+    _, files = recordings
+    with pytest.raises(ValueError) as error:
+        call(pipe, files)
+    assert message in str(error.value)
+
+
+def test_a_pooled_index_gives_whole_files_and_an_index_without_spans_none(pipe, recordings):
+    directory, files = recordings
+    pipe.index([str(path) for path in files], root=directory, pool=True, show_progress=False)
+    hits = pipe.moments("a dog barks")
+    assert sorted((hit["id"], hit["start"], hit["end"]) for hit in hits) == [
+        (FIELD, 0.0, 60.0),
+        ("noise0.wav", 0.0, 20.0),
+        ("noise1.wav", 0.0, 20.0),
+    ]
+    inside = pipe.moments("a dog barks", str(files[0]))  # one recording of a pooled index: encoded afresh
+    assert len(inside) > 1 and all(hit["end"] - hit["start"] < 60.0 for hit in inside)
+    without_spans = EmbeddingIndex(2)
+    without_spans.add(np.eye(2, dtype=np.float32), ["a.wav", "b.wav"])  # format 1, or a dataset's clips
+    with pytest.raises(ValueError) as error:
+        file_curves(without_spans, [0, 1], np.zeros(2))
+    assert str(error.value) == (
+        "Moments need the audio index's windows with their time spans, and this index holds none (saved before "
+        "spans existed, with format 1): rebuild it with `pipe.index(...)` or `hf-atr index`."
+    )
