@@ -39,7 +39,6 @@ from pathlib import Path
 import numpy as np
 import soundfile
 import torch
-from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from transformers import TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
@@ -49,6 +48,7 @@ from hf_atr.data.schema import all_captions
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.modeling_atr import AtrDualEncoderModel
+from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.objectives.registry import build_objective
 from hf_atr.pipelines.moment_evaluation import MomentEvaluator
 from hf_atr.processing_atr import AtrProcessor

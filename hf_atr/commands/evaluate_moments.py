@@ -67,7 +67,8 @@ def run_moment_evaluation(args: argparse.Namespace) -> int:
     misplaced = [option for option, name in CLIP_RETRIEVAL_OPTIONS.items() if getattr(args, name)]
     if misplaced:
         raise SystemExit(
-            f"hf-atr evaluate: {', '.join(misplaced)} apply to clip retrieval, not to --moments."
+            f"hf-atr evaluate: {', '.join(misplaced)} {'apply' if len(misplaced) > 1 else 'applies'} to clip "
+            "retrieval, not to --moments."
         )
     if args.report:
         from hf_atr.plots.canvas import require_matplotlib

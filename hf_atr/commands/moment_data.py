@@ -84,7 +84,8 @@ def moment_test_evaluator(
     ]
     if given:
         raise ValueError(
-            f"{' and '.join(given)} apply to clip retrieval; the test split is moment annotations, evaluated by "
+            f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to clip retrieval; the test split is "
+            "moment annotations, evaluated by "
             "the moment metrics (each recording scored window by window, as hf-atr evaluate --moments does)."
         )
     return MomentEvaluator(test, processor, batch_size=batch_size, split=split)

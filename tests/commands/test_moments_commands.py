@@ -9,15 +9,15 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
-from hf_atr.metrics.moments import moment_retrieval_metrics
-from hf_atr.moments.curve import SimilarityCurve
-from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
-from hf_atr.pipelines.moment_scoring import recording_curve
 from tiny_models import make_model, make_processor
 
 from hf_atr.cli import main
 from hf_atr.data.moments import load_moment_splits, load_moments
+from hf_atr.metrics.moments import moment_retrieval_metrics
+from hf_atr.moments.curve import SimilarityCurve
+from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.pipelines.moment_evaluation import MomentEvaluator
+from hf_atr.pipelines.moment_scoring import recording_curve
 from hf_atr.windowing import Windowing
 from tests.moment_fixtures import write_moment_set
 
@@ -69,9 +69,8 @@ def test_the_evaluator_encodes_each_recording_once_and_scores_every_query_as_pip
     assert calls == [["test_000", "test_001"]]  # one call, each recording once, for its two queries
     assert [record["qid"] for record in evaluation.predictions] == moments["qid"]
     # Each query's curve and moments are those of the recording scored alone for that query.
-    from hf_atr.pipelines.moment_scoring import moment_windowing
-
     from hf_atr.encoding import encode_text
+    from hf_atr.pipelines.moment_scoring import moment_windowing
 
     windowing = moment_windowing(Windowing(), processor.feature_extractor, 0.5)
     for row in range(len(moments)):
@@ -185,7 +184,7 @@ def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_pred
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--zero-shot"], "hf-atr evaluate: --zero-shot apply to clip retrieval, not to --moments."),
+        (["--zero-shot"], "hf-atr evaluate: --zero-shot applies to clip retrieval, not to --moments."),
         (["--split", "dev"], "has no split 'dev'; its splits: ['test', 'train', 'validation']."),
     ],
 )
@@ -250,7 +249,7 @@ def test_hf_atr_train_on_a_moment_folder_trains_on_crops_and_tests_with_the_mome
         (["--eval_strategy", "steps", "--eval_steps", "1"], "which moment training does not do"),
         (
             ["--eval_window_pooling", "mean"],
-            "--eval_window_pooling apply to clip retrieval; the test split is moment",
+            "--eval_window_pooling applies to clip retrieval; the test split is moment",
         ),
         (["--objective", "kcl"], "objective 'kcl' trains on 'all_languages'. Use a pair objective"),
     ],
