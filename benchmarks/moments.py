@@ -58,6 +58,7 @@ from hf_atr.training.moment_crops import MOMENTS_VIEW
 
 REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
 METRICS = ("R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP")
+MODELS = ("before (clips only)", "after moment fine-tuning")
 PROPOSERS = {"sliding window (AMR baseline)": "sliding_window", "refined (default)": "refined"}
 
 
@@ -66,9 +67,9 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument(
         "--train-clips", type=int, default=512, help="SynthCaps clips the clip model trains on"
     )
-    parser.add_argument("--clip-steps", type=int, default=400, help="training steps on clips (model before)")
+    parser.add_argument("--clip-steps", type=int, default=250, help="training steps on clips (model before)")
     parser.add_argument(
-        "--moment-steps", type=int, default=200, help="fine-tuning steps on moments (model after)"
+        "--moment-steps", type=int, default=150, help="fine-tuning steps on moments (model after)"
     )
     parser.add_argument("--train-recordings", type=int, default=48, help="recordings fine-tuned on")
     parser.add_argument("--test-recordings", type=int, default=16, help="recordings evaluated")
@@ -148,7 +149,7 @@ def main() -> None:
     hf_logging.set_verbosity_error()
     set_seed(args.seed)
     scratch = Path(tempfile.mkdtemp(prefix="hf_atr_moments_"))
-    started = time.perf_counter()
+    run_started = started = time.perf_counter()
     corpus = load_synthcaps(
         num_train=args.train_clips, num_validation=0, num_test=128, languages=["eng"], seed=args.seed
     )
@@ -198,7 +199,7 @@ def main() -> None:
     moment_seconds = time.perf_counter() - started
 
     rows = []
-    for model_name, evaluated in (("before (clips only)", model), ("after moment fine-tuning", tuned)):
+    for model_name, evaluated in zip(MODELS, (model, tuned)):
         for proposer_name, proposer in PROPOSERS.items():
             metrics, encoding_cost, proposal_cost = evaluate(
                 evaluated, processor, test_moments, proposer, args.hop, args.batch_size
@@ -223,18 +224,17 @@ def main() -> None:
         cells = "".join(f"{100 * metrics[name]:>9.2f}" for name in METRICS)
         print(f"{model_name:<26}{proposer_name:<31}{cells}{encoding_cost:>18.1f}{proposal_cost:>13.2f}")
     by_key = {(row[0], row[1]): row[2] for row in rows}
+    (before, after), (baseline, refined) = MODELS, list(PROPOSERS)
     for name in ("R1@0.7", "mAP"):
-        refined_gain = (
-            by_key[("after moment fine-tuning", "refined (default)")][name]
-            - by_key[("after moment fine-tuning", "sliding window (AMR baseline)")][name]
-        )
-        tuning_gain = (
-            by_key[("after moment fine-tuning", "refined (default)")][name]
-            - by_key[("before (clips only)", "refined (default)")][name]
-        )
+        tuning = [100 * (by_key[(after, p)][name] - by_key[(before, p)][name]) for p in (baseline, refined)]
+        proposing = [
+            100 * (by_key[(m, refined)][name] - by_key[(m, baseline)][name]) for m in (before, after)
+        ]
         print(
-            f"{name}: refined - baseline (after) {100 * refined_gain:+.2f} points; after - before (refined) {100 * tuning_gain:+.2f} points"
+            f"{name}: after - before {tuning[0]:+.2f} points (baseline), {tuning[1]:+.2f} (refined); "
+            f"refined - baseline {proposing[0]:+.2f} points (before), {proposing[1]:+.2f} (after)"
         )
+    print(f"Whole run: {time.perf_counter() - run_started:.0f} s.")
 
 
 if __name__ == "__main__":

@@ -90,15 +90,18 @@ def protocol_lines(protocol: Mapping[str, Any]) -> str:
         lines.append(f"- computed with: {compute_description(protocol['compute'])}")
     skipped = protocol.get("skipped_clips") or []
     if skipped:
-        listed = "; ".join(
-            f"`{item['audio_id']}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED]
-        )
-        more = f" and {len(skipped) - MAX_SKIPPED_LISTED:,} more" if len(skipped) > MAX_SKIPPED_LISTED else ""
-        lines.append(
-            f"- skipped: {len(skipped):,} clips could not be decoded and were left out with their captions: "
-            f"{listed}{more}"
-        )
+        lines.append(_skipped_line(skipped, "audio_id", "clips", "their captions"))
     return "\n".join(lines)
+
+
+def _skipped_line(skipped: list[Mapping[str, Any]], name_key: str, what: str, left_out_with: str) -> str:
+    """``- skipped: N <what> could not be decoded ...``: the first :data:`MAX_SKIPPED_LISTED` named, with reasons."""
+    listed = "; ".join(f"`{item[name_key]}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED])
+    more = f" and {len(skipped) - MAX_SKIPPED_LISTED:,} more" if len(skipped) > MAX_SKIPPED_LISTED else ""
+    return (
+        f"- skipped: {len(skipped):,} {what} could not be decoded and were left out with {left_out_with}: "
+        f"{listed}{more}"
+    )
 
 
 def moment_protocol_lines(protocol: Mapping[str, Any]) -> str:
@@ -119,13 +122,8 @@ def moment_protocol_lines(protocol: Mapping[str, Any]) -> str:
         lines.append(f"- computed with: {compute_description(protocol['compute'])}")
     skipped = protocol.get("skipped_recordings") or []
     if skipped:
-        listed = "; ".join(
-            f"`{item['recording']}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED]
-        )
-        lines.append(
-            f"- skipped: {len(skipped):,} recordings could not be decoded and were left out with their "
-            f"{protocol.get('skipped_queries', 0):,} queries: {listed}"
-        )
+        queries = f"their {protocol.get('skipped_queries', 0):,} queries"
+        lines.append(_skipped_line(skipped, "recording", "recordings", queries))
     return "\n".join(lines)
 
 

@@ -13,7 +13,8 @@ from tiny_models import make_model, make_processor
 
 from hf_atr.cli import main
 from hf_atr.data.moments import load_moment_splits, load_moments
-from hf_atr.metrics.moments import moment_retrieval_metrics
+from hf_atr.data.overlap import remove_overlap
+from hf_atr.metrics.moments import MOMENT_METRIC_NAMES, moment_retrieval_metrics
 from hf_atr.moments.curve import SimilarityCurve
 from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.pipelines.moment_evaluation import MomentEvaluator
@@ -91,6 +92,7 @@ def test_the_evaluator_encodes_each_recording_once_and_scores_every_query_as_pip
         assert evaluation.predictions[row]["pred_relevant_windows"] == expected
     references = [{"qid": q, "relevant_windows": w} for q, w in zip(moments["qid"], moments["windows"])]
     assert evaluation.metrics == moment_retrieval_metrics(evaluation.predictions, references)
+    assert tuple(evaluation.metrics) == MOMENT_METRIC_NAMES == tuple(METRICS)
     protocol = evaluation.protocol
     assert (protocol["queries"], protocol["recordings"], protocol["hop_seconds"]) == (4, 2, 0.5)
     assert protocol["window_seconds"] == pytest.approx(1.015) and protocol["audio_seconds"] == 16.0
@@ -125,21 +127,16 @@ def _saved_model(directory: Path, tiny_model) -> Path:
     return directory
 
 
+def _evaluate_moments(model_dir: Path, *dataset: str) -> list[str]:
+    return ["evaluate", "--model", str(model_dir), "--moments", "--dataset", *dataset]
+
+
 def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_predictions_and_report(
     moment_folder, tiny_model, tmp_path, capsys
 ):
     pytest.importorskip("matplotlib")
     model_dir = _saved_model(tmp_path / "model", tiny_model)
-    argv = [
-        "evaluate",
-        "--model",
-        str(model_dir),
-        "--moments",
-        "--dataset",
-        "moments",
-        "--data-dir",
-        str(moment_folder),
-    ]
+    argv = _evaluate_moments(model_dir, "moments", "--data-dir", str(moment_folder))
     assert main([*argv, "--report", str(tmp_path / "report"), "--output", str(tmp_path / "out.json")]) == 0
     printed = capsys.readouterr().out
     assert (
@@ -167,14 +164,7 @@ def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_pred
     )
     # The same file read directly, and the baseline proposer.
     single = tmp_path / "baseline.jsonl"
-    argv = [
-        "evaluate",
-        "--model",
-        str(model_dir),
-        "--moments",
-        "--dataset",
-        str(moment_folder / "moments_test_release.jsonl"),
-    ]
+    argv = _evaluate_moments(model_dir, str(moment_folder / "moments_test_release.jsonl"))
     assert main([*argv, "--proposer", "baseline", "--predictions", str(single), "--hop-seconds", "0.5"]) == 0
     printed = capsys.readouterr().out
     assert '"proposer": "sliding_window"' in printed and "every 0.5 s" in printed
@@ -190,22 +180,35 @@ def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_pred
 )
 def test_evaluate_moments_refuses_what_does_not_fit(moment_folder, tiny_model, tmp_path, extra, message):
     model_dir = _saved_model(tmp_path / "model", tiny_model)
-    argv = [
-        "evaluate",
-        "--model",
-        str(model_dir),
-        "--moments",
-        "--dataset",
-        "moments",
-        "--data-dir",
-        str(moment_folder),
-    ]
+    argv = _evaluate_moments(model_dir, "moments", "--data-dir", str(moment_folder))
     with pytest.raises(SystemExit, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
         main([*argv, *extra])
     with pytest.raises(
         SystemExit, match="--dataset moments reads the folder of <corpus>_<split>_release.jsonl"
     ):
-        main(["evaluate", "--model", str(model_dir), "--moments", "--dataset", "moments"])
+        main(_evaluate_moments(model_dir, "moments"))
+
+
+def test_the_overlap_filter_removes_the_queries_of_a_test_recording_from_moment_training(
+    moment_folder, tmp_path
+):
+    """A training recording that is also a test recording (the same samples under another name) loses its queries,
+    named by qid; the other training queries stay."""
+    train = load_moments(moment_folder / "moments_train_release.jsonl")
+    copy = tmp_path / "copy"
+    (copy / "audio").mkdir(parents=True)
+    (copy / "audio" / "renamed.wav").write_bytes((moment_folder / "audio" / "train_001.wav").read_bytes())
+    line = {
+        "qid": "t1",
+        "query": "a dog sound",
+        "duration": 8.0,
+        "vid": "renamed",
+        "relevant_windows": [[1, 2]],
+    }
+    (copy / "moments_test_release.jsonl").write_text(json.dumps(line) + "\n")
+    filtered, report = remove_overlap(train, [load_moments(copy / "moments_test_release.jsonl")])
+    assert report.removed_by_content == ["train_001_1", "train_001_2"]
+    assert "train_001" not in filtered["recording_id"] and len(filtered) == len(train) - 2
 
 
 @pytest.fixture
