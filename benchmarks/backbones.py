@@ -1,6 +1,7 @@
-"""Training-step time of pretrained-size audio towers against the tiny demo model (issue 14).
+"""Training-step time of pretrained-size audio towers against the tiny demo model (issues 14, 23).
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/backbones.py [--quick] [--threads N]`` on CPU (a few minutes),
+Run: ``OMP_NUM_THREADS=1 python benchmarks/backbones.py [--quick] [--threads N]`` on CPU (a few minutes; the
+``pe-av-large`` row needs about 11 GB at batch 4 × 2 s: ``--only pe-av-large --batch-size 4`` runs it alone),
 or ``python benchmarks/backbones.py --device cuda --batch-size 256 --seconds 10`` on a GPU (also prints
 peak GPU memory per step).
 
@@ -15,25 +16,37 @@ text tower (hidden 64, 2 layers, projection 64), so the rows differ only in the 
   defaults: HTS-AT with depths 2-2-6-2 on a 256 × 256 spectrogram image of 48 kHz, 64-bin log-mel features,
   and RoBERTa-base), converted as :meth:`~hf_atr.AtrDualEncoderModel.from_clap` converts a checkpoint (two-layer
   projections to 512, two logit scales). This row differs in both towers: its text tower is RoBERTa-base.
+* ``pe-av-large``: the whole PE-Audio model at ``PeAudioConfig()``'s defaults, which its docstring gives as
+  ``facebook/pe-av-large``'s configuration (a DAC-style waveform encoder and a 1792-wide transformer, ModernBERT
+  with 22 layers; 606M parameters), converted as :meth:`~hf_atr.AtrDualEncoderModel.from_pe_audio` converts a
+  checkpoint (dot scoring, raw scale and bias), on raw 48-kHz waveforms reflect-padded to the hop (1920 samples)
+  with their padding mask, trained with its default objective, ``sigmoid``. It differs in both towers too.
 
 The ``params`` column counts the audio tower, ``total`` the whole model.
 
 One step = forward of a batch of precomputed features (feature extraction runs once per dataset with
-``Dataset.map``, not per step) and ``batch_size`` random 16-token captions, the contrastive objective,
-backward, and an AdamW step. Clips of ``--seconds`` (default 2 s, the demo's length) for every row. Steps
-are timed in interleaved rounds after one warm-up step; printed: median and minimum in ms, and the minimum
-relative to ``demo``'s minimum in the same rounds (the minimum is the least disturbed by other processes).
+``Dataset.map``, not per step) and ``batch_size`` random 16-token captions, the model's objective (contrastive;
+``sigmoid`` for ``pe-av-large``), backward, and an AdamW step. Clips of ``--seconds`` (default 2 s, the demo's
+length) for every row. Each row runs in a process of its own (the large rows' memory is returned between
+rows), beside the demo: their steps are timed in interleaved rounds after one warm-up step; printed: median and
+minimum in ms, the minimum relative to ``demo``'s minimum in the same rounds of the same process (the minimum is
+the least disturbed by other processes), and the process's peak resident memory (CPU) or peak GPU memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
-from transformers import BertConfig, ClapConfig, ClapFeatureExtractor
+from transformers import BertConfig, ClapConfig, ClapFeatureExtractor, PeAudioConfig, PeAudioFeatureExtractor
 
 from hf_atr.configuration_atr import AtrConfig
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
@@ -41,7 +54,9 @@ from hf_atr.modeling_atr import AtrDualEncoderModel
 from hf_atr.models.clap.convert_clap_checkpoint import atr_config_kwargs_from_clap
 from hf_atr.models.panns.configuration_panns import PannsConfig
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
+from hf_atr.models.pe_audio import PE_AUDIO_DEFAULT_OBJECTIVE, atr_config_kwargs_from_pe_audio
 from hf_atr.objectives.registry import build_objective
+from hf_atr.processing_atr import model_audio_inputs
 
 VOCAB_SIZE = 1000
 CAPTION_TOKENS = 16
@@ -88,18 +103,34 @@ def build_clap_base(batch_size: int, seconds: float) -> tuple[AtrDualEncoderMode
     return model, {"input_features": features}
 
 
+def build_pe_audio_large(
+    batch_size: int, seconds: float
+) -> tuple[AtrDualEncoderModel, dict[str, torch.Tensor]]:
+    """PE-Audio at ``PeAudioConfig()``'s (pe-av-large's) sizes, random weights, on its extractor's waveforms."""
+    extractor = PeAudioFeatureExtractor()  # 48 kHz, reflect-pads to a multiple of 1920 samples
+    config = AtrConfig(
+        **atr_config_kwargs_from_pe_audio(PeAudioConfig()), objective=PE_AUDIO_DEFAULT_OBJECTIVE
+    )
+    waveforms = np.random.default_rng(0).standard_normal((batch_size, int(seconds * extractor.sampling_rate)))
+    features = extractor(
+        list(0.1 * waveforms.astype(np.float32)), sampling_rate=extractor.sampling_rate, return_tensors="pt"
+    )
+    return AtrDualEncoderModel(config), model_audio_inputs(features)
+
+
 BACKBONES: dict[str, ModelBuilder] = {
     "demo": build_demo,
     "panns-cnn14": panns_builder("cnn14"),
     "panns-resnet38": panns_builder("resnet38"),
     "clap-htsat-unfused": build_clap_base,
+    "pe-av-large": build_pe_audio_large,
 }
 
 
 def make_step(
     model: AtrDualEncoderModel, audio_inputs: dict[str, torch.Tensor], batch_size: int, device: torch.device
 ) -> Callable[[], None]:
-    """One training step (forward, contrastive loss, backward, AdamW) on fixed inputs."""
+    """One training step (forward, the model's objective, backward, AdamW) on fixed inputs."""
     model.to(device).train()
     objective = build_objective(model.config.objective).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -124,6 +155,44 @@ def make_step(
     return step
 
 
+def measure_row(name: str, args: argparse.Namespace) -> dict[str, object]:
+    """Row ``name`` and the demo in this process: sizes, step times in interleaved rounds, peak memory in GiB."""
+    device = torch.device(args.device)
+    steps, result = {}, {"name": name, "threads": torch.get_num_threads()}
+    for row in dict.fromkeys(["demo", name]):
+        torch.manual_seed(0)
+        model, audio_inputs = BACKBONES[row](args.batch_size, args.seconds)
+        if row == name:
+            result["params"] = sum(parameter.numel() for parameter in model.audio_model.parameters())
+            result["total"] = sum(parameter.numel() for parameter in model.parameters())
+        steps[row] = make_step(model, audio_inputs, args.batch_size, device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        steps[row]()  # warm-up (allocates the optimizer state)
+        if device.type == "cuda" and row == name:
+            result["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    timings: dict[str, list[float]] = {row: [] for row in steps}
+    for _ in range(args.rounds):
+        for row, step in steps.items():
+            started = time.perf_counter()
+            step()
+            timings[row].append(1000 * (time.perf_counter() - started))
+    if device.type != "cuda":  # Linux reports the peak resident set in KiB
+        result["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return {**result, "timings": timings[name], "demo_min": min(timings["demo"])}
+
+
+def run_row_process(name: str, args: argparse.Namespace) -> dict[str, object]:
+    """:func:`measure_row` in a fresh interpreter (``--row``), so that no two large models share the memory."""
+    command = [sys.executable, __file__, "--row", name, "--batch-size", str(args.batch_size)]
+    command += ["--seconds", str(args.seconds), "--rounds", str(args.rounds), "--device", args.device]
+    command += ["--threads", str(args.threads)] if args.threads else []
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:  # e.g. killed for memory: the other rows still print
+        return {"name": name, "error": f"exit code {completed.returncode}: {completed.stderr.strip()[-300:]}"}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="batch 4, 2 rounds")
@@ -135,47 +204,37 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="*", choices=sorted(BACKBONES), help="rows to run (demo is always run)"
     )
+    parser.add_argument("--row", choices=sorted(BACKBONES), help=argparse.SUPPRESS)  # one row's own process
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    batch_size = args.batch_size or (4 if args.quick else 8)
-    rounds = args.rounds or (2 if args.quick else 3)
-    device = torch.device(args.device)
+    args.batch_size = args.batch_size or (4 if args.quick else 8)
+    args.rounds = args.rounds or (2 if args.quick else 3)
+    if args.row:
+        print(json.dumps(measure_row(args.row, args)))
+        return
     names = ["demo", *[name for name in (args.only or BACKBONES) if name != "demo"]]
+    results = [run_row_process(name, args) for name in names]
 
-    steps, parameters, totals, peak_memory = {}, {}, {}, {}
-    for name in names:
-        torch.manual_seed(0)
-        model, audio_inputs = BACKBONES[name](batch_size, args.seconds)
-        parameters[name] = sum(parameter.numel() for parameter in model.audio_model.parameters())
-        totals[name] = sum(parameter.numel() for parameter in model.parameters())
-        steps[name] = make_step(model, audio_inputs, batch_size, device)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        steps[name]()  # warm-up (allocates the optimizer state)
-        if device.type == "cuda":
-            peak_memory[name] = torch.cuda.max_memory_allocated(device) / 2**30
-    timings: dict[str, list[float]] = {name: [] for name in names}
-    for _ in range(rounds):
-        for name in names:
-            started = time.perf_counter()
-            steps[name]()
-            timings[name].append(1000 * (time.perf_counter() - started))
-
+    threads = next((result["threads"] for result in results if "threads" in result), "?")
     print(
-        f"Training step, batch {batch_size}, {args.seconds:g}-s clips, {device}, "
-        f"{torch.get_num_threads()} threads, {rounds} rounds"
+        f"Training step, batch {args.batch_size}, {args.seconds:g}-s clips, {args.device}, {threads} threads, "
+        f"{args.rounds} rounds; each row in its own process beside the demo"
     )
-    header = f"{'model':<20}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}"
-    print(header + ("   peak GiB" if peak_memory else ""))
-    baseline = min(timings["demo"])
-    for name in names:
-        row = (
-            f"{name:<20}{parameters[name] / 1e6:>8.2f}M{totals[name] / 1e6:>8.2f}M"
-            f"{statistics.median(timings[name]):>12.1f}"
-            f"{min(timings[name]):>10.1f}{min(timings[name]) / baseline:>11.1f}x"
+    memory = "peak GPU GiB" if args.device.startswith("cuda") else "peak RSS GiB"
+    print(
+        f"{'model':<20}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}{memory:>14}"
+    )
+    for result in results:
+        if "error" in result:
+            print(f"{result['name']:<20}failed ({result['error']})")
+            continue
+        timings = result["timings"]
+        print(
+            f"{result['name']:<20}{result['params'] / 1e6:>8.2f}M{result['total'] / 1e6:>8.2f}M"
+            f"{statistics.median(timings):>12.1f}{min(timings):>10.1f}"
+            f"{min(timings) / result['demo_min']:>11.1f}x{result['peak_gib']:>14.2f}"
         )
-        print(row + (f"{peak_memory[name]:>11.2f}" if peak_memory else ""))
 
 
 if __name__ == "__main__":

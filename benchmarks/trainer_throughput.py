@@ -7,7 +7,10 @@ Two parts, side by side in one run:
    of 50,265 tokens built here, offline) in one process (``dataloader_num_workers=0``), in rows per second, for
    features stored as nested lists (what ``Dataset.map`` wrote before issue 22) and as ``Array3D`` (what
    ``AtrProcessor.extract_audio_features`` writes now). The first row reads the nested lists row by row, as the
-   training dataloader did before issue 22.
+   training dataloader did before issue 22; the ``Array3D`` rows compare the first one-gather reader of issue 22
+   (``datasets``' Arrow gather, one slice per row) with the trainer's own (NumPy views of the memory-mapped
+   column, :class:`hf_atr.data.feature_storage.MappedColumns`); ratios are to the first row, measured in the same
+   run. A last table times tokenising one batch into torch tensors both ways.
 2. **Training**: ``AtrTrainer`` steps against the raw step of the same model, objective (the model's), AdamW
    optimizer (the Trainer's defaults), ``max_grad_norm`` and precision, on one batch already on the device; for
    precomputed features (``extract_audio_features``, saved and loaded back) and for raw audio with on-device
@@ -53,6 +56,7 @@ from transformers.utils import logging
 from hf_atr import AtrDualEncoderModel, AtrProcessor, AtrTrainer
 from hf_atr.configuration_atr import AtrConfig
 from hf_atr.data.audio import encode_wav
+from hf_atr.data.feature_storage import ClipRows, GatheredRows
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.models.clap.convert_clap_checkpoint import atr_config_kwargs_from_clap
 from hf_atr.objectives.batch import pop_batch_metadata
@@ -144,6 +148,33 @@ def clap_size_features(count: int, nested_lists: bool, cache_dir: Path, seed: in
     return Dataset.from_generator(rows, features=features, cache_dir=str(cache_dir))
 
 
+class ArrowGatherRows(ClipRows):
+    """The first reader of issue 22 (before the memory-mapped views): the batch's rows gathered by ``datasets`` in
+    Arrow format (one slice per row), each array column converted from Arrow once per batch."""
+
+    def gather(self, clip_indices: Any) -> GatheredRows:
+        indices = [int(index) for index in clip_indices]
+        table = self._clips.with_format("arrow")[indices]
+        arrays = {name: table.column(name).combine_chunks().to_numpy() for name in self.array_columns}
+        others = [name for name in table.column_names if name not in arrays]
+        columns = {
+            **Features({name: self.features[name] for name in others}).decode_batch(
+                table.select(others).to_pydict()
+            ),
+            **arrays,
+        }
+        rows = [{name: columns[name][row] for name in table.column_names} for row in range(len(indices))]
+        return GatheredRows(rows, arrays)
+
+
+class ArrowGatherPairs(CaptionPairDataset):
+    """The caption pairs read by :class:`ArrowGatherRows`."""
+
+    def __init__(self, clips: Dataset) -> None:
+        super().__init__(clips)
+        self.rows = ArrowGatherRows(clips)
+
+
 class RowByRowPairs(CaptionPairDataset):
     """The caption pairs read row by row, as the training dataloader read them before issue 22: torch's DataLoader
     falls back to one ``__getitem__`` per item when ``__getitems__`` is None."""
@@ -161,10 +192,36 @@ def rows_per_second(loader: Any, batches: int) -> float:
     return rows / (time.perf_counter() - start)
 
 
+def tokenise_ms(
+    tokenizer: RobertaTokenizerFast, batch_size: int, rounds: int = 21
+) -> list[tuple[str, float]]:
+    """Median milliseconds to tokenise one batch of captions into torch tensors (the first batch not counted):
+    through ``return_tensors="pt"`` (torch's conversion of the tokenizer's lists, as the collator did before) and
+    into NumPy, shared with torch (now)."""
+    texts = [clip_captions[0] for clip_captions in captions(batch_size * rounds, np.random.default_rng(2))]
+    batches = [texts[start : start + batch_size] for start in range(0, len(texts), batch_size)]
+
+    def through_torch(batch: list[str]) -> dict[str, torch.Tensor]:
+        return dict(tokenizer(batch, padding=True, truncation=True, return_tensors="pt"))
+
+    def through_numpy(batch: list[str]) -> dict[str, torch.Tensor]:
+        encoded = tokenizer(batch, padding=True, truncation=True, return_tensors="np")
+        return {name: torch.from_numpy(values) for name, values in encoded.items()}
+
+    ways = {"return_tensors='pt'": through_torch, "NumPy, torch.from_numpy": through_numpy}
+    durations: dict[str, list[float]] = {label: [] for label in ways}
+    for batch in batches:  # the two ways alternate batch by batch, so that a change of load hits both
+        for label, tokenise in ways.items():
+            start = time.perf_counter()
+            tokenise(batch)
+            durations[label].append(1000 * (time.perf_counter() - start))
+    return [(label, statistics.median(values[1:])) for label, values in durations.items()]
+
+
 def collate_rows(
     args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path
 ) -> list[tuple[str, float]]:
-    """Part 1: rows/s of the trainer's own train dataloader (one process) per storage."""
+    """Part 1: rows/s of the trainer's own train dataloader (one process) per storage and reader."""
     processor = AtrProcessor(ClapFeatureExtractor(truncation="rand_trunc", padding="repeatpad"), tokenizer)
     model = AtrDualEncoderModel(tiny_model_config(tiny_feature_extractor(), len(tokenizer)))
     training = TrainingArguments(
@@ -179,19 +236,15 @@ def collate_rows(
         clips = clap_size_features(args.collate_clips, nested, work / f"collate-{int(nested)}", seed=0)
         trainer = AtrTrainer(model=model, args=training, train_dataset=clips, processing_class=processor)
         loader = trainer.get_train_dataloader()
-        if nested:
-            row_by_row = torch.utils.data.DataLoader(
-                RowByRowPairs(clips),
-                batch_size=args.collate_batch_size,
-                shuffle=True,
-                collate_fn=trainer.data_collator,
-            )
-            results.append(
-                (
-                    f"{label}, row by row (the loader before issue 22)",
-                    rows_per_second(row_by_row, args.collate_batches),
-                )
-            )
+        baseline, baseline_label = (
+            (RowByRowPairs(clips), "row by row (the loader before issue 22)")
+            if nested
+            else (ArrowGatherPairs(clips), "Arrow gather (the first reader of issue 22)")
+        )
+        baseline_loader = torch.utils.data.DataLoader(
+            baseline, batch_size=args.collate_batch_size, shuffle=True, collate_fn=trainer.data_collator
+        )
+        results.append((f"{label}, {baseline_label}", rows_per_second(baseline_loader, args.collate_batches)))
         results.append(
             (f"{label}, AtrTrainer's train dataloader", rows_per_second(loader, args.collate_batches))
         )
@@ -418,8 +471,12 @@ def main() -> None:
                 f"{len(tokenizer):,}-token byte-level BPE, batches of {args.collate_batch_size}, "
                 f"{args.collate_clips} clips x {CAPTIONS_PER_CLIP} captions"
             )
-            for label, rate in collate_rows(args, tokenizer, work):
-                print(f"  {label:<55} {rate:>8,.0f} rows/s")
+            rates = collate_rows(args, tokenizer, work)
+            for label, rate in rates:
+                print(f"  {label:<62} {rate:>8,.0f} rows/s  {rate / rates[0][1]:>6.1f}x")
+            print(f"\nTokenising {args.collate_batch_size} captions into torch tensors")
+            for label, milliseconds in tokenise_ms(tokenizer, args.collate_batch_size):
+                print(f"  {label:<62} {milliseconds:>8.1f} ms")
         if not args.skip_training:
             print(
                 f"\nTraining step, model {args.model}, batch {args.batch_size}, "

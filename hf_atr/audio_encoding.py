@@ -20,10 +20,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .audio_batches import AUDIO_INPUT_NAMES, audio_batch
 from .data.audio import AudioDecodeError, decode_audio
 from .frame_encoding import encode_frame_entries
 from .lazy import get_logger
-from .processing_atr import AUDIO_INPUT_NAMES, AtrProcessor, audio_batch
+from .processing_atr import AtrProcessor
 from .windowing import (
     ExtractorWindow,
     Windowing,

@@ -19,7 +19,11 @@ logger = logging.get_logger(__name__)
 SCORING_KINDS = ("cosine", "euclidean", "mahalanobis", "dot")
 LOGIT_SCALE_FORMS = ("log", "raw")
 """How the scoring head stores its logit scale: ``"log"`` (CLIP: the factor is ``exp(logit_scale)``, capped at
-100) or ``"raw"`` (PE-Audio: the parameter is the factor itself, 0 at its initialisation, which has no log form)."""
+100) or ``"raw"`` (PE-Audio: the parameter is the factor itself, 0 at its initialisation, which has no log form).
+In both forms ``logit_scale_init`` is the log of the initial factor."""
+MAX_RAW_LOGIT_SCALE_INIT = math.log(3.4028234663852886e38)
+"""The largest ``logit_scale_init`` of a ``"raw"`` head: the log of float32's largest value (88.72), above which
+``exp(logit_scale_init)`` is no float32 number."""
 POOLING_KINDS = ("mean", "cls", "max", "pooler")
 PROJECTION_KINDS = ("linear", "mlp")
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
@@ -122,12 +126,15 @@ class AtrConfig(PreTrainedConfig):
             (`contrastive`, `triplet`, `kcl`, `cacl`, `random_language`, `ask`, `dart` on a contrastive base).
             For unit embeddings both rank identically; the OT objectives' plans and gradients differ.
         logit_scale_init (`float`, *optional*):
-            Initial log inverse temperature of the scoring head: the factor starts at `exp(logit_scale_init)`.
-            Defaults to the objective's paper: CLIP's log(1/0.07) = 2.6592, SigLIP's log 10 for `sigmoid`.
+            Initial log inverse temperature of the scoring head: the factor starts at `exp(logit_scale_init)`
+            in either `logit_scale_form` (a `"raw"` parameter starts at `exp(logit_scale_init)`, at most 88.72,
+            float32's range). Defaults to the objective's paper: CLIP's log(1/0.07) = 2.6592, SigLIP's log 10 for
+            `sigmoid`.
         logit_scale_form (`str`, defaults to `"log"`):
             How the head stores the scale: `"log"` (the factor is `exp(logit_scale)`, capped at 100) or `"raw"`
             (the parameter is the factor, uncapped: PE-Audio's `text_audio_logit_scale`, 0 at its
-            initialisation, has no log form).
+            initialisation, has no log form). A raw factor of 0 or less makes every logit the bias or ranks
+            pairs opposite to their similarity; retrieval and evaluation rank by similarity and are unaffected.
         logit_bias (`bool`, *optional*):
             Whether the head adds a learnable bias to its logits (SigLIP Eq. 1's `b`, PE-Audio's
             `text_audio_logit_bias`). Defaults to the objective's paper: `True` for `sigmoid`, else `False`. A bias
@@ -207,6 +214,8 @@ class AtrConfig(PreTrainedConfig):
                     f"{SCORING_KINDS}."
                 )
             self.scoring = default_scoring(self.objective)
+        if self.scoring == "dot" and objective_installed and not _loading_saved_config.get():
+            self._check_objective_needs_no_ground_metric()
         self._resolve_logit_initialisation(objective_installed)
         self._check_values()
         if "attn_implementation" not in kwargs:
@@ -222,6 +231,18 @@ class AtrConfig(PreTrainedConfig):
             if kept:
                 kwargs["attn_implementation"] = kept
         super().__post_init__(**kwargs)
+
+    def _check_objective_needs_no_ground_metric(self) -> None:
+        """Refuse an objective whose paper transports on a distance (the OT objectives) under ``"dot"`` scoring,
+        which has none, before any training step would fail on it."""
+        paper_metric = default_scoring(self.objective)
+        if paper_metric != "cosine":
+            raise ValueError(
+                f"scoring='dot' (unnormalised embeddings, PE-Audio) has no ground metric, and objective "
+                f"{self.objective['name']!r} transports on one (its paper's: {paper_metric!r}); train a dot-scored "
+                "model with an objective on similarities (e.g. 'sigmoid', 'contrastive'), or choose scoring "
+                "'cosine', 'euclidean' or 'mahalanobis'."
+            )
 
     def _check_objective(self) -> bool:
         """Whether the objective can be built here: a new config raises when it cannot, a saved one warns."""
@@ -292,6 +313,12 @@ class AtrConfig(PreTrainedConfig):
         if self.logit_scale_form not in LOGIT_SCALE_FORMS:
             raise ValueError(
                 f"`logit_scale_form` must be one of {LOGIT_SCALE_FORMS}, got {self.logit_scale_form!r}."
+            )
+        if self.logit_scale_form == "raw" and self.logit_scale_init > MAX_RAW_LOGIT_SCALE_INIT:
+            raise ValueError(
+                f"`logit_scale_init` is the log of the initial factor, which a 'raw' head stores as "
+                f"exp(logit_scale_init); got {self.logit_scale_init!r}, whose exponential exceeds float32 "
+                f"(at most {MAX_RAW_LOGIT_SCALE_INIT:.2f})."
             )
 
 

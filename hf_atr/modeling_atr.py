@@ -1,10 +1,11 @@
-"""The audio-text dual encoder: two transformers backbones, projections and a scoring head."""
+"""The audio-text dual encoder: two transformers backbones, projections and a scoring head.
+
+Its building blocks (projection heads, pooling) are in :mod:`hf_atr.model_layers`, its starting points from
+other checkpoints (two backbones, CLAP, PE-Audio) in :mod:`hf_atr.model_starting_points`.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,32 +14,25 @@ import torch
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
-from transformers.activations import ACT2FN
 from transformers.modeling_outputs import ModelOutput
 from transformers.utils import logging
 
 from . import hub
-from .configuration_atr import ATR_CONFIG_FIELDS, AtrConfig, register_auto_config
+from .configuration_atr import AtrConfig, register_auto_config
 from .file_permissions import apply_umask
 from .model_files import write_model_files
-from .models.clap.convert_clap_checkpoint import (
-    CLAP_FIXED_CONFIG_FIELDS,
-    atr_config_kwargs_from_clap,
-    convert_clap_state_dict,
-    load_clap_checkpoint,
+from .model_layers import (
+    AtrNormedProjection,
+    AtrProjectionMLP,
+    audio_mask_argument,
+    encoder_only,
+    frozen_context,
+    pool_hidden_states,
+    tower_projection,
 )
-from .models.pe_audio.convert_pe_audio_checkpoint import (
-    PE_AUDIO_DEFAULT_OBJECTIVE,
-    PE_AUDIO_FIXED_CONFIG_FIELDS,
-    atr_config_kwargs_from_pe_audio,
-    convert_pe_audio_state_dict,
-    is_frame_level,
-    load_pe_audio_checkpoint,
-    pe_audio_frame_rate,
-)
-from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
+from .model_starting_points import AtrStartingPoints
 from .scoring_head import AtrScoringHead, stored_logit_scale
-from .towers import pooler_modules, tower_from_config, tower_from_pretrained
+from .towers import pooler_modules, tower_from_config
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -96,112 +90,7 @@ class AtrPreTrainedModel(PreTrainedModel):
             super()._init_weights(module)
 
 
-def _encoder_only(model: PreTrainedModel) -> PreTrainedModel:
-    """The encoder of an encoder-decoder backbone (e.g. Whisper), the model itself otherwise."""
-    if getattr(model.config, "is_encoder_decoder", False):
-        return model.get_encoder()
-    return model
-
-
-class AtrProjectionMLP(nn.Module):
-    """CLAP's projection head (``ClapProjectionLayer``): linear → activation → linear, both with bias.
-
-    ``(batch, in_dim)`` → ``(batch, out_dim)``; the first layer maps to ``out_dim`` already.
-    """
-
-    def __init__(self, in_dim: int, out_dim: int, hidden_act: str) -> None:
-        super().__init__()
-        self.linear1 = nn.Linear(in_dim, out_dim)
-        self.activation = ACT2FN[hidden_act]
-        self.linear2 = nn.Linear(out_dim, out_dim)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.activation(self.linear1(hidden_states)))
-
-
-class AtrNormedProjection(nn.Module):
-    """PE-Audio's contrastive head (``PeAudioContrastiveHead``): LayerNorm (eps 1e-6) → the projection.
-
-    ``(batch, in_dim)`` → ``(batch, out_dim)``; ``config.projection_layer_norm``.
-    """
-
-    LAYER_NORM_EPS = 1e-6
-
-    def __init__(self, in_dim: int, projection: nn.Module) -> None:
-        super().__init__()
-        self.layer_norm = nn.LayerNorm(in_dim, eps=self.LAYER_NORM_EPS)
-        self.proj = projection
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.layer_norm(hidden_states))
-
-
-def _projection(config: AtrConfig, in_dim: int) -> nn.Module:
-    """A tower's projection to ``config.projection_dim``: bias-free linear, or CLAP's two-layer head; behind a
-    LayerNorm with ``projection_layer_norm`` (PE-Audio)."""
-    if config.projection == "mlp":
-        projection = AtrProjectionMLP(in_dim, config.projection_dim, config.projection_hidden_act)
-    else:
-        projection = nn.Linear(in_dim, config.projection_dim, bias=False)
-    return AtrNormedProjection(in_dim, projection) if config.projection_layer_norm else projection
-
-
-def _pool(
-    hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str, pooler_output: Any
-) -> torch.Tensor:
-    """``(batch, seq, hidden)`` → ``(batch, hidden)``: masked mean, first token, masked max, or the backbone's pooler.
-
-    Mean and max follow sentence-transformers' ``Pooling`` (padding excluded by the attention mask).
-    """
-    if pooling == "pooler":
-        if pooler_output is None:
-            raise ValueError(
-                "pooling='pooler' but this backbone returns no `pooler_output`; use 'mean', 'cls' or 'max'."
-            )
-        return pooler_output
-    if pooling == "cls":
-        return hidden_states[:, 0]
-    mask = None
-    if attention_mask is not None and attention_mask.shape[1] == hidden_states.shape[1]:
-        mask = attention_mask.to(hidden_states.dtype).unsqueeze(-1)
-    if pooling == "max":
-        if mask is None:
-            return hidden_states.max(dim=1).values
-        return hidden_states.masked_fill(mask == 0, float("-inf")).max(dim=1).values
-    if mask is None:
-        return hidden_states.mean(dim=1)
-    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-
-
-def _checkpoint_config_kwargs(
-    kwargs: dict[str, Any], fixed_fields: tuple[str, ...], method: str, family: str
-) -> dict[str, Any]:
-    """Pop the :class:`AtrConfig` fields out of ``kwargs`` (the rest go to ``from_pretrained``), refusing those the
-    checkpoint fixes."""
-    config_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in ATR_CONFIG_FIELDS}
-    fixed = sorted(set(config_kwargs) & set(fixed_fields))
-    if fixed:
-        raise ValueError(f"{method}: {fixed} are set by the {family} checkpoint and cannot be changed.")
-    return config_kwargs
-
-
-def _audio_mask_argument(audio_model: nn.Module) -> str:
-    """The name under which ``audio_model.forward`` takes the audio mask: ``attention_mask``, or ``padding_mask``
-    for towers that take only that (PE-Audio's encoder raises a ``TypeError`` on ``attention_mask``)."""
-    parameters = inspect.signature(audio_model.forward).parameters
-    return (
-        "padding_mask"
-        if "padding_mask" in parameters and "attention_mask" not in parameters
-        else "attention_mask"
-    )
-
-
-def _frozen_context(frozen: bool) -> contextlib.AbstractContextManager:
-    """No autograd through a frozen tower (nothing to store for a backward pass that never reaches it)."""
-    return torch.no_grad() if frozen else contextlib.nullcontext()
-
-
-class AtrDualEncoderModel(AtrPreTrainedModel):
+class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
     """Audio backbone + text backbone + projections + :class:`AtrScoringHead`.
 
     Any transformers audio model (AST, Whisper's encoder, CLAP's audio tower, PANNs, wav2vec2, ...) and
@@ -235,7 +124,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             config = AtrConfig(audio_config=audio_model.config, text_config=text_model.config)
         super().__init__(config)
         if audio_model is None:
-            audio_model = _encoder_only(tower_from_config(config.audio_config))
+            audio_model = encoder_only(tower_from_config(config.audio_config))
         if text_model is None:
             text_model = tower_from_config(config.text_config)
         self.audio_model = audio_model
@@ -244,8 +133,8 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         self.config.audio_config = self.audio_model.config
         self.config.text_config = self.text_model.config
 
-        self.audio_projection = _projection(config, config.audio_config.hidden_size)
-        self.text_projection = _projection(config, config.text_config.hidden_size)
+        self.audio_projection = tower_projection(config, config.audio_config.hidden_size)
+        self.text_projection = tower_projection(config, config.text_config.hidden_size)
         self.scoring_head = AtrScoringHead(
             config.scoring,
             config.projection_dim,
@@ -335,7 +224,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             for name, value in (
                 ("input_values", input_values),
                 ("input_features", input_features),
-                (_audio_mask_argument(self.audio_model), audio_attention_mask),
+                (audio_mask_argument(self.audio_model), audio_attention_mask),
                 ("is_longer", is_longer),
             )
             if value is not None
@@ -344,9 +233,9 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
             raise ValueError(
                 "get_audio_features needs `input_values` or `input_features` from the feature extractor."
             )
-        with _frozen_context(self.config.freeze_audio):
+        with frozen_context(self.config.freeze_audio):
             backbone_output = self.audio_model(**audio_inputs, return_dict=True)
-        embeds = _pool(
+        embeds = pool_hidden_states(
             backbone_output.last_hidden_state,
             audio_attention_mask,
             self.config.audio_pooling,
@@ -408,9 +297,9 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         text_inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             text_inputs["token_type_ids"] = token_type_ids
-        with _frozen_context(self.config.freeze_text):
+        with frozen_context(self.config.freeze_text):
             backbone_output = self.text_model(**text_inputs, return_dict=True)
-        embeds = _pool(
+        embeds = pool_hidden_states(
             backbone_output.last_hidden_state,
             attention_mask,
             self.config.text_pooling,
@@ -494,120 +383,6 @@ class AtrDualEncoderModel(AtrPreTrainedModel):
         retrieval index goes with the pipeline that built it: ``pipe.push_to_hub(repo_id)``.
         """
         return hub.push_to_hub(self, repo_id, **upload)
-
-    @classmethod
-    def from_audio_text_pretrained(
-        cls,
-        audio_model_name_or_path: str | os.PathLike,
-        text_model_name_or_path: str | os.PathLike,
-        **kwargs: Any,
-    ) -> AtrDualEncoderModel:
-        """Combine two pretrained backbones; projections and scoring head start random.
-
-        ``text_model_name_or_path`` may be a sentence-transformers directory (with ``modules.json``): its
-        transformer becomes the text tower and its ``Pooling`` (mean / cls / max) and ``Normalize`` modules
-        set ``text_pooling`` / ``text_pooling_normalize``, so ``get_text_features(..., project=False)`` is the
-        sentence-transformers embedding. Other module types are refused
-        (:class:`~hf_atr.models.sentence_transformer.SentenceTransformerFormatError`).
-
-        Keyword arguments that are :class:`AtrConfig` fields (``projection_dim``, ``scoring``, ``objective``,
-        ``audio_pooling``, ``freeze_text``, ...) go to the config; others prefixed ``audio_`` / ``text_`` to the
-        backbones' ``from_pretrained`` (e.g. ``audio_revision="main"``); the rest to the config.
-        """
-        config_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in ATR_CONFIG_FIELDS}
-        audio_kwargs = {
-            key[len("audio_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("audio_")
-        }
-        text_kwargs = {
-            key[len("text_") :]: kwargs.pop(key) for key in list(kwargs) if key.startswith("text_")
-        }
-        config_kwargs.update(kwargs)  # PreTrainedConfig's own options (AtrConfig names anything unknown)
-        layout = read_sentence_transformer(text_model_name_or_path)
-        if layout is not None:
-            for field, value in (
-                ("text_pooling", layout.pooling),
-                ("text_pooling_normalize", layout.normalize),
-            ):
-                if config_kwargs.get(field, value) != value:
-                    raise ValueError(
-                        f"{text_model_name_or_path} is a sentence-transformers model with {field}={value!r}; "
-                        f"got {field}={config_kwargs[field]!r}."
-                    )
-                config_kwargs[field] = value
-            if layout.transformer_subfolder:
-                text_kwargs.setdefault("subfolder", layout.transformer_subfolder)
-        audio_model = _encoder_only(tower_from_pretrained(audio_model_name_or_path, **audio_kwargs))
-        text_model = tower_from_pretrained(text_model_name_or_path, **text_kwargs)
-        config = AtrConfig(audio_config=audio_model.config, text_config=text_model.config, **config_kwargs)
-        return cls(config=config, audio_model=audio_model, text_model=text_model)
-
-    @classmethod
-    def from_clap(cls, clap_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrDualEncoderModel:
-        """Convert a transformers ``ClapModel`` checkpoint (``laion/clap-htsat-unfused``, ``-fused``,
-        ``laion/larger_clap_*``) into an hf-atr model with identical features.
-
-        The HTS-AT audio tower and RoBERTa text tower keep their pooling (``pooler_output``), the two-layer
-        projection heads become ``projection="mlp"``, ``logit_scale_t`` / ``logit_scale_a`` the scoring head's
-        two scales (``separate_logit_scales``). ``get_audio_features`` / ``get_text_features`` then equal
-        ``ClapModel``'s, and ``logits_per_audio`` its zero-shot scores.
-
-        Keyword arguments that are :class:`AtrConfig` fields go to the config (``objective``, ``scoring``,
-        ``freeze_audio``, ...; the fields the checkpoint fixes, e.g. ``projection_dim``, are refused); the
-        others to ``ClapModel.from_pretrained`` (``revision``, ``cache_dir``, ...).
-
-        Raises:
-            ClapCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor
-                has no place in the hf-atr model (the keys are named).
-        """
-        config_kwargs = _checkpoint_config_kwargs(kwargs, CLAP_FIXED_CONFIG_FIELDS, "from_clap", "CLAP")
-        clap = load_clap_checkpoint(clap_name_or_path, **kwargs)
-        config = AtrConfig(**atr_config_kwargs_from_clap(clap.config), **config_kwargs)
-        model = cls(config=config, audio_model=clap.audio_model, text_model=clap.text_model)
-        return model._load_converted(clap.state_dict(), convert_clap_state_dict, str(clap_name_or_path))
-
-    @classmethod
-    def from_pe_audio(cls, pe_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrDualEncoderModel:
-        """Convert a transformers ``PeAudioModel`` checkpoint (Perception Encoder audio-text: ``facebook/pe-av-small``,
-        ``-base``, ``-large``) into an hf-atr model with identical embeddings and logits.
-
-        The ``PeAudioEncoder`` audio tower (its class token: ``audio_pooling="pooler"``) and ModernBERT text tower
-        (first token: ``text_pooling="cls"``) keep their weights, PE's contrastive heads (LayerNorm → bias-free
-        linear) become ``projection_layer_norm=True`` linear projections, and its raw ``text_audio_logit_scale`` and
-        ``text_audio_logit_bias`` the scoring head's (``scoring="dot"``: embeddings not normalised,
-        ``logit_scale_form="raw"``, ``logit_bias=True``). ``logits_per_audio`` then equal ``PeAudioModel``'s
-        ``logits_audio_text``. The objective defaults to ``sigmoid`` (PE-Audio's), starting from the checkpoint's
-        scale and bias. Pair with :meth:`hf_atr.AtrProcessor.from_pe_audio`: the audio tower reads raw 48-kHz
-        waveforms with their ``padding_mask``. A checkpoint saved as a ``PeAudioFrameLevelModel`` (same weights)
-        also embeds audio frame by frame (:meth:`get_audio_frame_features`, ``config.audio_frame_rate`` 25 frames/s
-        read from its extractor).
-
-        Keyword arguments that are :class:`AtrConfig` fields go to the config (``objective``, ``freeze_audio``,
-        ...; the fields the checkpoint fixes are refused); the others to ``PeAudioModel.from_pretrained``.
-
-        Raises:
-            PeAudioCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor has
-                no place in the hf-atr model (the keys are named).
-        """
-        config_kwargs = _checkpoint_config_kwargs(
-            kwargs, PE_AUDIO_FIXED_CONFIG_FIELDS, "from_pe_audio", "PE-Audio"
-        )
-        config_kwargs.setdefault("objective", dict(PE_AUDIO_DEFAULT_OBJECTIVE))
-        pe_model = load_pe_audio_checkpoint(pe_name_or_path, **kwargs)
-        if is_frame_level(pe_model.config):
-            config_kwargs.setdefault(
-                "audio_frame_rate", pe_audio_frame_rate(pe_name_or_path, pe_model.config)
-            )
-        config = AtrConfig(**atr_config_kwargs_from_pe_audio(pe_model.config), **config_kwargs)
-        model = cls(config=config, audio_model=pe_model.audio_encoder, text_model=pe_model.text_model)
-        return model._load_converted(pe_model.state_dict(), convert_pe_audio_state_dict, str(pe_name_or_path))
-
-    def _load_converted(
-        self, source_state: dict[str, torch.Tensor], convert: Any, source: str
-    ) -> AtrDualEncoderModel:
-        """Load a converted checkpoint's tensors (``convert(state, shapes, source)`` names any that do not fit)."""
-        atr_shapes = {key: tensor.shape for key, tensor in self.state_dict().items()}
-        self.load_state_dict(convert(source_state, atr_shapes, source=source), strict=False)
-        return self.eval()
 
 
 __all__ = [

@@ -8,10 +8,12 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import torch
 from datasets import Dataset
 from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
 
 from hf_atr.data.audio import encode_wav
+from hf_atr.pipelines.index import EmbeddingIndex
 
 CAPTIONS = ["a dog barks loudly", "birds sing", "a siren wails", "a car passes quietly", "beep tone high"]
 
@@ -72,3 +74,25 @@ def write_clips(directory: Path, count: int, seed: int = 2) -> list[str]:
     for path, waveform in zip(paths, random_waveforms(count, seed=seed)):
         path.write_bytes(encode_wav(waveform, SAMPLING_RATE))
     return [str(path) for path in paths]
+
+
+def unit_vectors(count: int, dim: int = 16, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.nn.functional.normalize(torch.randn(count, dim, generator=generator), dim=-1)
+
+
+def filled_index(vectors: torch.Tensor, **options) -> EmbeddingIndex:
+    index = EmbeddingIndex(vectors.shape[1], **options)
+    index.add(vectors, [f"item{i}" for i in range(len(vectors))])
+    return index
+
+
+def windowed_index(kind: str = "flat") -> tuple[EmbeddingIndex, torch.Tensor, list[str]]:
+    """40 files of 1 to 20 windows each (ids repeat), with spans."""
+    counts = [1 + (7 * file) % 20 for file in range(40)]
+    ids = [f"file{file}.wav" for file, count in enumerate(counts) for _ in range(count)]
+    spans = [(0.5 * window, 0.5 * window + 1.0) for count in counts for window in range(count)]
+    vectors = unit_vectors(len(ids), seed=4)
+    index = EmbeddingIndex(16, kind=kind, root="/data/field recordings")
+    index.add(vectors, ids, spans=spans)
+    return index, vectors, ids

@@ -49,8 +49,11 @@ FLOORS = {
     "hf_atr.hub": 3,
     # 4 model and processor
     "hf_atr.modeling_atr": 4,
+    "hf_atr.model_layers": 4,
+    "hf_atr.model_starting_points": 4,
     "hf_atr.scoring_head": 4,
     "hf_atr.processing_atr": 4,
+    "hf_atr.audio_batches": 4,
     "hf_atr.windowing": 4,
     # 5 what encodes or reads a model: encoding (audio_encoding: its audio), evaluation, the model card
     "hf_atr.encoding": 5,

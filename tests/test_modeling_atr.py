@@ -84,20 +84,6 @@ def test_audio_features_need_an_audio_input(model):
         model.get_audio_features()
 
 
-def test_from_audio_text_pretrained_combines_saved_backbones(tmp_path, processor):
-    source = make_model(processor=processor)
-    source.audio_model.save_pretrained(tmp_path / "audio")
-    source.text_model.save_pretrained(tmp_path / "text")
-    model = AtrDualEncoderModel.from_audio_text_pretrained(
-        str(tmp_path / "audio"), str(tmp_path / "text"), projection_dim=8, scoring="euclidean"
-    )
-    assert model.config.projection_dim == 8 and model.config.scoring == "euclidean"
-    for name, tensor in source.audio_model.state_dict().items():
-        torch.testing.assert_close(model.audio_model.state_dict()[name], tensor)
-    for name, tensor in source.text_model.state_dict().items():
-        torch.testing.assert_close(model.text_model.state_dict()[name], tensor)
-
-
 def _brute_force_distance(x, y, metric):
     return torch.tensor(
         [[float(torch.sqrt((a - b) @ metric @ (a - b))) for b in y] for a in x], dtype=x.dtype
@@ -275,18 +261,3 @@ def test_text_pooling_normalize_and_audio_features_before_the_projection(process
     torch.testing.assert_close(text.norm(dim=-1), torch.ones(4))
     torch.testing.assert_close(projected, torch.nn.functional.normalize(model.text_projection(text), dim=-1))
     assert audio.shape == (3, model.config.audio_config.hidden_size)
-
-
-def test_towers_combined_from_pretrained_keep_the_padding_mask(tmp_path, processor):
-    """Building the composite config used to reset a loaded tower's attention implementation to None, so that
-    eager attention received an SDPA-style mask and padded captions embedded differently."""
-    source = make_model(processor=processor)
-    source.audio_model.save_pretrained(tmp_path / "audio")
-    source.text_model.save_pretrained(tmp_path / "text")
-    model = AtrDualEncoderModel.from_audio_text_pretrained(
-        str(tmp_path / "audio"), str(tmp_path / "text")
-    ).eval()
-    with torch.no_grad():
-        padded = model.get_text_features(**processor(text=["a dog barks loudly while birds sing", "a dog"]))
-        alone = model.get_text_features(**processor(text=["a dog"]))
-    assert (padded[1] - alone[0]).abs().max() < 1e-6

@@ -47,6 +47,21 @@ def test_log_scale_is_capped_and_raw_scale_is_not():
     assert raw_head.scale().item() == pytest.approx(500.0)
 
 
+@pytest.mark.parametrize("objective", ["contrastive", "sigmoid"])
+def test_logit_scale_init_is_the_log_of_the_initial_factor_in_both_forms(objective):
+    """SigLIP's t' = log 10 (or CLIP's log(1/0.07)) starts the factor at 10 (1/0.07) whether stored as a log or raw."""
+    factors = {}
+    for form in ("log", "raw"):
+        model = make_model(objective={"name": objective}, logit_scale_form=form)
+        stored = model.scoring_head.logit_scale.item()
+        assert stored == pytest.approx(model.config.logit_scale_init if form == "log" else factors["log"])
+        factors[form] = model.scoring_head.scale().item()
+    expected = {"contrastive": 1 / 0.07, "sigmoid": 10.0}[objective]
+    assert factors["log"] == pytest.approx(expected) and factors["raw"] == pytest.approx(expected)
+    largest = AtrConfig(logit_scale_form="raw", logit_scale_init=88.72)
+    assert math.isfinite(AtrScoringHead("dot", 3, largest.logit_scale_init, scale_form="raw").scale().item())
+
+
 def test_a_head_without_bias_scores_bit_for_bit_as_before_and_a_bias_shifts_every_logit():
     torch.manual_seed(0)
     text, audio = torch.randn(4, 6), torch.randn(5, 6)
@@ -56,6 +71,23 @@ def test_a_head_without_bias_scores_bit_for_bit_as_before_and_a_bias_shifts_ever
     assert plain.bias().item() == 0.0
     torch.testing.assert_close(biased(text, audio), plain(text, audio) - 2.5)
     torch.testing.assert_close(biased.audio_logits(audio, text), plain.audio_logits(audio, text) - 2.5)
+
+
+def test_dot_scoring_refuses_objectives_that_transport_on_a_ground_metric(tmp_path):
+    message = (
+        "scoring='dot' (unnormalised embeddings, PE-Audio) has no ground metric, and objective 'iot' transports on "
+        "one (its paper's: 'euclidean'); train a dot-scored model with an objective on similarities (e.g. "
+        "'sigmoid', 'contrastive'), or choose scoring 'cosine', 'euclidean' or 'mahalanobis'."
+    )
+    with pytest.raises(ValueError) as error:
+        AtrConfig(scoring="dot", objective={"name": "iot"})
+    assert str(error.value) == message
+    for name in ("sigmoid", "contrastive", "triplet"):
+        assert AtrConfig(scoring="dot", objective={"name": name}).scoring == "dot"
+    # A config saved so (before this check) still loads, for search.
+    config = AtrConfig(scoring="dot").to_dict()
+    (tmp_path / "config.json").write_text(json.dumps({**config, "objective": {"name": "iot"}}))
+    assert AtrConfig.from_pretrained(tmp_path).objective == {"name": "iot"}
 
 
 def test_dot_scoring_has_no_ground_metric():
@@ -119,6 +151,11 @@ def test_a_format_3_config_records_its_resolved_logit_initialisation(tmp_path):
         ({"logit_scale_form": "exp"}, "`logit_scale_form` must be one of ('log', 'raw'), got 'exp'"),
         ({"logit_bias_init": math.inf}, "`logit_bias_init` must be finite, got inf"),
         ({"logit_scale_init": math.nan}, "`logit_scale_init` must be finite, got nan"),
+        (
+            {"logit_scale_form": "raw", "logit_scale_init": 89.0},
+            "`logit_scale_init` is the log of the initial factor, which a 'raw' head stores as "
+            "exp(logit_scale_init); got 89.0, whose exponential exceeds float32 (at most 88.72).",
+        ),
     ],
 )
 def test_invalid_logit_options_fail_with_the_allowed_values(kwargs, message):

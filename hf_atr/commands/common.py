@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hf_atr.pipelines.index import IndexMismatchError
+    from hf_atr.pipelines.index_storage import IndexMismatchError
 
 HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 """``owner/name``: what ``--model`` may name on the Hub when no local directory of that name exists."""
@@ -51,7 +51,7 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
     a message naming it."""
     from transformers import pipeline  # importing hf_atr arranged the task's registration (auto_registration)
 
-    from hf_atr.pipelines.index import IndexFormatError, IndexMismatchError
+    from hf_atr.pipelines.index_storage import IndexFormatError, IndexMismatchError
 
     model_path = checked_model(model)
     try:

@@ -10,13 +10,15 @@ function they feed) and the function that runs it.
 - Both are :func:`dataset_builder` rows: a ``DatasetDict`` made from the arguments and written by the output
   options (:data:`OUTPUT_OPTIONS`), the loaders of training data filtered first by the overlap filter
   (:data:`OVERLAP_OPTIONS`).
-- ``shards`` writes a saved ``DatasetDict`` as WebDataset or parquet shards.
+- ``shards`` writes a saved ``DatasetDict`` as WebDataset or parquet shards (:mod:`~hf_atr.commands.shards_builder`);
+  ``moments`` synthesises moment-retrieval data (:mod:`~hf_atr.commands.moments_builder`).
 
 A builder that loads no corpus (a synthesizer) is one more row: its arguments and a function that makes its
 ``DatasetDict`` (:func:`dataset_builder`), or a run function of its own.
 
-The options are declared in :mod:`~hf_atr.commands.builder_options` and the output written by
-:mod:`~hf_atr.commands.dataset_output`; their names are importable from here too.
+What a row is (:class:`~hf_atr.commands.builder_rows.Builder`, :func:`dataset_builder`) is defined in
+:mod:`~hf_atr.commands.builder_rows`, the options in :mod:`~hf_atr.commands.builder_options` and the output written
+by :mod:`~hf_atr.commands.dataset_output`; their names are importable from here too.
 
 A problem with the input ends the command with one line, ``<prog>: error: <message>``, and exit status 1
 (:func:`exit_on_input_error`); a bad command line exits with status 2, as ``argparse`` does. This module imports
@@ -26,8 +28,7 @@ A problem with the input ends the command with one line, ``<prog>: error: <messa
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -45,74 +46,17 @@ from hf_atr.commands.builder_options import (
     path_argument,
     splits_option,
 )
-from hf_atr.commands.dataset_output import (
-    apply_overlap_arguments,
-    check_export_arguments,
-    exit_on_input_error,
-    export_dataset_dict,
-)
+from hf_atr.commands.builder_rows import Builder, dataset_builder
+from hf_atr.commands.dataset_output import exit_on_input_error, export_dataset_dict
+from hf_atr.commands.moments_builder import MOMENTS_BUILDER
+from hf_atr.commands.shards_builder import SHARDS_BUILDER
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS
 from hf_atr.data.corpora import load_corpus
-from hf_atr.data.corpus_utils import MISSING_POLICIES, expand_path
+from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS
 from hf_atr.data.language_codes import normalize_language_code
-from hf_atr.data.moment_synthesis import DEFAULT_SAMPLING_RATE, synthesize_moments
 from hf_atr.data.multilingual import load_translations
-from hf_atr.data.shards import DEFAULT_CLIPS_PER_SHARD, SHARD_FORMATS, write_audio_text_shards
 from hf_atr.data.wavcaps import WAVCAPS_OFFICIAL_CLIPS
-
-
-@dataclass(frozen=True)
-class Builder:
-    """One row of :data:`BUILDERS`.
-
-    Attributes:
-        help: its line in ``hf-atr build-dataset --help``.
-        description: the top of its own ``--help`` (and of its ``datasets_scripts/`` script's).
-        arguments: its command-line arguments, in the order ``--help`` lists them.
-        run: ``run(parser, args) -> exit status``, with the parser that parsed ``args`` (for its errors).
-    """
-
-    help: str
-    description: str
-    arguments: tuple[Option, ...]
-    run: Callable[[argparse.ArgumentParser, argparse.Namespace], int]
-
-
-DatasetMaker = Callable[[argparse.ArgumentParser, argparse.Namespace], DatasetDict]
-"""``make(parser, args) -> DatasetDict``: what a :func:`dataset_builder` writes."""
-
-
-def dataset_builder(
-    help: str, description: str, arguments: Sequence[Option], make: DatasetMaker, *, overlap: bool = False
-) -> Builder:
-    """A builder that writes the ``DatasetDict`` ``make`` returns, as its output options say.
-
-    Its arguments are ``arguments``, then the overlap filter's (with ``overlap``, for training data), then
-    :data:`OUTPUT_OPTIONS`.
-    """
-    return Builder(
-        help=help,
-        description=description,
-        arguments=(*arguments, *(OVERLAP_OPTIONS if overlap else ()), *OUTPUT_OPTIONS),
-        run=partial(build_and_write, make, overlap),
-    )
-
-
-def build_and_write(
-    make: DatasetMaker, overlap: bool, parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> int:
-    """Run of a :func:`dataset_builder`: make the dataset, filter it (``overlap``), write it, print what was written."""
-    check_export_arguments(parser, args)
-    with exit_on_input_error(parser):
-        dataset = make(parser, args)
-        if overlap:
-            dataset, overlap_summaries = apply_overlap_arguments(dataset, args)
-            for split, summary in overlap_summaries.items():
-                print(f"{split}: {summary}")
-        written = export_dataset_dict(dataset, args)
-    print(f"{dataset}\nwritten: {', '.join(written)}")
-    return 0
 
 
 def loader_builder(
@@ -192,68 +136,6 @@ def parse_translation_arguments(
         else:
             translations[language] = expand_path(path)
     return translations
-
-
-def write_shards(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """Run of ``shards``: each chosen split of the saved ``DatasetDict`` as shards in ``<output-dir>/<split>/``.
-
-    A bad clip under ``--missing error`` ends the command with its message; the splits written before it are kept.
-    """
-    with exit_on_input_error(parser):
-        dataset = load_from_disk(str(args.dataset_dir))
-    splits = args.splits or list(dataset)
-    unknown = sorted(set(splits) - set(dataset))
-    if unknown:
-        parser.error(f"{args.dataset_dir} has no split(s) {unknown}; it has {sorted(dataset)}.")
-    for split in splits:
-        clips = dataset[split]
-        num_shards = None if args.num_shards is None else min(args.num_shards, max(1, len(clips)))
-        with exit_on_input_error(parser):
-            report = write_audio_text_shards(
-                clips,
-                args.output_dir / split,
-                shard_format=args.format,
-                num_shards=num_shards,
-                clips_per_shard=args.clips_per_shard,
-                missing=args.missing,
-            )
-        print(
-            f"{split}: {report.clips} clips in {len(report.files)} {args.format} shards in {args.output_dir / split}"
-        )
-        for audio_id, reason in report.skipped:
-            print(f"  skipped {audio_id}: {reason}")
-    return 0
-
-
-def build_moments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """Run of ``moments``: the source split, without the clips of the overlap filter's references, laid over the
-    backgrounds (:func:`hf_atr.data.moment_synthesis.synthesize_moments`)."""
-    with exit_on_input_error(parser):
-        source = load_corpus(str(args.dataset_dir))
-        if args.source_split not in source:
-            parser.error(f"{args.dataset_dir} has no split {args.source_split!r}; it has {sorted(source)}.")
-        clips, summaries = apply_overlap_arguments(
-            DatasetDict({args.source_split: source[args.source_split]}), args
-        )
-        for summary in summaries.values():
-            print(f"{args.source_split}: {summary}")
-        report = synthesize_moments(
-            clips[args.source_split],
-            args.backgrounds,
-            args.output_dir,
-            args.num_recordings,
-            duration_range=tuple(args.duration),
-            events_range=tuple(args.events),
-            snr_db=tuple(args.snr_db),
-            sampling_rate=args.sampling_rate,
-            seed=args.seed,
-            split=args.split,
-            missing=args.missing,
-        )
-    print(report.summary())
-    for problem in report.skipped:
-        print(f"  skipped {problem}")
-    return 0
 
 
 BUILDERS: dict[str, Builder] = {
@@ -356,111 +238,8 @@ BUILDERS: dict[str, Builder] = {
         ),
         make=add_translations,
     ),
-    "shards": Builder(
-        help="write a saved DatasetDict as WebDataset or parquet shards, for streamed training",
-        description="Write a saved shared-schema DatasetDict as WebDataset (.tar: <key>.flac/.wav + <key>.json "
-        "with 'text') or parquet shards, one folder per split.",
-        arguments=(
-            path_argument("dataset_dir", "A DatasetDict saved with save_to_disk."),
-            option(
-                "--output-dir", type=expand_path, required=True, help="Folder for <split>/ shard folders."
-            ),
-            option("--format", choices=SHARD_FORMATS, default="webdataset", help="Shard format."),
-            splits_option("Splits to write (default: all)."),
-            option(
-                "--num-shards",
-                type=int,
-                help="Shards per split (capped at the split's clip count).",
-                exclusive="size",
-            ),
-            option(
-                "--clips-per-shard",
-                type=int,
-                default=DEFAULT_CLIPS_PER_SHARD,
-                help="Clips per shard without --num-shards.",
-                exclusive="size",
-            ),
-            missing_option("clips with unreadable audio"),
-        ),
-        run=write_shards,
-    ),
-    "moments": Builder(
-        help="synthesise moment-retrieval data (Clotho-Moment style): captioned clips over long backgrounds",
-        description="Lay the captioned clips of a saved shared-schema DatasetDict over background recordings at random, "
-        "non-overlapping times (seeded, SNR range, RMS levels) and write the recordings (<output-dir>/audio/*.flac) and "
-        "their moments (<output-dir>/moments_<split>_release.jsonl, readable by hf_atr.load_moments).",
-        arguments=(
-            path_argument(
-                "dataset_dir", "A DatasetDict saved with save_to_disk (e.g. by build_clotho.py): the events."
-            ),
-            option(
-                "--source-split",
-                default="train",
-                help="Its split whose clips become events (default: train).",
-            ),
-            option(
-                "--backgrounds",
-                nargs="+",
-                type=expand_path,
-                required=True,
-                metavar="PATH",
-                help="Background audio files or folders; recordings shorter than a synthesised one are joined.",
-            ),
-            option(
-                "--output-dir", type=expand_path, required=True, help="Folder for audio/ and the JSONL file."
-            ),
-            option(
-                "--split", default="train", help="Split named in the JSONL file name: train, val or test."
-            ),
-            option(
-                "--num-recordings", type=int, default=100, help="Recordings to synthesise (default: 100)."
-            ),
-            option(
-                "--duration",
-                type=float,
-                nargs=2,
-                default=[30.0, 300.0],
-                metavar=("MIN", "MAX"),
-                help="Shortest and longest recording in seconds (default: 30 300).",
-            ),
-            option(
-                "--events",
-                type=int,
-                nargs=2,
-                default=[1, 5],
-                metavar=("MIN", "MAX"),
-                help="Fewest and most events per recording (default: 1 5).",
-            ),
-            option(
-                "--snr-db",
-                type=float,
-                nargs=2,
-                default=[0.0, 20.0],
-                metavar=("MIN", "MAX"),
-                help="Range of an event's RMS level over the background's, in dB (default: 0 20).",
-            ),
-            option(
-                "--sampling-rate",
-                type=int,
-                default=DEFAULT_SAMPLING_RATE,
-                help=f"Rate of the written recordings (default: {DEFAULT_SAMPLING_RATE}).",
-            ),
-            option(
-                "--seed",
-                type=int,
-                default=0,
-                help="Seed: the output is a function of the inputs and the seed.",
-            ),
-            option(
-                "--missing",
-                choices=MISSING_POLICIES,
-                default="skip",
-                help="Skip (default) or raise on unreadable clips and backgrounds.",
-            ),
-            *OVERLAP_OPTIONS,
-        ),
-        run=build_moments,
-    ),
+    "shards": SHARDS_BUILDER,
+    "moments": MOMENTS_BUILDER,
 }
 """Builder name -> :class:`Builder`: ``hf-atr build-dataset NAME`` and ``datasets_scripts/`` run these rows."""
 

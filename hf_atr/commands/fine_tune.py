@@ -79,6 +79,12 @@ CUTS_SUFFIX = ".cuts.json"
 """Beside a features cache file: how many of the split's clips the extractor cut to its window."""
 ARCHITECTURE_OPTIONS = ("projection_dim", "audio_pooling", "text_pooling", "scoring")
 """Starting-point options that shape new projections and scoring heads; an hf-atr model has its own."""
+CHECKPOINT_CONVERSIONS = {
+    "clap_model": ("from_clap", "CLAP"),
+    "pe_audio_model": ("from_pe_audio", "PE-Audio"),
+}
+"""Starting points converted from another family's checkpoint: the flag's field, the converter of the model and
+of the processor (``AtrDualEncoderModel``'s and ``AtrProcessor``'s classmethod of that name), the family."""
 
 
 def objective_config(arguments: ObjectiveArguments, current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -126,13 +132,14 @@ def load_starting_point(
     given = {
         "--model_name_or_path": arguments.model_name_or_path,
         "--clap_model": arguments.clap_model,
+        "--pe_audio_model": arguments.pe_audio_model,
         "--audio_model/--text_model": arguments.audio_model or arguments.text_model,
     }
     chosen = [name for name, value in given.items() if value]
     if len(chosen) != 1:
         raise ValueError(
             f"Give one starting point: --model_name_or_path (an hf-atr model), --clap_model (a CLAP checkpoint), "
-            f"or --audio_model with --text_model; got {chosen or 'none'}."
+            f"--pe_audio_model (a PE-Audio checkpoint), or --audio_model with --text_model; got {chosen or 'none'}."
         )
     options = {
         name: getattr(arguments, name)
@@ -152,13 +159,13 @@ def load_starting_point(
             )
         model = AtrDualEncoderModel.from_pretrained(path, **options)
         return model, AtrProcessor.from_pretrained(path), f"hf-atr model {path}"
-    if arguments.clap_model:
-        path = arguments.clap_model
-        return (
-            AtrDualEncoderModel.from_clap(path, **options),
-            AtrProcessor.from_clap(path),
-            f"CLAP checkpoint {path}",
-        )
+    for flag, (converter, family) in CHECKPOINT_CONVERSIONS.items():
+        if path := getattr(arguments, flag):
+            return (
+                getattr(AtrDualEncoderModel, converter)(path, **options),
+                getattr(AtrProcessor, converter)(path),
+                f"{family} checkpoint {path}",
+            )
     if not (arguments.audio_model and arguments.text_model):
         raise ValueError("--audio_model and --text_model go together: give both towers.")
     audio, text = arguments.audio_model, arguments.text_model
@@ -168,10 +175,10 @@ def load_starting_point(
 
 
 def starting_point_base_model(arguments: StartingPointArguments) -> list[str] | None:
-    """The card's ``base_model`` for a starting point given by its Hub id (an hf-atr model or a CLAP checkpoint
-    named ``owner/name``, not a local directory); ``None`` otherwise, and for towers, whose own names the card
+    """The card's ``base_model`` for a starting point given by its Hub id (an hf-atr model, a CLAP or PE-Audio
+    checkpoint named ``owner/name``, not a local directory); ``None`` otherwise, and for towers, whose own names the card
     reads (:func:`~hf_atr.model_card.write_model_card`)."""
-    source = arguments.model_name_or_path or arguments.clap_model
+    source = arguments.model_name_or_path or arguments.clap_model or arguments.pe_audio_model
     hub_id = hub_model_id(source)
     return [hub_id] if hub_id else None
 

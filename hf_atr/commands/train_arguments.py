@@ -50,11 +50,12 @@ FEATURES_CACHE_SUBDIRECTORY = "hf_atr_features"
 
 @dataclass
 class StartingPointArguments:
-    """Where fine-tuning starts: exactly one of ``model_name_or_path``, ``clap_model``, or ``audio_model`` with
-    ``text_model``."""
+    """Where fine-tuning starts: exactly one of ``model_name_or_path``, ``clap_model``, ``pe_audio_model``, or
+    ``audio_model`` with ``text_model``."""
 
     _argument_group_name = (
-        "starting point (one of --model_name_or_path, --clap_model, --audio_model + --text_model)"
+        "starting point (one of --model_name_or_path, --clap_model, --pe_audio_model, "
+        "--audio_model + --text_model)"
     )
 
     model_name_or_path: str | None = field(
@@ -64,6 +65,12 @@ class StartingPointArguments:
         default=None,
         metadata={"help": "a transformers ClapModel checkpoint with its ClapProcessor (e.g. a local copy of "
                   "laion/clap-htsat-unfused), converted with AtrDualEncoderModel.from_clap"},
+    )  # fmt: skip
+    pe_audio_model: str | None = field(
+        default=None,
+        metadata={"help": "a transformers PeAudioModel checkpoint with its PeAudioProcessor (e.g. a local copy of "
+                  "facebook/pe-av-small), converted with AtrDualEncoderModel.from_pe_audio; trains with its "
+                  "objective, sigmoid, unless --objective is given"},
     )  # fmt: skip
     audio_model: str | None = field(
         default=None,

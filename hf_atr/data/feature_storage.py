@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from datasets import Array2D, Array3D, Array4D, Array5D, Features, List, Value
 
 FEATURE_STORAGE_VERSION = 2
@@ -112,11 +113,53 @@ def stack_rows(
     return stacked
 
 
+def lists_of_length(offsets: np.ndarray, length: int, block: int = 1 << 20) -> bool:
+    """Whether the Arrow list ``offsets`` ``(lists + 1,)`` mark lists of ``length`` values each (checked ``block``
+    lists at a time, so that a large chunk needs no temporary of its size)."""
+    return all(
+        bool(np.all(np.diff(offsets[start : start + block + 1]) == length))
+        for start in range(0, max(len(offsets) - 1, 0), block)
+    )
+
+
+def fixed_shape_views(column: Any, shape: Sequence[int], dtype: str) -> list[np.ndarray] | None:
+    """Zero-copy NumPy views ``(rows, *shape)`` of the chunks of a fixed-shape array column (``Array2D``..``Array5D``
+    without a dynamic dimension), on the memory it is read from (the memory-mapped Arrow file of a saved dataset).
+
+    ``datasets`` stores such a column as nested variable-length lists; a chunk is viewed as one array when no row
+    or inner list is null and every list at every level holds exactly the shape's length, so that the innermost
+    values lie row after row.
+
+    Args:
+        column: the ``pyarrow.ChunkedArray`` of the column (its extension type's storage is read).
+        shape, dtype: the column's ``datasets`` array type.
+
+    Returns:
+        one view per chunk, or ``None`` when a chunk is not laid out so (then rows are read through Arrow).
+    """
+    views = []
+    for chunk in column.chunks:
+        level = chunk.storage if hasattr(chunk, "storage") else chunk
+        for length in shape:
+            if level.null_count:
+                return None
+            if not lists_of_length(level.offsets.to_numpy(), length):
+                return None
+            level = level.flatten()
+        if level.null_count or level.type != pa.from_numpy_dtype(np.dtype(dtype)):
+            return None
+        views.append(level.to_numpy(zero_copy_only=True).reshape(len(chunk), *shape))
+    return views
+
+
 class ClipRows:
     """Rows of a clip dataset read in one gather: the audio features stored as arrays (:func:`is_array_storage`) as
-    NumPy arrays, converted from Arrow once per batch (one copy; one array per row where frames differ), every
-    other column as ``datasets`` gives it in Python (features stored as nested lists, by datasets saved before
-    issue 22, as Python lists, as they always were).
+    NumPy arrays, every other column as ``datasets`` gives it in Python (features stored as nested lists, by
+    datasets saved before issue 22, as Python lists, as they always were).
+
+    A fixed-shape array column is viewed once as NumPy arrays on the memory-mapped file (:func:`fixed_shape_views`)
+    and a batch is copied out of them row by row into one new array: one copy, no per-row Arrow slice. Array
+    columns whose frames vary are converted from Arrow once per batch (one array per row where frames differ).
 
     Args:
         clips: a ``datasets.Dataset``.
@@ -129,7 +172,18 @@ class ClipRows:
             for name in AUDIO_FEATURE_COLUMNS
             if name in self.features and is_array_storage(self.features[name])
         ]
-        self._clips = clips.with_format("arrow") if self.array_columns else clips
+        self._clips = clips
+        self._mapped: MappedColumns | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A DataLoader worker started by spawn gets this by pickling: the views would pickle as the whole column.
+        return {**self.__dict__, "_mapped": None}
+
+    def mapped(self) -> MappedColumns:
+        """The array columns that :func:`fixed_shape_views` can view, viewed on first use in each process."""
+        if self._mapped is None:
+            self._mapped = MappedColumns(self._clips, self.array_columns)
+        return self._mapped
 
     def gather(self, clip_indices: Sequence[int]) -> GatheredRows:
         """The rows ``clip_indices`` (repeats allowed) as a list of dicts, read in one gather."""
@@ -139,10 +193,19 @@ class ClipRows:
             return GatheredRows(
                 [{name: values[row] for name, values in columns.items()} for row in range(len(indices))], {}
             )
-        table = self._clips[indices]
+        mapped = self.mapped()
+        positions = mapped.positions(indices)
+        arrays = mapped.gather(positions)
+        table = mapped.rest.take(positions)
         # datasets' NumPy formatter converts each gathered row on its own, then stacks them: one conversion of the
         # gathered column is several times faster (benchmarks/trainer_throughput.py).
-        arrays = {name: table.column(name).combine_chunks().to_numpy() for name in self.array_columns}
+        arrays.update(
+            {
+                name: table.column(name).combine_chunks().to_numpy()
+                for name in self.array_columns
+                if name not in arrays
+            }
+        )
         others = [name for name in table.column_names if name not in arrays]
         columns = {
             **Features({name: self.features[name] for name in others}).decode_batch(
@@ -150,8 +213,55 @@ class ClipRows:
             ),
             **arrays,
         }
-        rows = [{name: columns[name][row] for name in table.column_names} for row in range(len(indices))]
+        rows = [{name: columns[name][row] for name in mapped.column_names} for row in range(len(indices))]
         return GatheredRows(rows, {name: array for name, array in arrays.items() if array.dtype != object})
+
+
+class MappedColumns:
+    """The fixed-shape array columns of a clip dataset viewed as NumPy arrays (:func:`fixed_shape_views`), and the
+    table of its other columns (``rest``) for :class:`ClipRows` to gather.
+
+    Args:
+        clips: a ``datasets.Dataset``.
+        array_columns: its columns stored as array types.
+    """
+
+    def __init__(self, clips: Any, array_columns: Sequence[str]) -> None:
+        self.column_names = list(clips.column_names)
+        self.views: dict[str, list[np.ndarray]] = {}
+        self.starts: dict[str, np.ndarray] = {}
+        for name in array_columns:
+            feature = clips.features[name]
+            if first_dimension_varies(feature):
+                continue
+            column = clips.data.column(name)
+            views = fixed_shape_views(column, feature.shape, feature.dtype)
+            if views is not None:
+                self.views[name] = views
+                self.starts[name] = np.cumsum([0, *(len(chunk) for chunk in column.chunks)])
+        # The rows of the table behind the dataset's rows: datasets keeps no public accessor for the indices mapping
+        # that ``shuffle``, ``select`` and ``train_test_split`` leave.
+        self.mapping = None if clips._indices is None else clips._indices.column(0).to_numpy()
+        self.rest = clips.data.table.select([name for name in self.column_names if name not in self.views])
+
+    def positions(self, indices: Sequence[int]) -> np.ndarray:
+        """The rows of the table behind the dataset's rows ``indices``."""
+        positions = np.asarray(indices, dtype=np.int64)
+        return positions if self.mapping is None else self.mapping[positions].astype(np.int64)
+
+    def gather(self, positions: np.ndarray) -> dict[str, np.ndarray]:
+        """``column -> (batch, *shape)`` array of the table's rows ``positions``, copied once out of the views."""
+        arrays = {}
+        for name, views in self.views.items():
+            starts = self.starts[name]
+            chunks = np.searchsorted(starts, positions, side="right") - 1
+            batch = np.empty((len(positions), *views[0].shape[1:]), dtype=views[0].dtype)
+            for row, (chunk, offset) in enumerate(
+                zip(chunks.tolist(), (positions - starts[chunks]).tolist())
+            ):
+                batch[row] = views[chunk][offset]
+            arrays[name] = batch
+        return arrays
 
 
 class GatheredRows(list):
@@ -180,9 +290,12 @@ __all__ = [
     "FEATURE_STORAGE_VERSION",
     "ClipRows",
     "GatheredRows",
+    "MappedColumns",
     "feature_storage_types",
     "first_dimension_varies",
+    "fixed_shape_views",
     "is_array_storage",
+    "lists_of_length",
     "stack_rows",
     "storage_type",
 ]

@@ -72,6 +72,17 @@ def check_loading_info(
         )
 
 
+def renamed_key(key: str, exact: Mapping[str, str], prefixes: Mapping[str, str]) -> str | None:
+    """The hf-atr key of a checkpoint's ``key``: ``exact[key]``, else ``key`` with the first of ``prefixes`` it starts
+    with replaced by that prefix's value; ``None`` when it has no place."""
+    if key in exact:
+        return exact[key]
+    for source_prefix, atr_prefix in prefixes.items():
+        if key.startswith(source_prefix):
+            return atr_prefix + key[len(source_prefix) :]
+    return None
+
+
 def convert_state_dict(
     source_state: Mapping[str, torch.Tensor],
     atr_shapes: Mapping[str, torch.Size | tuple[int, ...]],
@@ -129,4 +140,5 @@ __all__ = [
     "convert_state_dict",
     "describe_mismatch",
     "is_derived_buffer",
+    "renamed_key",
 ]

@@ -39,7 +39,8 @@ from hf_atr.encoding import (
     encode_audio_windows,
     encode_text,
 )
-from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring, model_fingerprint
+from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring
+from hf_atr.pipelines.index_storage import model_fingerprint
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
 from hf_atr.processing_atr import AUDIO_INPUT_NAMES
 from hf_atr.windowing import Windowing

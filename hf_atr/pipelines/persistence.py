@@ -18,7 +18,8 @@ from typing import Any
 
 from hf_atr.distributed import rank_and_world_size, wait_for_all
 from hf_atr.encoding import SkippedAudio
-from hf_atr.pipelines.index import EmbeddingIndex, model_fingerprint, replaced_atomically
+from hf_atr.pipelines.index import EmbeddingIndex
+from hf_atr.pipelines.index_storage import model_fingerprint, replaced_atomically
 
 INDEX_DIRNAME = "retrieval_index"
 """Sub-folder of a model directory where ``pipe.save_index()`` writes by default."""

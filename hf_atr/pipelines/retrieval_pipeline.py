@@ -1,4 +1,8 @@
-"""``pipeline("audio-text-retrieval")``: index a corpus once, then search it with text or audio queries.
+"""The ``audio-text-retrieval`` pipeline class: its queries and ``classify``, thin hand-offs for the rest.
+
+``pipeline("audio-text-retrieval")``: index a corpus once, then search it with text or audio queries. Indexing,
+saving and loading, the Hub and moments are the work of the modules beside it (:mod:`.indexing`,
+:mod:`.persistence`, :mod:`.sharing`, :mod:`.moment_scoring`); the pipeline's methods for them are thin calls.
 
 Example::
 

@@ -18,7 +18,8 @@ from huggingface_hub import CommitInfo, snapshot_download
 from transformers.utils import logging
 
 from .. import hub
-from .index import EmbeddingIndex, model_fingerprint
+from .index import EmbeddingIndex
+from .index_storage import model_fingerprint
 from .persistence import INDEX_DIRNAME, INDEX_NAMES, save_indexes
 
 if TYPE_CHECKING:

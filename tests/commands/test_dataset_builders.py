@@ -73,3 +73,18 @@ def test_a_builder_that_loads_no_corpus_is_one_more_row(monkeypatch, tmp_path, c
     assert "hf-atr build-dataset synthcaps: error: give --output-dir and/or --push-to-hub REPO." in (
         capsys.readouterr().err
     )
+
+
+def test_the_table_takes_its_row_kinds_and_two_rows_from_the_modules_beside_it():
+    """Issue 21: the row kinds (builder_rows), ``shards`` and ``moments`` moved out; their import paths stay."""
+    from hf_atr.commands import builder_rows, moments_builder, shards_builder
+
+    assert dataset_builders.Builder is builder_rows.Builder
+    assert dataset_builders.dataset_builder is builder_rows.dataset_builder
+    assert (
+        BUILDERS["shards"] is shards_builder.SHARDS_BUILDER
+        and BUILDERS["shards"].run is shards_builder.write_shards
+    )
+    assert BUILDERS["moments"] is moments_builder.MOMENTS_BUILDER
+    assert BUILDERS["moments"].run is moments_builder.build_moments
+    assert list(BUILDERS)[-2:] == ["shards", "moments"]  # --help lists them last, as before

@@ -21,6 +21,7 @@ from tiny_models import (
     make_model,
     make_processor,
     save_tiny_clap_checkpoint,
+    save_tiny_pe_audio_checkpoint,
     write_sound_folder,
 )
 from transformers import AutoModel
@@ -362,11 +363,36 @@ def test_starting_from_a_clap_checkpoint(in_tmp):
     assert "`iot`" in (in_tmp / "run" / "model" / "README.md").read_text()
 
 
+def test_starting_from_a_pe_audio_checkpoint_trains_with_sigmoid_and_reloads(in_tmp):
+    save_tiny_pe_audio_checkpoint(in_tmp / "pe", scale=2.5, bias=-1.5)
+    write_sound_folder(in_tmp / "sounds", clips=8)
+    result = run_training(
+        parse_train_arguments(
+            ["--pe_audio_model", "pe", "--dataset", "audiofolder", "--data_dir", "sounds", "--test_size", "0.25",
+             "--output_dir", "run", *QUICK]
+        )
+    )  # fmt: skip
+    assert result.starting_point == "PE-Audio checkpoint pe"
+    assert result.train_metrics["train_loss"] > 0 and np.isfinite(result.train_metrics["train_loss"])
+    model = AutoModel.from_pretrained(in_tmp / "run" / "model")
+    assert model.config.objective == {"name": "sigmoid"}
+    assert (model.config.scoring, model.config.logit_scale_form, model.config.logit_bias) == (
+        "dot",
+        "raw",
+        True,
+    )
+    # Trained from the checkpoint's scale and bias (not SigLIP's initial 10 and -10), which the steps moved.
+    scale, bias = model.scoring_head.logit_scale.item(), model.scoring_head.logit_bias.item()
+    assert scale != 2.5 and bias != -1.5 and abs(scale - 2.5) < 0.1 and abs(bias + 1.5) < 0.1
+    assert "`sigmoid`" in (in_tmp / "run" / "model" / "README.md").read_text()
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         ([], "Give one starting point: --model_name_or_path (an hf-atr model), --clap_model (a CLAP checkpoint), "
-             "or --audio_model with --text_model; got none."),
+             "--pe_audio_model (a PE-Audio checkpoint), or --audio_model with --text_model; got none."),
+        (["--clap_model", "c", "--pe_audio_model", "p"], "got ['--clap_model', '--pe_audio_model']"),
         (["--clap_model", "c", "--audio_model", "a"], "got ['--clap_model', '--audio_model/--text_model']"),
         (["--audio_model", "a"], "--audio_model and --text_model go together"),
         (["--model_name_or_path", "base", "--projection_dim", "8"], "['projection_dim'] are set by the hf-atr model base"),

@@ -198,7 +198,7 @@ def test_train_help_through_the_command_line(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert text.startswith("usage: hf-atr train")
     for expected in (
-        "starting point (one of --model_name_or_path, --clap_model, --audio_model + --text_model):",
+        "starting point (one of --model_name_or_path, --clap_model, --pe_audio_model, --audio_model + --text_model):",
         "--dataset DATASET",
         "--test_size TEST_SIZE",
         "--objective_args OBJECTIVE_ARGS",

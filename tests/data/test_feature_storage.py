@@ -11,7 +11,9 @@ from hf_atr.data.feature_storage import (
     GatheredRows,
     feature_storage_types,
     first_dimension_varies,
+    fixed_shape_views,
     is_array_storage,
+    lists_of_length,
     stack_rows,
     storage_type,
 )
@@ -164,3 +166,112 @@ def test_nested_lists_are_read_as_python_rows(tmp_path):
     rows = reader.gather([2, 0])
     assert rows == [clips[2], clips[0]]
     assert isinstance(rows[0]["input_values"], list) and rows.stacked("input_values") is None
+
+
+def _chunked_clips(tmp_path, values) -> Dataset:
+    """``Array3D`` rows saved in two shards and loaded back: two memory-mapped Arrow chunks, as large datasets are."""
+    features = Features(
+        {
+            "audio_id": Value("string"),
+            "captions": List(Value("string")),
+            "input_values": Array3D(values[0].shape, "float32"),
+        }
+    )
+    rows = {
+        "audio_id": [f"clip{index}" for index in range(len(values))],
+        "captions": [[f"a dog {index}", "a siren"] for index in range(len(values))],
+        "input_values": values,
+    }
+    Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "chunked"), num_shards=2)
+    return load_from_disk(str(tmp_path / "chunked"))
+
+
+def _assert_rows_are_the_python_rows(rows, clips, indices):
+    for row, index in zip(rows, indices):
+        python_row = clips[index]
+        assert row["audio_id"] == python_row["audio_id"] and row["captions"] == python_row["captions"]
+        np.testing.assert_array_equal(row["input_values"], np.asarray(python_row["input_values"], np.float32))
+    np.testing.assert_array_equal(
+        rows.stacked("input_values"),
+        np.stack([np.asarray(clips[index]["input_values"], np.float32) for index in indices]),
+    )
+
+
+def test_fixed_shape_views_are_zero_copy_views_of_each_chunk(tmp_path):
+    rng = np.random.default_rng(1)
+    values = [rng.standard_normal((1, 4, 3)).astype(np.float32) for _ in range(7)]
+    clips = _chunked_clips(tmp_path, values)
+    column = clips.data.column("input_values")
+    assert len(column.chunks) == 2
+    views = fixed_shape_views(column, (1, 4, 3), "float32")
+    assert [view.shape for view in views] == [(4, 1, 4, 3), (3, 1, 4, 3)]
+    assert all(not view.flags.owndata and not view.flags.writeable for view in views)  # on the Arrow buffer
+    np.testing.assert_array_equal(np.concatenate(views), np.stack(values))
+    # Lists that do not hold the shape's lengths, or another value type: not viewed.
+    assert fixed_shape_views(column, (1, 6, 2), "float32") is None
+    assert fixed_shape_views(column, (1, 4, 3), "float64") is None
+
+
+def test_a_gather_across_chunks_equals_the_python_rows_bitwise(tmp_path):
+    rng = np.random.default_rng(2)
+    values = [rng.standard_normal((1, 4, 3)).astype(np.float32) for _ in range(7)]
+    clips = _chunked_clips(tmp_path, values)
+    reader = ClipRows(clips)
+    indices = [6, 0, 3, 2, 2, 5]
+    rows = reader.gather(indices)
+    assert list(reader.mapped().views) == ["input_values"]
+    assert rows.stacked("input_values").flags.writeable  # torch takes it without another copy
+    _assert_rows_are_the_python_rows(rows, clips, indices)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        lambda clips: clips.shuffle(seed=0),  # an indices mapping
+        lambda clips: clips.select([5, 1, 6, 2]),  # an indices mapping
+        lambda clips: clips.select(range(2, 6)),  # a slice of the chunks, no mapping
+        lambda clips: clips.train_test_split(test_size=3, seed=0)["train"],
+    ],
+)
+def test_a_gather_follows_the_rows_of_a_shuffled_or_selected_dataset(tmp_path, select):
+    rng = np.random.default_rng(3)
+    values = [rng.standard_normal((1, 4, 3)).astype(np.float32) for _ in range(7)]
+    clips = select(_chunked_clips(tmp_path, values))
+    indices = [len(clips) - 1, 0, 1, 1]
+    reader = ClipRows(clips)
+    rows = reader.gather(indices)
+    assert list(reader.mapped().views) == ["input_values"]
+    _assert_rows_are_the_python_rows(rows, clips, indices)
+
+
+def test_a_null_feature_row_falls_back_to_the_arrow_gather(tmp_path):
+    values = [np.full((2, 3), index, np.float32) for index in range(3)]
+    clips = _clips(tmp_path, Array2D((2, 3), "float32"), [values[0], None, values[2]])
+    reader = ClipRows(clips)
+    assert fixed_shape_views(clips.data.column("input_values"), (2, 3), "float32") is None
+    rows = reader.gather([2, 0])
+    assert reader.mapped().views == {}
+    _assert_rows_are_the_python_rows(rows, clips, [2, 0])
+
+
+def test_a_pickled_reader_leaves_the_views_behind_and_views_again(tmp_path):
+    """A DataLoader worker started by spawn gets the dataset pickled: the column must not travel with it."""
+    import pickle
+
+    rng = np.random.default_rng(4)
+    values = [rng.standard_normal((1, 64, 32)).astype(np.float32) for _ in range(6)]
+    clips = _clips(tmp_path, Array3D((1, 64, 32), "float32"), values)
+    reader = ClipRows(clips)
+    expected = reader.gather([4, 1]).stacked("input_values")
+    pickled = pickle.dumps(reader)
+    assert len(pickled) < np.stack(values).nbytes / 4
+    copy = pickle.loads(pickled)
+    np.testing.assert_array_equal(copy.gather([4, 1]).stacked("input_values"), expected)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 1 << 20])
+def test_lists_of_length_checks_every_block_of_offsets(block):
+    assert lists_of_length(np.array([4, 7, 10, 13, 16], np.int32), 3, block)
+    assert not lists_of_length(np.array([4, 7, 10, 12, 16], np.int32), 3, block)  # one list of 2, one of 4
+    assert not lists_of_length(np.array([0, 3, 6, 9, 13], np.int32), 3, block)  # the last list
+    assert lists_of_length(np.array([5], np.int32), 3, block)  # no lists

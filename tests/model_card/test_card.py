@@ -73,7 +73,7 @@ def test_card_describes_model_objective_training_and_evaluation(tmp_path):
 
 
 PAPER_IDENTIFIER = re.compile(r"arXiv:\d{4}\.\d{4,5}\b|https://openreview\.net/forum\?id=\w+")
-VENUE = re.compile(r"\b(ICML|ICASSP|BMVC|ICLR|ACL) (19|20)\d\d\b|\bACL submission\b")
+VENUE = re.compile(r"\b(ICML|ICASSP|BMVC|ICLR|ICCV|ACL) (19|20)\d\d\b|\bACL submission\b")
 BUILT_IN_PAPERS = {
     "contrastive": ("arXiv:2103.00020", "arXiv:2206.04769"),  # CLIP, CLAP
     "triplet": ("arXiv:1707.05612",),  # VSE++
@@ -84,6 +84,7 @@ BUILT_IN_PAPERS = {
     "cacl": ("arXiv:2502.14627",),
     "random_language": ("arXiv:2502.14627",),
     "ask": ("Adaptive Self-improving Knowledge Framework",),  # anonymous submission, no identifier yet
+    "sigmoid": ("arXiv:2303.15343",),  # SigLIP
 }
 
 

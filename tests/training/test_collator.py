@@ -203,3 +203,16 @@ def test_frames_that_vary_are_padded_as_the_extractor_pads_a_batch(tmp_path):
     torch.testing.assert_close(batch["input_values"], torch.from_numpy(reference["input_values"]))
     assert torch.equal(batch["audio_attention_mask"], torch.from_numpy(reference["attention_mask"]).long())
     assert float(batch["input_values"][2, -1]) == 0.5
+
+
+def test_captions_tokenised_through_numpy_equal_the_processors_tensors_bitwise():
+    from hf_atr.training.collator import pair_batch
+
+    processor = make_processor()
+    captions = ["a dog barks", "a siren wails in the distance far away", "rain"]
+    batch = pair_batch(processor, {}, ["a", "b", "c"], captions, [0, 0, 0], ["eng"] * 3, max_length=6)
+    expected = processor(text=captions, max_length=6, return_tensors="pt")
+    assert set(expected) <= set(batch)
+    for name, value in expected.items():
+        assert batch[name].dtype == value.dtype and torch.equal(batch[name], value), name
+    assert batch["input_ids"].shape == (3, 6)  # truncated to max_length, padded to the longest

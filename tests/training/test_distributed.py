@@ -41,6 +41,7 @@ CUDA_PAIR = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CU
     ("objective", "scoring", "device"),
     [
         ("contrastive", "cosine", "cpu"),
+        ("sigmoid", "cosine", "cpu"),
         ("dart", "euclidean", "cpu"),
         pytest.param("dart", "euclidean", "cuda", marks=CUDA_PAIR),
     ],

@@ -181,6 +181,7 @@ def test_the_builtin_objectives_declare_their_views_by_name():
         "kcl": "all_languages",
         "cacl": "english_and_random_language",
         "ask": "pairs_with_knowledge_base",
+        "sigmoid": "pairs",
     }
     assert set(views.values()) <= set(training_views())
     whole_corpus = {name for name in BUILTIN_OBJECTIVES if get_objective_class(name).needs_whole_corpus}

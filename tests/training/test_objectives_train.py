@@ -22,6 +22,15 @@ from training_setups import objective_setup
 from hf_atr import AtrTrainer
 from hf_atr.objectives.registry import available_objectives, default_scoring
 
+FLOAT16_INIT_SCALE = 2.0**10
+FLOAT16_INIT_SCALES = {"sigmoid": 2.0**9}
+"""Loss scales under which the first steps' scaled gradients stay finite on the tiny towers. At SigLIP's initial
+bias (b = -10) only positive pairs have a gradient, all of it attraction with no softmax to subtract the batch mean;
+the tiny BERT's captions are near parallel (mean cosine 0.98), so every clip is pulled the same way and the audio
+tower's bias gradients add up over the batch (measured on 8 of these clips: layer 0's ``o_proj.bias`` gets 65.7
+in float32, contrastive 10.1), which at 2**10 exceeds float16's 65504 in the float16 reduction and makes
+GradScaler skip the step, as designed."""
+
 
 def train_three_steps(
     tmp_path, name: str, embedding_chunk_size=None, cpu_float16_amp: bool = False, **precision
@@ -52,7 +61,9 @@ def train_three_steps(
         trainer.accelerator.native_amp = (
             True  # what accelerate sets for fp16 on CUDA, read when the model is prepared
         )
-        trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+        trainer.accelerator.scaler = torch.amp.GradScaler(
+            "cpu", init_scale=FLOAT16_INIT_SCALES.get(name, FLOAT16_INIT_SCALE)
+        )
     initial = {key: value.clone() for key, value in model.state_dict().items()}
     trainer.train()
     return trainer, seen, initial
@@ -102,7 +113,9 @@ def test_every_objective_trains_under_float16_autocast_with_gradient_scaling(
     assert forward_dtypes(seen) == {torch.float16}
     assert objective_inputs(seen) == {(torch.float32, torch.float32, False)}
     # Finite scaled gradients: no step skipped, the scale kept, and the steps applied unscaled gradients.
-    assert scaler.get_scale() == 2.0**10 and scaler._scale is not None
+    assert (
+        scaler.get_scale() == FLOAT16_INIT_SCALES.get(name, FLOAT16_INIT_SCALE) and scaler._scale is not None
+    )
     assert_trained(trainer, initial)
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import transformers
 
-from ..checkpoint_conversion import check_loading_info, convert_state_dict
+from ..checkpoint_conversion import check_loading_info, convert_state_dict, renamed_key
 
 if TYPE_CHECKING:
     from transformers import ClapConfig, ClapModel
@@ -113,12 +113,7 @@ def load_clap_checkpoint(clap_name_or_path: str | os.PathLike, **kwargs: Any) ->
 
 def clap_to_atr_key(clap_key: str) -> str | None:
     """The hf-atr key of a ``ClapModel`` state-dict key, or ``None`` when it has no place."""
-    if clap_key in CLAP_LOGIT_SCALE_KEYS:
-        return CLAP_LOGIT_SCALE_KEYS[clap_key]
-    for clap_prefix, atr_prefix in CLAP_KEY_PREFIXES.items():
-        if clap_key.startswith(clap_prefix):
-            return atr_prefix + clap_key[len(clap_prefix) :]
-    return None
+    return renamed_key(clap_key, CLAP_LOGIT_SCALE_KEYS, CLAP_KEY_PREFIXES)
 
 
 def convert_clap_state_dict(

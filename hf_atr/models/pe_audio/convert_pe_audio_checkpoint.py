@@ -29,10 +29,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 import transformers
 
-from ..checkpoint_conversion import check_loading_info, convert_state_dict
+from ...lazy import get_logger
+from ..checkpoint_conversion import check_loading_info, convert_state_dict, renamed_key
 
 if TYPE_CHECKING:
     from transformers import PeAudioConfig, PeAudioModel
+
+logger = get_logger(__name__)
 
 PE_AUDIO_KEY_PREFIXES = {
     "audio_encoder.": "audio_model.",
@@ -60,6 +63,8 @@ PE_AUDIO_FIXED_CONFIG_FIELDS = (
     "logit_bias",
 )
 """AtrConfig fields a PE-Audio checkpoint determines; ``from_pe_audio`` refuses other values for them."""
+HUB_OPTIONS = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+"""``from_pretrained`` options that also say where the checkpoint's ``config.json`` is."""
 PE_AUDIO_DEFAULT_OBJECTIVE = {"name": "sigmoid"}
 """The objective PE-Audio was trained with (SigLIP's), the default of a converted model."""
 
@@ -119,22 +124,44 @@ def load_pe_audio_checkpoint(pe_name_or_path: str | os.PathLike, **kwargs: Any) 
     Keyword arguments go to ``from_pretrained`` (``revision``, ``cache_dir``, ``dtype``, ...). Shape mismatches are
     collected (``ignore_mismatched_sizes``) so that the error names them, then refused like missing weights.
     """
+    hub_options = {key: kwargs[key] for key in HUB_OPTIONS if key in kwargs}
+    config_dict, _ = transformers.PeAudioConfig.get_config_dict(pe_name_or_path, **hub_options)
+    if config_dict.get("model_type") != transformers.PeAudioConfig.model_type:
+        raise PeAudioCheckpointError(
+            f"{pe_name_or_path} holds a {config_dict.get('model_type')!r} model, not a PE-Audio checkpoint "
+            f"(model_type {transformers.PeAudioConfig.model_type!r}, as facebook/pe-av-small, -base and -large)."
+        )
     # Through transformers' lazy module: PE-Audio's modeling code loads when a checkpoint is converted.
     pe_model, loading_info = transformers.PeAudioModel.from_pretrained(
         pe_name_or_path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
     )
     check_loading_info(loading_info, str(pe_name_or_path), "PeAudioModel", PeAudioCheckpointError)
+    warn_if_logit_scale_not_positive(pe_model.text_audio_logit_scale.item(), str(pe_name_or_path))
     return pe_model
+
+
+def warn_if_logit_scale_not_positive(scale: float, source: str) -> None:
+    """Warn when a checkpoint's raw ``text_audio_logit_scale`` is 0 or less (0 is PE-Audio's initialisation).
+
+    Logits ``scale · a·t + bias`` are then all equal to the bias (0) or rank pairs opposite to their similarity
+    (< 0), so the pipeline's ``classify`` (a softmax over logits) would be uniform or inverted. Retrieval, the
+    evaluators and the index rank by similarity and are unaffected, and the ``sigmoid`` objective learns the scale
+    from there, so the checkpoint is converted, not refused.
+    """
+    if scale > 0:
+        return
+    effect = "are all equal to the bias" if scale == 0 else "rank every pair opposite to its similarity"
+    logger.warning(
+        f"{source}: text_audio_logit_scale is {scale:g} (0 at PE-Audio's initialisation; this checkpoint's scale is "
+        f"not positive), so the converted model's logits {effect} and zero-shot classification through them "
+        "(pipeline classify) is meaningless until training makes the scale positive. Retrieval, evaluation and the "
+        "index rank by similarity and are unaffected; the sigmoid objective learns the scale."
+    )
 
 
 def pe_audio_to_atr_key(pe_key: str) -> str | None:
     """The hf-atr key of a ``PeAudioModel`` state-dict key, or ``None`` when it has no place."""
-    if pe_key in PE_AUDIO_SCALAR_KEYS:
-        return PE_AUDIO_SCALAR_KEYS[pe_key]
-    for pe_prefix, atr_prefix in PE_AUDIO_KEY_PREFIXES.items():
-        if pe_key.startswith(pe_prefix):
-            return atr_prefix + pe_key[len(pe_prefix) :]
-    return None
+    return renamed_key(pe_key, PE_AUDIO_SCALAR_KEYS, PE_AUDIO_KEY_PREFIXES)
 
 
 def convert_pe_audio_state_dict(
@@ -175,4 +202,5 @@ __all__ = [
     "load_pe_audio_checkpoint",
     "pe_audio_frame_rate",
     "pe_audio_to_atr_key",
+    "warn_if_logit_scale_not_positive",
 ]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tiny_models import PE_AUDIO_HOP, PE_AUDIO_SAMPLING_RATE, make_processor, save_tiny_pe_audio_checkpoint
+from tiny_models import (
+    PE_AUDIO_HOP,
+    PE_AUDIO_SAMPLING_RATE,
+    make_model,
+    make_processor,
+    save_tiny_pe_audio_checkpoint,
+)
 from transformers import AutoModel, AutoProcessor, PeAudioModel, PeAudioProcessor
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor, build_objective
@@ -131,9 +139,53 @@ def test_saves_and_reloads_through_auto_classes(converted, tmp_path):
         )
 
 
+@pytest.mark.parametrize(
+    ("scale", "effect"),
+    [(0.0, "are all equal to the bias"), (-0.5, "rank every pair opposite to its similarity")],
+)
+def test_a_scale_that_is_not_positive_is_converted_with_a_warning(tmp_path, caplog, scale, effect):
+    save_tiny_pe_audio_checkpoint(tmp_path, scale=scale)
+    with caplog.at_level(logging.WARNING):
+        model = AtrDualEncoderModel.from_pe_audio(tmp_path)
+    assert model.scoring_head.logit_scale.item() == scale
+    assert (
+        f"{tmp_path}: text_audio_logit_scale is {scale:g} (0 at PE-Audio's initialisation; this checkpoint's scale "
+        f"is not positive), so the converted model's logits {effect} and zero-shot classification through them "
+        "(pipeline classify) is meaningless until training makes the scale positive." in caplog.text
+    )
+    inputs = AtrProcessor.from_pe_audio(tmp_path)(
+        audio=_clips(), text=CAPTIONS, sampling_rate=PE_AUDIO_SAMPLING_RATE, return_tensors="pt"
+    )
+    with torch.no_grad():
+        output = model(**inputs)
+    similarity = output.text_embeds @ output.audio_embeds.T
+    if scale == 0:
+        torch.testing.assert_close(output.logits_per_text, torch.full_like(similarity, -1.5))
+    else:  # the logits order every row the other way round
+        assert torch.equal(output.logits_per_text.argsort(dim=1), similarity.argsort(dim=1, descending=True))
+
+
+def test_a_positive_scale_converts_without_a_warning(pe_dir, caplog):
+    with caplog.at_level(logging.WARNING):
+        AtrDualEncoderModel.from_pe_audio(pe_dir)
+    assert "text_audio_logit_scale" not in caplog.text
+
+
+def test_a_directory_of_another_model_is_named_before_its_weights_are_read(tmp_path):
+    make_model().audio_model.save_pretrained(tmp_path / "ast")
+    with pytest.raises(PeAudioCheckpointError) as error:
+        AtrDualEncoderModel.from_pe_audio(tmp_path / "ast")
+    assert str(error.value) == (
+        f"{tmp_path / 'ast'} holds a 'audio-spectrogram-transformer' model, not a PE-Audio checkpoint (model_type "
+        "'pe_audio', as facebook/pe-av-small, -base and -large)."
+    )
+
+
 def test_options_the_checkpoint_fixes_are_refused(pe_dir):
     with pytest.raises(ValueError, match=r"from_pe_audio: \['scoring'\] are set by the PE-Audio checkpoint"):
         AtrDualEncoderModel.from_pe_audio(pe_dir, scoring="cosine")
+    with pytest.raises(ValueError, match=r"scoring='dot' .* has no ground metric, and objective 'dart'"):
+        AtrDualEncoderModel.from_pe_audio(pe_dir, objective={"name": "dart"})
 
 
 def test_missing_unexpected_and_mismatched_weights_are_named(pe_dir, tmp_path):
