@@ -35,7 +35,7 @@ def add_moment_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-dir DIR of <corpus>_<split>_release.jsonl files, one such .jsonl file, or a saved dataset of "
         "hf_atr.load_moments rows) and report R1@0.5, R1@0.7, mAP@0.5, mAP@0.75 and mAP; each recording is "
         "encoded once, window by window (--window-seconds, default the extractor's window; --hop-seconds, "
-        "default 1)",
+        "default 1 s, or half the window when that is shorter)",
     )
     group.add_argument(
         "--proposer",
