@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -163,6 +164,18 @@ def saved_split(path: Path, split: str) -> tuple[Any, str | None]:
     return loaded, None
 
 
+def write_evaluation_output(
+    args: argparse.Namespace, payload: dict[str, Any], report_path: Path | None
+) -> None:
+    """Write ``--output`` and say where it and the ``--report`` page are."""
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(payload, indent=2))
+        print(f"Metrics and protocol written to {args.output}")
+    if report_path is not None:
+        print(f"Report written to {report_path} (figures beside it)")
+
+
 __all__ = [
     "HUB_REPO_ID",
     "add_windowing_arguments",
@@ -174,4 +187,5 @@ __all__ = [
     "rebuild_advice",
     "saved_dataset",
     "saved_split",
+    "write_evaluation_output",
 ]

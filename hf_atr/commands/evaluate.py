@@ -5,11 +5,17 @@ protocol (``--output``) and a report (``--report``)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from .common import add_windowing_arguments, checked_model, parsed_windowing, saved_dataset
+from .common import (
+    add_windowing_arguments,
+    checked_model,
+    parsed_windowing,
+    saved_dataset,
+    write_evaluation_output,
+)
+from .evaluate_moments import add_moment_evaluation_arguments, run_moment_evaluation
 
 SYNTHCAPS = "synthcaps"
 
@@ -174,12 +180,15 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a split with fewer clips is flagged as too few to measure (default: the number of classes, one clip "
         "per class)",
     )
+    add_moment_evaluation_arguments(parser)
     parser.set_defaults(handler=run_evaluate)
     return parser
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr evaluate``."""
+    if args.moments:
+        return run_moment_evaluation(args)
     from transformers import AutoModel, AutoProcessor
 
     from hf_atr.metrics.tables import format_metric
@@ -217,7 +226,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     width = max(len(name) for name in metrics)
     for name, value in metrics.items():
         print(f"  {name:<{width}}  {format_metric(name, value)}")
-    _write_output(args, {"metrics": metrics, "protocol": protocol}, None if not args.report else report.path)
+    write_evaluation_output(
+        args, {"metrics": metrics, "protocol": protocol}, None if not args.report else report.path
+    )
     return 0
 
 
@@ -257,7 +268,7 @@ def _run_zero_shot(
     report_path = evaluator.write_report(predictions, args.report).path if args.report else None
     whole = list(results.values())[-1]
     metrics = {name: value for name, value in whole.items() if name not in ("clips", "too_few_clips")}
-    _write_output(args, {"metrics": metrics, "splits": results, "protocol": protocol}, report_path)
+    write_evaluation_output(args, {"metrics": metrics, "splits": results, "protocol": protocol}, report_path)
     return 0
 
 
@@ -289,16 +300,6 @@ def _evaluated_set(args: argparse.Namespace, split: str | None, protocol: dict[s
     closed by the caller)."""
     skipped = f", {len(protocol['skipped_clips'])} clip(s) skipped" if protocol["skipped_clips"] else ""
     return f"{args.dataset} ({split or 'saved Dataset'}, {protocol['clips']} clips{skipped}"
-
-
-def _write_output(args: argparse.Namespace, payload: dict[str, Any], report_path: Path | None) -> None:
-    """Write ``--output`` and say where it and the ``--report`` page are."""
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(payload, indent=2))
-        print(f"Metrics and protocol written to {args.output}")
-    if report_path is not None:
-        print(f"Report written to {report_path} (figures beside it)")
 
 
 def _refuse_options_of_the_other_mode(args: argparse.Namespace) -> None:

@@ -41,6 +41,7 @@ from transformers.utils import logging
 
 from ..configuration_atr import AtrConfig
 from ..data.corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
+from ..data.moments import is_moment_dataset
 from ..data.overlap import read_wavcaps_blocklist, remove_overlap
 from ..data.schema import ENGLISH, describe_dataset
 from ..data.shards import load_audio_text_shards
@@ -52,11 +53,13 @@ from ..objectives.registry import build_objective, validate_objective_config
 from ..processing_atr import AtrProcessor
 from ..training.callbacks import ModelCardCallback
 from ..training.final_model import TRAINING_AUDIO, FinalModel, evaluate_and_save, training_audio_record
+from ..training.moment_crops import MOMENTS_VIEW
 from ..training.objective_setup import objective_training_setup
 from ..training.streaming import StreamingPairs
 from ..training.trainer import AtrTrainer
 from ..training.waveform_collator import WaveformCollator
 from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
+from .moment_data import is_moment_source, load_moment_corpus, moment_test_evaluator, moment_training_audio
 from .train_arguments import (
     DataArguments,
     ObjectiveArguments,
@@ -205,7 +208,11 @@ def load_training_data(
     options = {"audio_dir": data.audio_dir, **data.loader_options}
     if is_loader:
         options.update(missing=data.missing, encoding=data.encoding)
-    corpus = load_corpus(data.dataset, data.data_dir, **options)
+    corpus = (
+        load_moment_corpus(data.dataset, data.data_dir, audio_dir=data.audio_dir, missing=data.missing)
+        if is_moment_source(data.dataset)
+        else load_corpus(data.dataset, data.data_dir, **options)
+    )
     if train_shards:
         translated = [language for language in data.languages if language != ENGLISH]
         train = load_audio_text_shards(list(train_shards), translation_languages=translated)
@@ -222,7 +229,11 @@ def load_training_data(
             if data.test_dataset in CORPUS_LOADERS
             else {}
         )
-        test_corpus = load_corpus(data.test_dataset, data.test_data_dir, **test_options)
+        test_corpus = (
+            load_moment_corpus(data.test_dataset, data.test_data_dir, missing=data.missing)
+            if is_moment_source(data.test_dataset)
+            else load_corpus(data.test_dataset, data.test_data_dir, **test_options)
+        )
         test = combine_splits(test_corpus, [data.test_split], "--test_split of --test_dataset")
         test_name = data.test_dataset
     elif data.test_split in corpus:
@@ -381,22 +392,40 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             f"--eval_window_pooling needs the test clips' audio; the test split has only the columns "
             f"{test_clips.column_names}."
         )
-    evaluator = RetrievalEvaluator(  # built now: a bad relevance file stops the run before training
-        test_clips,
-        processor,
-        languages=data.languages,
-        batch_size=training.per_device_eval_batch_size,
-        split=data.test_split,
-        relevance=evaluation.relevance,
-        relevance_threshold=evaluation.relevance_threshold,
-        map_cutoffs=evaluation.map_cutoffs,
-        scoring=evaluation.eval_scoring,
-        windowing=windowing,
-    )
+    if is_moment_dataset(corpus.train) and with_validation:
+        raise ValueError(
+            "--eval_strategy evaluates a validation split during training, which moment training does not do (its "
+            "test split is evaluated at the end); pass --eval_strategy no."
+        )
+    if is_moment_dataset(test_clips):  # moment annotations: the moment metrics
+        evaluator = moment_test_evaluator(
+            test_clips,
+            processor,
+            batch_size=training.per_device_eval_batch_size,
+            split=data.test_split,
+            windowing=windowing,
+            relevance=evaluation.relevance,
+        )
+    else:  # built now: a bad relevance file stops the run before training
+        evaluator = RetrievalEvaluator(
+            test_clips,
+            processor,
+            languages=data.languages,
+            batch_size=training.per_device_eval_batch_size,
+            split=data.test_split,
+            relevance=evaluation.relevance,
+            relevance_threshold=evaluation.relevance_threshold,
+            map_cutoffs=evaluation.map_cutoffs,
+            scoring=evaluation.eval_scoring,
+            windowing=windowing,
+        )
     if scale.train_shards:
         training_audio = training_audio_record(
             None, None, processor.feature_extractor, kept=waveforms.crop_description() if waveforms else None
         )
+    elif is_moment_dataset(corpus.train):  # crops of the recordings, read by the moment view's dataset
+        train_clips = corpus.train
+        training_audio = moment_training_audio(train_clips, processor)
     elif waveforms:  # on the device: the workers decode the raw audio and cut it
         train_clips = corpus.train
         training_audio = training_audio_record(
@@ -417,6 +446,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             languages=data.languages,
             seed=training.seed,
             waveforms=waveforms,
+            view=MOMENTS_VIEW if is_moment_dataset(train_clips) else None,
         )
     validation_features = (
         extract_features(processor, corpus.validation, "validation", data, training).features

@@ -44,6 +44,7 @@ def run_train_command(arguments: TrainArguments) -> int:
     """``hf-atr train``: run, then print the test results; returns the exit status."""
     from ..metrics.tables import results_table
     from .fine_tune import run_training
+    from .moment_data import is_moment_protocol, moment_results
 
     try:
         result = run_training(arguments)
@@ -54,14 +55,18 @@ def run_train_command(arguments: TrainArguments) -> int:
     final = result.final
     languages = arguments.data.languages
     print()
-    print(f"Fine-tuned {result.starting_point}; test retrieval on {result.test_name} ({final.protocol['clips']} "
-          f"clips, {final.protocol['captions']} captions; ties count against the relevant item), in %:")  # fmt: skip
-    print(results_table(final.metrics, languages if len(languages) > 1 else None))
-    official = final.protocol.get("official_clips")
-    if official and final.protocol["clips"] < official:
-        print(
-            f"Incomplete test set: {final.protocol['clips']} of the {official} clips of the official split."
-        )
+    if is_moment_protocol(final.protocol):
+        print(f"Fine-tuned {result.starting_point}; moment retrieval on {result.test_name}: "
+              f"{moment_results(final.metrics, final.protocol)}")  # fmt: skip
+    else:
+        print(f"Fine-tuned {result.starting_point}; test retrieval on {result.test_name} ({final.protocol['clips']} "
+              f"clips, {final.protocol['captions']} captions; ties count against the relevant item), in %:")  # fmt: skip
+        print(results_table(final.metrics, languages if len(languages) > 1 else None))
+        official = final.protocol.get("official_clips")
+        if official and final.protocol["clips"] < official:
+            print(
+                f"Incomplete test set: {final.protocol['clips']} of the {official} clips of the official split."
+            )
     print(
         f"Model, processor and card saved to {final.model_dir}; metrics and protocol in {final.metrics_file}."
     )

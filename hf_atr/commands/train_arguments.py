@@ -113,7 +113,8 @@ class DataArguments:
 
     dataset: str = field(
         metadata={"help": f"a loader ({', '.join(CORPUS_LOADERS)}) with --data_dir, or a DatasetDict directory "
-                  "saved with save_to_disk"},
+                  "saved with save_to_disk; for moment training, moments with --data_dir (a folder of "
+                  "<corpus>_<split>_release.jsonl files) or one such .jsonl file (docs/moments.md)"},
     )  # fmt: skip
     data_dir: str | None = field(
         default=None, metadata={"help": "the corpus directory for a loader (wavcaps: its JSON file)"}

@@ -60,6 +60,9 @@ with a warning instead of refused. CASTELLA gives durations and boundaries in wh
 windows one second past the duration (``[118, 300]`` in a recording of ``duration`` 299, ``castella_val``); none
 is further out there."""
 
+MOMENT_COLUMNS = ("audio", "recording_id", "duration", "qid", "query", "windows")
+"""The columns of a moment dataset (:func:`load_moments`) that training and evaluation read."""
+
 SOURCE_AUDIO_ID_COLUMN = "source_audio_id"
 """Optional column of synthesised moments: the ``audio_id`` of the clip the moment was made from."""
 
@@ -231,6 +234,11 @@ def load_moment_splits(
         )
     loaded = {name: load_moments(files[name], audio_dir, missing=missing, split=name) for name in chosen}
     return assemble_splits(loaded, "moments", missing, {name: files[name].name for name in chosen})
+
+
+def is_moment_dataset(dataset: Any) -> bool:
+    """Whether ``dataset`` has the columns of :func:`load_moments` (:data:`MOMENT_COLUMNS`)."""
+    return set(MOMENT_COLUMNS) <= set(getattr(dataset, "column_names", ()) or ())
 
 
 def moment_recordings(dataset: Dataset) -> tuple[Dataset, list[int]]:
@@ -426,8 +434,10 @@ def _read_translations(path: Path, queries: Sequence[_Query]) -> dict[str, list[
 
 
 __all__ = [
+    "MOMENT_COLUMNS",
     "MOMENT_FIELDS",
     "WINDOW_TOLERANCE_S",
+    "is_moment_dataset",
     "load_moment_splits",
     "load_moments",
     "moment_features",

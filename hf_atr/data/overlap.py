@@ -224,7 +224,8 @@ class _ReferenceIndex:
 
 def _filter(dataset: Dataset, index: _ReferenceIndex, threads: int) -> tuple[Dataset, OverlapReport]:
     report = OverlapReport(len(dataset), index.names, index.clips, index.by)
-    audio_ids = dataset["audio_id"]
+    # Rows are named by their clip, or for moment annotations (one row per query) by the query's qid.
+    audio_ids = dataset["audio_id"] if "audio_id" in dataset.column_names else dataset["qid"]
     removed: set[int] = set()
     if "source_id" in index.by:
         ids = dataset[SOURCE_ID_COLUMN] if SOURCE_ID_COLUMN in dataset.column_names else [None] * len(dataset)

@@ -63,6 +63,14 @@ MAX_PREDICTIONS_PER_QUERY = 10
 MOMENT_IOU_THRESHOLDS: tuple[float, ...] = tuple(k / 100 for k in range(50, 100, 5))
 R1_IOU_THRESHOLDS: tuple[float, ...] = (0.5, 0.7)
 MAP_IOU_THRESHOLDS: tuple[float, ...] = (0.5, 0.75)
+MOMENT_METRIC_NAMES: tuple[str, ...] = (
+    *(f"R1@{threshold}" for threshold in R1_IOU_THRESHOLDS),
+    *(f"mAP@{threshold}" for threshold in MAP_IOU_THRESHOLDS),
+    "mAP",
+)
+"""The keys of :func:`moment_retrieval_metrics`, in the order it returns them."""
+MOMENT_RETRIEVAL_TASK = "moment retrieval"
+"""The ``task`` of a moment evaluation's protocol (how the card and the commands tell it from clip retrieval's)."""
 _SHOWN_QIDS = 5
 
 

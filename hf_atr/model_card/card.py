@@ -23,6 +23,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from ..metrics.moments import MOMENT_METRIC_NAMES, MOMENT_RETRIEVAL_TASK
 from ..metrics.tables import RETRIEVAL_COLUMNS, results_table
 from ..model_files import MODEL_CARD_FILE, register_model_file
 from ..objectives.registry import get_objective_class, objective_parameters
@@ -56,6 +57,17 @@ SCORING_DESCRIPTIONS = {
 def evaluation_table(metrics: Mapping[str, float]) -> str:
     """The card's evaluation section: the results table (in %, one row per language plus "avg") and its legend."""
     metrics = normalize_metric_names(metrics)
+    if all(name in metrics for name in MOMENT_METRIC_NAMES):
+        return "\n".join(
+            [
+                "| " + " | ".join(MOMENT_METRIC_NAMES) + " |",
+                "|" + "---:|" * len(MOMENT_METRIC_NAMES),
+                "| " + " | ".join(f"{100 * metrics[name]:.2f}" for name in MOMENT_METRIC_NAMES) + " |",
+                "",
+                "Moment retrieval in %: R1@t, the top moment's IoU with an annotated one reaches t; mAP@t, detection "
+                "AP at IoU t over at most 10 moments per query; mAP, averaged over IoU 0.50:0.05:0.95.",
+            ]
+        )
     if not any(key.split("/", 1)[0] in RETRIEVAL_COLUMNS for key in metrics):
         return "No evaluation results were recorded."
     lines = [
@@ -351,10 +363,11 @@ def _eval_results(
     corpora = " + ".join(dict.fromkeys(part["corpus"] for part in parts if part.get("corpus")))
     held_out = any("held_out_from" in part for part in parts)
     split = None if held_out else (protocol or {}).get("split")
+    moments = (protocol or {}).get("task") == MOMENT_RETRIEVAL_TASK
     return [
         EvalResult(
-            task_type="audio-text-retrieval",
-            task_name="Audio-text retrieval",
+            task_type="audio-moment-retrieval" if moments else "audio-text-retrieval",
+            task_name="Audio moment retrieval" if moments else "Audio-text retrieval",
             dataset_type=corpora or eval_dataset,
             dataset_name=evaluated_set_name(eval_dataset, protocol),
             dataset_split=split,
@@ -362,7 +375,7 @@ def _eval_results(
             metric_name=name,
             metric_value=round(metrics[name] if name == "MRV" else 100 * metrics[name], 2),
         )
-        for name in (*RETRIEVAL_COLUMNS, "MRV")
+        for name in (*(MOMENT_METRIC_NAMES if moments else RETRIEVAL_COLUMNS), "MRV")
         if name in metrics
     ]
 

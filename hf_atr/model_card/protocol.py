@@ -14,6 +14,7 @@ from typing import Any
 
 from ..data.corpora import HELD_OUT_FILTER
 from ..data.overlap import OVERLAP_FILTER
+from ..metrics.moments import MOMENT_RETRIEVAL_TASK
 
 MAX_SKIPPED_LISTED = 5
 """How many of the clips an evaluation skipped as undecodable the card names (the rest are counted)."""
@@ -42,7 +43,10 @@ def incomplete_test_set_warning(protocol: Mapping[str, Any]) -> str | None:
 
 
 def protocol_lines(protocol: Mapping[str, Any]) -> str:
-    """The protocol behind an evaluation table (:attr:`RetrievalEvaluator.protocol`) as a Markdown list."""
+    """The protocol behind an evaluation table (:attr:`RetrievalEvaluator.protocol`, or a moment evaluation's)
+    as a Markdown list."""
+    if protocol.get("task") == MOMENT_RETRIEVAL_TASK:
+        return moment_protocol_lines(protocol)
     corpus = protocol.get("corpus")
     split = protocol.get("split")
     if corpus:
@@ -86,14 +90,40 @@ def protocol_lines(protocol: Mapping[str, Any]) -> str:
         lines.append(f"- computed with: {compute_description(protocol['compute'])}")
     skipped = protocol.get("skipped_clips") or []
     if skipped:
-        listed = "; ".join(
-            f"`{item['audio_id']}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED]
-        )
-        more = f" and {len(skipped) - MAX_SKIPPED_LISTED:,} more" if len(skipped) > MAX_SKIPPED_LISTED else ""
-        lines.append(
-            f"- skipped: {len(skipped):,} clips could not be decoded and were left out with their captions: "
-            f"{listed}{more}"
-        )
+        lines.append(_skipped_line(skipped, "audio_id", "clips", "their captions"))
+    return "\n".join(lines)
+
+
+def _skipped_line(skipped: list[Mapping[str, Any]], name_key: str, what: str, left_out_with: str) -> str:
+    """``- skipped: N <what> could not be decoded ...``: the first :data:`MAX_SKIPPED_LISTED` named, with reasons."""
+    listed = "; ".join(f"`{item[name_key]}` ({item['reason']})" for item in skipped[:MAX_SKIPPED_LISTED])
+    more = f" and {len(skipped) - MAX_SKIPPED_LISTED:,} more" if len(skipped) > MAX_SKIPPED_LISTED else ""
+    return (
+        f"- skipped: {len(skipped):,} {what} could not be decoded and were left out with {left_out_with}: "
+        f"{listed}{more}"
+    )
+
+
+def moment_protocol_lines(protocol: Mapping[str, Any]) -> str:
+    """The protocol of a moment evaluation (:class:`~hf_atr.pipelines.moment_evaluation.MomentEvaluator`) as a
+    Markdown list."""
+    proposal = protocol.get("proposal") or {}
+    lines = [
+        "Protocol:",
+        "",
+        f"- data: split `{protocol.get('split')}`; {protocol.get('queries', 0):,} queries over "
+        f"{protocol.get('recordings', 0):,} recordings ({protocol.get('audio_seconds', 0) / 3600:.2f} h)",
+        f"- scores: each recording encoded once in windows of {protocol.get('window_seconds'):g} s every "
+        f"{protocol.get('hop_seconds'):g} s, each query's similarity curve turned into moments by the "
+        f"{proposal.get('proposer')} proposer ({', '.join(f'{k} {v}' for k, v in proposal.items() if k != 'proposer')})",
+        f"- metrics: {protocol.get('metrics')}",
+    ]
+    if protocol.get("compute"):
+        lines.append(f"- computed with: {compute_description(protocol['compute'])}")
+    skipped = protocol.get("skipped_recordings") or []
+    if skipped:
+        queries = f"their {protocol.get('skipped_queries', 0):,} queries"
+        lines.append(_skipped_line(skipped, "recording", "recordings", queries))
     return "\n".join(lines)
 
 

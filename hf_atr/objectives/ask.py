@@ -230,6 +230,8 @@ class AskObjective(ContrastiveObjective):
         logits = (scale * similarity).masked_fill(other_copies, float("-inf"))
         return F.cross_entropy(logits, torch.arange(similarity.shape[0], device=similarity.device))
 
+    accepts_negative_audio = False  # its own forward: knowledge-injected similarities of the pairs only
+
     def forward(
         self,
         audio_embeds: torch.Tensor,

@@ -167,6 +167,8 @@ class KclObjective(AtriContrastiveObjective):
 
     learned_logit_scales = frozenset({"logit_scale"})  # both directions use it, never audio_logit_scale
 
+    accepts_negative_audio = False  # its own forward: (batch, K, dim) captions, no negative rows
+
     def forward(
         self,
         audio_embeds: torch.Tensor,
@@ -233,6 +235,8 @@ class CaclObjective(AtriContrastiveObjective):
     needs_whole_corpus = True  # per-epoch language draws over every caption slot
 
     learned_logit_scales = frozenset({"logit_scale"})  # both directions use it, never audio_logit_scale
+
+    accepts_negative_audio = False  # its own forward: (batch, K, dim) captions, no negative rows
 
     def forward(
         self,

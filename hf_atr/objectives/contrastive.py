@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .batch import batch_audio_ids, check_pair_embeddings, other_copies_mask
+from .batch import check_pair_embeddings, clip_id_matches, other_copies_mask, split_negative_audio
 from .registry import LOGIT_SCALE_NAMES, Objective, ObjectiveOutput, register_objective
 
 CLIP_CITATION = (
@@ -70,6 +70,7 @@ class ContrastiveObjective(Objective):
             )
         self.temperature = temperature
 
+    accepts_negative_audio = True
     reads_logit_bias = False  # a softmax over a row is unchanged by a bias added to every logit
     learned_logit_scales: ClassVar[frozenset[str]] = LOGIT_SCALE_NAMES
     """The head's logit scales the loss reads with the learnable temperature: both here (the audio scale for the
@@ -101,16 +102,34 @@ class ContrastiveObjective(Objective):
         batch: Mapping[str, Any] | None = None,
         model: nn.Module | None = None,
     ) -> ObjectiveOutput:
-        """``audio_embeds``, ``text_embeds``: ``(batch, dim)``, row i of each forms a positive pair."""
-        check_pair_embeddings(audio_embeds, text_embeds, self.name)
-        batch_size = audio_embeds.shape[0]
-        similarity = pair_similarity(audio_embeds, text_embeds, model)
-        other_copies = other_copies_mask(batch_audio_ids(batch), batch_size, similarity.device)
+        """``audio_embeds``, ``text_embeds``: ``(batch, dim)``, row i of each forms a positive pair.
+
+        With unpaired audio rows (``batch["negative_audio"]``, moment training's crops outside the moments)
+        ``audio_embeds`` is ``(batch + n_negative, dim)``: the negatives join the candidates of every caption in
+        the text→audio term, ``CE([S | S_neg]/t, diag)`` with ``S_neg: (batch, n_negative)``, and have no
+        audio→text term (they have no caption). A negative with the ``audio_id`` of a row's own clip is not its
+        negative.
+        """
+        rows = split_negative_audio(audio_embeds, batch)
+        check_pair_embeddings(rows.paired, text_embeds, self.name)
+        batch_size = rows.paired.shape[0]
+        similarity = pair_similarity(rows.paired, text_embeds, model)
+        other_copies = other_copies_mask(rows.paired_ids, batch_size, similarity.device)
         # Mask after scaling: a masked -inf times the scale would give the scale a NaN gradient.
         logits_per_text = (self.logit_scale(model) * similarity).masked_fill(other_copies, float("-inf"))
         logits_per_audio = (self.audio_logit_scale(model) * similarity.T).masked_fill(
             other_copies.T, float("-inf")
         )
+        if rows.negatives.shape[0]:
+            own_clip = clip_id_matches(
+                rows.paired_ids or [str(row) for row in range(batch_size)],
+                rows.negative_ids,
+                similarity.device,
+            )
+            negative_logits = self.logit_scale(model) * pair_similarity(rows.negatives, text_embeds, model)
+            logits_per_text = torch.cat(
+                [logits_per_text, negative_logits.masked_fill(own_clip, float("-inf"))], dim=1
+            )
         targets = torch.arange(batch_size, device=similarity.device)
         text_to_audio = F.cross_entropy(logits_per_text, targets)
         audio_to_text = F.cross_entropy(logits_per_audio, targets)

@@ -120,6 +120,10 @@ class Objective(nn.Module):
         needs_whole_corpus: whether the objective, or its view, needs the whole training set at hand (per-epoch
             draws over every clip, a knowledge base of the training clips), so that it cannot train from a
             stream.
+        accepts_negative_audio: whether ``forward`` scores unpaired audio rows (``batch["negative_audio"]``,
+            :func:`~hf_atr.objectives.batch.split_negative_audio`) as negatives of every caption: moment training's
+            crops outside the annotated moments (:mod:`hf_atr.training.moment_crops`). Calling an objective that
+            does not with such rows raises ``ValueError``.
     """
 
     name: ClassVar[str] = ""
@@ -131,6 +135,7 @@ class Objective(nn.Module):
     reads_logit_bias: ClassVar[bool] = True
     training_view: ClassVar[str] = "pairs"
     needs_whole_corpus: ClassVar[bool] = False
+    accepts_negative_audio: ClassVar[bool] = False
 
     @classmethod
     def hyperparameters(cls) -> dict[str, Any]:
@@ -173,6 +178,15 @@ class Objective(nn.Module):
         Returns the forward's :class:`ObjectiveOutput` with a loss of at least float32. The up-cast keeps the
         autograd graph, so gradients reach half-precision embeddings in their own dtype.
         """
+        from .batch import NEGATIVE_AUDIO  # here: listing the objectives imports the registry alone
+
+        negative = (kwargs.get("batch") or {}).get(NEGATIVE_AUDIO)
+        if negative is not None and bool(torch.as_tensor(negative).any()) and not self.accepts_negative_audio:
+            raise ValueError(
+                f"Objective {self.name!r} does not score unpaired audio rows (batch['negative_audio'], the "
+                "in-recording negatives of moment training); train moments with 'contrastive', or without "
+                "negative crops."
+            )
         device_type = audio_embeds.device.type
         no_autocast = (
             torch.autocast(device_type=device_type, enabled=False)

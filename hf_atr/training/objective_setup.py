@@ -14,7 +14,11 @@ whether it needs the whole training set at hand (``needs_whole_corpus``); this m
   ``cacl`` mode, Eq. 12-13);
 - ``random_language``: each slot once per epoch in one random language (the ML-CLAP baseline, Eq. 4-5);
 - ``pairs_with_knowledge_base`` (``ask``): pairs, and a knowledge base built from the training clips and
-  refreshed during training (:class:`KnowledgeBaseRefreshCallback`, ASK §4.4).
+  refreshed during training (:class:`KnowledgeBaseRefreshCallback`, ASK §4.4);
+- ``pairs_from_moments``: moment annotations (:func:`~hf_atr.data.moments.load_moments`) as window crops inside the moments,
+  paired with their queries, and crops outside them as in-recording negatives
+  (:mod:`hf_atr.training.moment_crops`); chosen by the data (``view=MOMENTS_VIEW``), for objectives that train on
+  ``pairs``.
 
 With features on the training device the clips keep their raw audio and a :class:`WaveformCollator` prepares the
 waveforms (alone, or inside the multilingual collator). A plugin adds a view with :func:`register_training_view`.
@@ -30,13 +34,17 @@ from datasets import IterableDataset as StreamedDataset
 from transformers import TrainerCallback
 
 from ..data.schema import ENGLISH
+from ..lazy import get_logger
 from ..objectives.registry import Objective
 from ..processing_atr import AtrProcessor
 from .callbacks import KnowledgeBaseRefreshCallback
-from .collator import CaptionPairDataset
+from .collator import AtrDataCollator, CaptionPairDataset
+from .moment_crops import MOMENTS_VIEW, MomentCropCollator, MomentCropDataset, default_crop_seconds
 from .multilingual import MultilingualCollator, RandomLanguageDataset
 from .streaming import StreamingPairs
 from .waveform_collator import WaveformCollator
+
+logger = get_logger(__name__)
 
 
 @dataclass
@@ -161,6 +169,39 @@ def pairs_with_knowledge_base(inputs: TrainingViewInputs) -> ObjectiveTrainingSe
     return ObjectiveTrainingSetup(inputs.clips, inputs.waveforms, callbacks=[refresh])
 
 
+@register_training_view(MOMENTS_VIEW)
+def moment_crops(inputs: TrainingViewInputs) -> ObjectiveTrainingSetup:
+    """Moment annotations as window crops (:class:`MomentCropDataset`, one item per query per epoch, crops of the
+    feature extractor's window): inside a moment, paired with its query; outside the recording's moments, unpaired
+    negatives when the objective scores them (``accepts_negative_audio``), else left out.
+
+    Raises:
+        ValueError: an objective that trains on another view than ``pairs``, or a language other than English.
+    """
+    objective = inputs.objective
+    if objective.training_view != "pairs":
+        raise ValueError(
+            f"Moment training pairs each crop with one query, the 'pairs' view; objective {objective.name!r} trains "
+            f"on {objective.training_view!r}. Use a pair objective such as 'contrastive'."
+        )
+    if inputs.languages != [ENGLISH]:
+        raise ValueError(f"Moment training reads the English queries only; got languages {inputs.languages}.")
+    if not objective.accepts_negative_audio:
+        logger.warning(
+            f"Objective {objective.name!r} does not score unpaired audio: moment training draws no crops outside "
+            "the moments, and a crop's negatives are the other queries' crops of the batch."
+        )
+    crops = MomentCropDataset(
+        inputs.clips,
+        default_crop_seconds(inputs.processor),
+        seed=inputs.seed,
+        negatives=objective.accepts_negative_audio,
+    )
+    return ObjectiveTrainingSetup(
+        crops, MomentCropCollator(inputs.waveforms or AtrDataCollator(inputs.processor))
+    )
+
+
 def objective_training_setup(
     objective: Objective,
     clips: Any,
@@ -170,8 +211,9 @@ def objective_training_setup(
     seed: int = 0,
     show_progress: bool = False,
     waveforms: WaveformCollator | None = None,
+    view: str | None = None,
 ) -> ObjectiveTrainingSetup:
-    """The training view of ``clips`` that ``objective`` declares (its ``training_view``).
+    """The training view of ``clips`` that ``objective`` declares (its ``training_view``), or ``view``.
 
     Args:
         objective: the objective :class:`~hf_atr.AtrTrainer` will train with (pass the same instance to it:
@@ -186,6 +228,8 @@ def objective_training_setup(
         waveforms: for features on the training device (``AtrTrainer(audio_features="device")``), the collator
             that decodes and crops the clips in the DataLoader workers; it becomes the data collator, or the
             audio part of the multilingual one. ``None``: the rows' precomputed features.
+        view: the view to train with when the data decide it rather than the objective (for a moment
+            dataset: :data:`~hf_atr.training.moment_crops.MOMENTS_VIEW`); ``None``: the objective's ``training_view``.
 
     Raises:
         ValueError: a stream for an objective that declares ``needs_whole_corpus``; a ``training_view`` that no
@@ -198,10 +242,12 @@ def objective_training_setup(
             "per-epoch language draws, ASK's knowledge base of the training clips). Train it from a map-style "
             "dataset (with audio_features='device' the clips need not fit as features)."
         )
-    view = _TRAINING_VIEWS.get(objective.training_view)
-    if view is None:
+    view_name = view or objective.training_view
+    view_function = _TRAINING_VIEWS.get(view_name)
+    if view_function is None:
         raise ValueError(
-            f"Objective {name!r} declares training_view={objective.training_view!r}, which is not a registered "
+            (f"view={view!r}" if view else f"Objective {name!r} declares training_view={view_name!r}")
+            + ", which is not a registered "
             f"training view ({', '.join(training_views())}). Register it with "
             "hf_atr.training.register_training_view before training."
         )
@@ -214,7 +260,7 @@ def objective_training_setup(
         show_progress=show_progress,
         waveforms=waveforms,
     )
-    return view(inputs)
+    return view_function(inputs)
 
 
 __all__ = [

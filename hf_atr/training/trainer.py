@@ -19,13 +19,14 @@ from ..distributed import average_gradients, gather_batch_metadata, gather_rows,
 from ..evaluation.evaluator import RetrievalEvaluator
 from ..file_permissions import apply_umask
 from ..model_card.facts import card_data
-from ..objectives.batch import CAPTIONS_PER_AUDIO, group_caption_embeds, pop_batch_metadata
+from ..objectives.batch import CAPTIONS_PER_AUDIO, NEGATIVE_AUDIO, group_caption_embeds, pop_batch_metadata
 from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective, build_objective
 from .callbacks import ModelCardCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .data_wait import DATA_WAIT_LOG_KEY, DataWaitCallback, DataWaitMeter
 from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
+from .moment_crops import MomentCropDataset
 from .multilingual import RandomLanguageDataset
 from .streaming import StreamingPairs, stream_data_loader
 from .waveform_collator import WaveformCollator
@@ -58,7 +59,7 @@ def _check_dataloader_options(args: TrainingArguments, train_dataset: Any, devic
     """Persistent workers keep their first copy of a map-style dataset, so per-epoch draws must not live there."""
     if not (args.dataloader_persistent_workers and args.dataloader_num_workers > 0):
         return
-    if isinstance(train_dataset, RandomLanguageDataset) or (
+    if isinstance(train_dataset, (RandomLanguageDataset, MomentCropDataset)) or (
         device_features and isinstance(train_dataset, CaptionPairDataset)
     ):
         raise ValueError(
@@ -347,6 +348,11 @@ class AtrTrainer(Trainer):
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
             self.optimizer.train()
         metadata = self._prepare_input(pop_batch_metadata(dict(inputs)))
+        if NEGATIVE_AUDIO in metadata:
+            raise ValueError(
+                "embedding_chunk_size (gradient caching) chunks a batch by its caption rows, and this batch has "
+                "unpaired audio rows (moment training's negative crops): train it without embedding_chunk_size."
+            )
         model_inputs = {key: value for key, value in inputs.items() if key not in metadata}
         chunks = split_batch(
             model_inputs, self.embedding_chunk_size, int(metadata.get(CAPTIONS_PER_AUDIO, 1))

@@ -111,3 +111,64 @@ def test_shape_errors_are_explained():
         objective(torch.randn(2, 4), torch.randn(3, 4))
     with pytest.raises(ValueError, match="batch\\['audio_ids'\\] has 1 entries but the batch has 2 rows"):
         objective(torch.randn(2, 4), torch.randn(2, 4), batch={"audio_ids": ["a"]})
+
+
+def _brute_force_with_negatives(audio, text, audio_ids, negatives, negative_ids, scale):
+    """Direct loops over moment training's batch: caption i's candidates are every paired clip but other copies of
+    its own, then every unpaired negative whose id is not its clip's; audio i's are the captions as without them."""
+    n = audio.shape[0]
+    total = 0.0
+    for i in range(n):
+        candidates = [j for j in range(n) if j == i or audio_ids[j] != audio_ids[i]]
+        logits = [scale * float(text[i] @ audio[j]) for j in candidates]
+        logits += [
+            scale * float(text[i] @ negatives[m])
+            for m in range(len(negatives))
+            if negative_ids[m] != audio_ids[i]
+        ]
+        total += -(scale * float(text[i] @ audio[i]) - math.log(sum(math.exp(v) for v in logits)))
+        logits = [scale * float(audio[i] @ text[j]) for j in candidates]
+        total += -(scale * float(audio[i] @ text[i]) - math.log(sum(math.exp(v) for v in logits)))
+    return total / (2 * n)
+
+
+def test_unpaired_negative_audio_rows_are_negatives_of_every_caption_only():
+    torch.manual_seed(1)
+    audio = torch.nn.functional.normalize(torch.randn(4, 8, dtype=torch.float64), dim=-1)
+    text = torch.nn.functional.normalize(torch.randn(4, 8, dtype=torch.float64), dim=-1)
+    negatives = torch.nn.functional.normalize(torch.randn(3, 8, dtype=torch.float64), dim=-1)
+    audio_ids = ["r1@0.000-1.000", "r1@3.000-4.000", "r2@0.000-1.000", "r1@0.000-1.000"]
+    # The third negative is the span of rows 0 and 3: never their negative.
+    negative_ids = ["r1@5.000-6.000", "r2@4.000-5.000", "r1@0.000-1.000"]
+    # Interleaved as several processes' gathered rows would be: the flags say which rows are unpaired.
+    order = [0, 4, 1, 2, 5, 3, 6]
+    rows = torch.cat([audio, negatives])[order]
+    ids = [(audio_ids + negative_ids)[k] for k in order]
+    flags = torch.tensor([k >= 4 for k in order])
+    objective = build_objective({"name": "contrastive", "temperature": 0.2})
+    output = objective(rows, text, batch={"audio_ids": ids, "negative_audio": flags})
+    expected = _brute_force_with_negatives(audio, text, audio_ids, negatives, negative_ids, 5.0)
+    assert output.loss.item() == pytest.approx(expected, rel=1e-10)
+    # The audio→text term does not see the negatives; the text→audio term grows with them.
+    plain = objective(audio, text, batch={"audio_ids": audio_ids})
+    assert output.logs["loss_a2t"] == pytest.approx(plain.logs["loss_a2t"], rel=1e-12)
+    assert output.logs["loss_t2a"] > plain.logs["loss_t2a"]
+    # Gradient reaches the negatives (they are pushed away from the captions).
+    rows.requires_grad_(True)
+    objective(rows, text, batch={"audio_ids": ids, "negative_audio": flags}).loss.backward()
+    assert rows.grad[flags].abs().sum() > 0
+
+
+def test_objectives_that_do_not_score_unpaired_audio_refuse_it():
+    audio, text = torch.randn(3, 4), torch.randn(2, 4)
+    flags = torch.tensor([False, False, True])
+    with pytest.raises(ValueError, match="Objective 'triplet' does not score unpaired audio rows"):
+        build_objective({"name": "triplet"})(audio, text, batch={"negative_audio": flags})
+    with pytest.raises(
+        ValueError, match=r"batch\['negative_audio'\] has shape \(2,\) but there are 3 audio rows"
+    ):
+        build_objective({"name": "contrastive"})(audio, text, batch={"negative_audio": flags[:2]})
+    with pytest.raises(ValueError, match=r"batch\['audio_ids'\] has 2 entries but there are 3 audio rows"):
+        build_objective({"name": "contrastive"})(
+            audio, text, batch={"negative_audio": flags, "audio_ids": ["a", "b"]}
+        )

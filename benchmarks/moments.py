@@ -1,0 +1,241 @@
+"""Moment retrieval (issue 24 §7): the sliding-window baseline against the refined proposer, and a clip-trained
+model before against the same model after moment fine-tuning, side by side in one run.
+
+No real recording here is 30 s long or more (``../shared/realaudio``: 75 clips, the longest 29 s) and no pretrained
+weights are reachable, so:
+
+* **events**: SynthCaps clips (``hf_atr.data.synthcaps``: 2-s synthetic sounds with compositional captions, where a
+  small model can learn), ``train`` clips for the training recordings, ``test`` clips for the test ones;
+* **backgrounds**: the real clips of ``../shared/realaudio`` joined end to end (``hf_atr.data.moment_synthesis``
+  joins them with a crossfade); synthetic noise when that folder is missing (said in the output);
+* **recordings**: ``synthesize_moments`` (Clotho-Moment's recipe): ``--seconds`` long, 2-4 events each at an SNR of
+  5-15 dB;
+* **model before**: the demo's small AST + BERT dual encoder (``hf_atr.demo``), trained from random init on the
+  SynthCaps training clips as clips (``--clip-steps``);
+* **model after**: the same weights fine-tuned on the training recordings' moments (``--moment-steps``, the
+  ``pairs_from_moments`` view: crops inside each moment paired with its query, crops outside the recording's
+  moments as unpaired negatives, the contrastive objective, features on the training device);
+* **evaluation**: ``MomentEvaluator`` on the test recordings (each encoded once, windows of the extractor's 2 s
+  every ``--hop`` s), with the AMR paper's sliding-window baseline and the refined default proposer.
+
+Printed: R1@0.5, R1@0.7, mAP@0.5, mAP@0.75 and mAP (in %) per model and proposer, and the cost per hour of audio
+on this CPU: encoding the windows and scoring them (the same for both proposers) and proposing the moments, in
+seconds per hour of audio.
+
+    PYTHONPATH=. python benchmarks/moments.py                    # the size of docs/moments.md (< 10 min, 1 thread)
+    PYTHONPATH=. python benchmarks/moments.py --train-recordings 64 --moment-steps 400   # longer
+
+Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import torch
+from transformers import TrainingArguments, set_seed
+from transformers.utils import logging as hf_logging
+
+from hf_atr.data.moment_synthesis import synthesize_moments
+from hf_atr.data.moments import load_moments
+from hf_atr.data.schema import all_captions
+from hf_atr.data.synthcaps import load_synthcaps
+from hf_atr.demo import tiny_feature_extractor, tiny_model_config
+from hf_atr.modeling_atr import AtrDualEncoderModel
+from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
+from hf_atr.objectives.registry import build_objective
+from hf_atr.pipelines.moment_evaluation import MomentEvaluator
+from hf_atr.processing_atr import AtrProcessor
+from hf_atr.tokenization import train_caption_tokenizer
+from hf_atr.training import AtrTrainer, WaveformCollator, objective_training_setup
+from hf_atr.training.moment_crops import MOMENTS_VIEW
+
+REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
+METRICS = ("R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP")
+MODELS = ("before (clips only)", "after moment fine-tuning")
+PROPOSERS = {"sliding window (AMR baseline)": "sliding_window", "refined (default)": "refined"}
+
+
+def parse_arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--train-clips", type=int, default=512, help="SynthCaps clips the clip model trains on"
+    )
+    parser.add_argument("--clip-steps", type=int, default=250, help="training steps on clips (model before)")
+    parser.add_argument(
+        "--moment-steps", type=int, default=150, help="fine-tuning steps on moments (model after)"
+    )
+    parser.add_argument("--train-recordings", type=int, default=48, help="recordings fine-tuned on")
+    parser.add_argument("--test-recordings", type=int, default=16, help="recordings evaluated")
+    parser.add_argument(
+        "--seconds", type=float, nargs=2, default=(30.0, 60.0), help="recording length range (s)"
+    )
+    parser.add_argument("--hop", type=float, default=0.5, help="hop of the scored windows (s)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backgrounds", type=Path, default=REAL_AUDIO, help="folder of real clips to join")
+    return parser.parse_args()
+
+
+def background_files(folder: Path, scratch: Path, seed: int) -> tuple[list[Path], str]:
+    """The real clips under ``folder`` (any depth), or 8 synthetic noise files when it has none."""
+    found = sorted(path for path in folder.rglob("*") if path.suffix.lower() in (".wav", ".flac"))
+    if found:
+        return found, f"{len(found)} real clips of {folder} joined"
+    rng = np.random.default_rng(seed)
+    scratch.mkdir(parents=True, exist_ok=True)
+    files = []
+    for index in range(8):  # brown-ish noise: integrated white noise, high-passed by the mean removal
+        noise = np.cumsum(rng.standard_normal(16000 * 20)) * 0.01
+        path = scratch / f"noise_{index}.wav"
+        soundfile.write(path, (noise - noise.mean()) / (np.abs(noise).max() + 1e-9) * 0.3, 16000)
+        files.append(path)
+    return files, f"synthetic noise ({folder} not found)"
+
+
+def training_arguments(
+    output_dir: Path, steps: int, batch_size: int, seed: int, learning_rate: float
+) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate,
+        weight_decay=0.01,
+        warmup_steps=min(20, steps // 10),
+        max_steps=steps,
+        lr_scheduler_type="cosine",
+        logging_steps=max(steps // 4, 1),
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=seed,
+        dataloader_drop_last=True,
+        disable_tqdm=True,
+    )
+
+
+def evaluate(
+    model: AtrDualEncoderModel, processor: AtrProcessor, moments, proposer: str, hop: float, batch_size: int
+):
+    """The metrics, and seconds per hour of audio for (encoding + scoring, proposing)."""
+    evaluator = MomentEvaluator(
+        moments,
+        processor,
+        proposal=MomentProposalConfig(proposer=proposer),
+        hop_seconds=hop,
+        batch_size=batch_size,
+    )
+    started = time.perf_counter()
+    evaluation = evaluator.evaluate(model)
+    total = time.perf_counter() - started
+    started = time.perf_counter()
+    for curve in evaluation.curves.values():
+        propose_moments(curve, evaluator.proposal)
+    proposing = time.perf_counter() - started
+    hours = evaluation.protocol["audio_seconds"] / 3600
+    return evaluation.metrics, (total - proposing) / hours, proposing / hours
+
+
+def main() -> None:
+    args = parse_arguments()
+    torch.set_num_threads(args.threads)
+    hf_logging.set_verbosity_error()
+    set_seed(args.seed)
+    scratch = Path(tempfile.mkdtemp(prefix="hf_atr_moments_"))
+    run_started = started = time.perf_counter()
+    corpus = load_synthcaps(
+        num_train=args.train_clips, num_validation=0, num_test=128, languages=["eng"], seed=args.seed
+    )
+    backgrounds, background_note = background_files(args.backgrounds, scratch / "noise", args.seed)
+    for split, clips, count in (
+        ("train", corpus["train"], args.train_recordings),
+        ("test", corpus["test"], args.test_recordings),
+    ):
+        synthesize_moments(
+            clips, backgrounds, scratch / "moments", count, duration_range=tuple(args.seconds), events_range=(2, 4),
+            snr_db=(5.0, 15.0), sampling_rate=16000, seed=args.seed, split=split,
+        )  # fmt: skip
+    train_moments = load_moments(scratch / "moments" / "moments_train_release.jsonl")
+    test_moments = load_moments(scratch / "moments" / "moments_test_release.jsonl")
+    data_seconds = time.perf_counter() - started
+
+    tokenizer = train_caption_tokenizer(all_captions(corpus["train"]), vocab_size=3000)
+    feature_extractor = tiny_feature_extractor()
+    processor = AtrProcessor(feature_extractor, tokenizer)
+    model = AtrDualEncoderModel(tiny_model_config(feature_extractor, len(tokenizer)))
+    features = processor.extract_audio_features(corpus["train"], keep_audio=False)
+    started = time.perf_counter()
+    AtrTrainer(
+        model=model,
+        args=training_arguments(scratch / "clips", args.clip_steps, args.batch_size, args.seed, 1e-3),
+        train_dataset=features,
+        processing_class=processor,
+    ).train()
+    clip_seconds = time.perf_counter() - started
+
+    tuned = copy.deepcopy(model)
+    objective = build_objective({"name": "contrastive"})
+    waveforms = WaveformCollator(processor, seed=args.seed)
+    setup = objective_training_setup(
+        objective, train_moments, processor, seed=args.seed, waveforms=waveforms, view=MOMENTS_VIEW
+    )
+    started = time.perf_counter()
+    AtrTrainer(
+        model=tuned,
+        args=training_arguments(scratch / "moments_run", args.moment_steps, args.batch_size, args.seed, 3e-4),
+        train_dataset=setup.train_dataset,
+        data_collator=setup.data_collator,
+        processing_class=processor,
+        objective=objective,
+        audio_features="device",
+    ).train()
+    moment_seconds = time.perf_counter() - started
+
+    rows = []
+    for model_name, evaluated in zip(MODELS, (model, tuned)):
+        for proposer_name, proposer in PROPOSERS.items():
+            metrics, encoding_cost, proposal_cost = evaluate(
+                evaluated, processor, test_moments, proposer, args.hop, args.batch_size
+            )
+            rows.append((model_name, proposer_name, metrics, encoding_cost, proposal_cost))
+
+    recordings = len(set(test_moments["recording_id"]))
+    print(
+        f"Moment retrieval on synthetic data: {len(test_moments)} test queries over {recordings} recordings of "
+        f"{args.seconds[0]:g}-{args.seconds[1]:g} s (SynthCaps test clips, 2-4 per recording, SNR 5-15 dB, over "
+        f"{background_note}); windows of {feature_extractor.max_length / 100:g} s every {args.hop:g} s; torch "
+        f"{torch.__version__}, {args.threads} thread(s), CPU {torch.backends.cpu.get_cpu_capability()}."
+    )
+    print(
+        f"Model before: demo-size AST + BERT, {args.clip_steps} steps on {args.train_clips} SynthCaps clips "
+        f"({clip_seconds:.0f} s); after: + {args.moment_steps} steps on the moments of {args.train_recordings} "
+        f"training recordings ({len(train_moments)} queries; {moment_seconds:.0f} s). Data built in {data_seconds:.0f} s."
+    )
+    header = f"{'model':<26}{'proposer':<31}" + "".join(f"{name:>9}" for name in METRICS)
+    print(header + f"{'encode+score s/h':>18}{'propose s/h':>13}")
+    for model_name, proposer_name, metrics, encoding_cost, proposal_cost in rows:
+        cells = "".join(f"{100 * metrics[name]:>9.2f}" for name in METRICS)
+        print(f"{model_name:<26}{proposer_name:<31}{cells}{encoding_cost:>18.1f}{proposal_cost:>13.2f}")
+    by_key = {(row[0], row[1]): row[2] for row in rows}
+    (before, after), (baseline, refined) = MODELS, list(PROPOSERS)
+    for name in ("R1@0.7", "mAP"):
+        tuning = [100 * (by_key[(after, p)][name] - by_key[(before, p)][name]) for p in (baseline, refined)]
+        proposing = [
+            100 * (by_key[(m, refined)][name] - by_key[(m, baseline)][name]) for m in (before, after)
+        ]
+        print(
+            f"{name}: after - before {tuning[0]:+.2f} points (baseline), {tuning[1]:+.2f} (refined); "
+            f"refined - baseline {proposing[0]:+.2f} points (before), {proposing[1]:+.2f} (after)"
+        )
+    print(f"Whole run: {time.perf_counter() - run_started:.0f} s.")
+
+
+if __name__ == "__main__":
+    main()
