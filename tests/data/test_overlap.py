@@ -137,3 +137,81 @@ def test_bad_arguments(corpora, tmp_path):
         ValueError, match=r"unknown list\(s\) \['Clotho'\]; expected 'AudioSet' and/or 'FreeSound'"
     ):
         read_wavcaps_blocklist(path)
+
+
+def _pcm16(seed: int, frames: int = 4410) -> np.ndarray:
+    """16-bit sample values, as int32 (room for the shifts below)."""
+    return np.random.default_rng(seed).integers(-(2**15), 2**15, frames).astype(np.int32)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "subtype", "first", "second"),
+    [
+        # Float samples below one 16-bit step: read as 16-bit integers, both were all zeros.
+        ("wav", "FLOAT", _waveform(0) * 1e-5, _waveform(1) * 1e-5),
+        ("wav", "FLOAT", _waveform(0), _waveform(1)),
+        ("wav", "DOUBLE", _waveform(0).astype(np.float64), _waveform(1).astype(np.float64)),
+        # 24- and 32-bit samples that differ only below the top 16 bits.
+        ("flac", "PCM_24", _pcm16(0) << 16, (_pcm16(0) << 16) + (0x55 << 8)),
+        ("wav", "PCM_24", _pcm16(0) << 16, (_pcm16(0) << 16) + (1 << 8)),
+        ("wav", "PCM_32", _pcm16(0) << 16, (_pcm16(0) << 16) + 1),
+    ],
+)
+def test_content_hash_tells_apart_files_that_differ_in_any_sample(tmp_path, suffix, subtype, first, second):
+    paths = [tmp_path / f"first.{suffix}", tmp_path / f"second.{suffix}"]
+    for path, samples in zip(paths, (first, second)):
+        soundfile.write(path, samples, 44100, subtype=subtype)
+        assert soundfile.info(path).subtype == subtype
+    assert audio_content_hash(paths[0]) != audio_content_hash(paths[1])
+    assert audio_content_hash(paths[0]) == audio_content_hash({"bytes": paths[0].read_bytes(), "path": None})
+
+
+def test_content_hash_matches_the_same_samples_at_any_bit_depth_and_container(tmp_path):
+    """The same sample values match whatever the file stores them as (16-bit WAV, 24-bit FLAC, 32-bit
+    integers, float, double); one changed sample, another rate or channel layout does not."""
+    values = _pcm16(4)
+    stored = {
+        "pcm16.wav": (values.astype(np.int16), "PCM_16"),
+        "pcm24.flac": (values << 16, "PCM_24"),
+        "pcm24.wav": (values << 16, "PCM_24"),
+        "pcm32.wav": (values << 16, "PCM_32"),
+        "float.wav": ((values / 2**15).astype(np.float32), "FLOAT"),
+        "double.wav": (values / 2**15, "DOUBLE"),
+    }
+    for name, (samples, subtype) in stored.items():
+        soundfile.write(tmp_path / name, samples, 44100, subtype=subtype)
+    assert len({audio_content_hash(tmp_path / name) for name in stored}) == 1
+    # 32-bit values that float32 cannot hold (hashed as float64) match their double twin only.
+    wide = (values << 16) + 1
+    soundfile.write(tmp_path / "wide32.wav", wide, 44100, subtype="PCM_32")
+    soundfile.write(tmp_path / "wide double.wav", wide / 2**31, 44100, subtype="DOUBLE")
+    assert audio_content_hash(tmp_path / "wide32.wav") == audio_content_hash(tmp_path / "wide double.wav")
+    assert audio_content_hash(tmp_path / "wide32.wav") != audio_content_hash(tmp_path / "pcm32.wav")
+    changed = values.copy()
+    changed[2000] += 1
+    soundfile.write(tmp_path / "changed.wav", (changed / 2**15).astype(np.float32), 44100, subtype="FLOAT")
+    soundfile.write(tmp_path / "rate.wav", values.astype(np.int16), 48000, subtype="PCM_16")
+    soundfile.write(tmp_path / "stereo.wav", values.astype(np.int16).reshape(-1, 2), 44100, subtype="PCM_16")
+    reference = audio_content_hash(tmp_path / "pcm16.wav")
+    for name in ("changed.wav", "rate.wav", "stereo.wav"):
+        assert audio_content_hash(tmp_path / name) != reference, name
+    # A float file's negative zero is the integer file's zero.
+    zeros = np.zeros(4410, np.float32)
+    soundfile.write(tmp_path / "zeros.wav", zeros.astype(np.int16), 44100, subtype="PCM_16")
+    soundfile.write(tmp_path / "negative zeros.wav", -zeros, 44100, subtype="FLOAT")
+    assert np.signbit(soundfile.read(tmp_path / "negative zeros.wav")[0]).all()
+    assert audio_content_hash(tmp_path / "zeros.wav") == audio_content_hash(tmp_path / "negative zeros.wav")
+
+
+def test_remove_overlap_keeps_distinct_float_wav_files_of_one_length(tmp_path):
+    """Float WAV files of one length were all one hash to the filter, which removed every training file
+    as a copy of any reference file (silent data loss); it removes the true copy only."""
+    for index in range(4):
+        soundfile.write(tmp_path / f"{index}.wav", _waveform(index), 44100, subtype="FLOAT")
+    reference = _dataset([("0.wav", tmp_path / "0.wav", None)], "Clotho", "test")
+    train = _dataset(
+        [(str(index), tmp_path / f"{index}.wav", None) for index in range(4)], "WavCaps", "train"
+    )
+    filtered, report = remove_overlap(train, reference, by=["content"], num_threads=2)
+    assert report.removed_by_content == ["0"]
+    assert filtered["audio_id"] == ["1", "2", "3"]
