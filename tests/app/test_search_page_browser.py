@@ -87,6 +87,18 @@ def browser():
     driver.quit()
 
 
+def open_page(driver, url: str):
+    """Load the page and wait until both query inputs are drawn (gradio renders its components one by one, so
+    the text box can be there before the example upload); returns the text box."""
+    driver.get(url)
+    WebDriverWait(driver, 120).until(
+        lambda d: all(
+            d.find_elements(By.CSS_SELECTOR, css) for css in ("#query textarea", "#example input[type=file]")
+        )
+    )
+    return driver.find_element(By.CSS_SELECTOR, "#query textarea")
+
+
 def status_text(driver) -> str:
     """The status line's text, without gradio's progress tracker."""
     return driver.find_element(By.CSS_SELECTOR, "#status [data-testid=markdown]").text
@@ -132,10 +144,7 @@ def shown_results(driver) -> list[tuple[str, float, float, str, float]]:
 
 
 def test_search_by_text_and_by_example_and_listen(library, served, browser, tmp_path):
-    browser.get(served)
-    query_box = WebDriverWait(browser, 120).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, "#query textarea")
-    )
+    query_box = open_page(browser, served)
     assert "3 file(s) in" in browser.find_element(By.TAG_NAME, "h2").find_element(By.XPATH, "..").text
 
     status = status_after(browser, lambda: query_box.send_keys("a siren wails", Keys.ENTER))
@@ -168,10 +177,7 @@ def test_search_by_text_and_by_example_and_listen(library, served, browser, tmp_
 
 
 def test_errors_appear_on_the_page(served, browser, tmp_path):
-    browser.get(served)
-    query_box = WebDriverWait(browser, 120).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, "#query textarea")
-    )
+    query_box = open_page(browser, served)
     notes = Path(tmp_path / "notes.wav")
     notes.write_text("not audio")
     upload = browser.find_element(By.CSS_SELECTOR, "#example input[type=file]")
@@ -188,10 +194,7 @@ def test_errors_appear_on_the_page(served, browser, tmp_path):
 def test_find_moments_shows_each_on_its_files_waveform_strip_with_a_player_at_the_moment(
     library, served, browser
 ):
-    browser.get(served)
-    query_box = WebDriverWait(browser, 120).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, "#query textarea")
-    )
+    query_box = open_page(browser, served)
     query_box.send_keys("a siren wails")
     status = status_after(browser, lambda: browser.find_element(By.ID, "find-moments").click())
     assert re.fullmatch(rf"{TOP_K} moments for “a siren wails” \(\d+\.\d\d s\)", status)
