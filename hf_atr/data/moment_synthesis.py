@@ -1,8 +1,9 @@
 """Synthesised moments, as Clotho-Moment was made (Munakata et al., "Language-based Audio Moment Retrieval", 2024):
 captioned clips laid over long background recordings at random, non-overlapping times.
 
-For each recording :func:`synthesize_moments` draws, from one seeded generator per recording (so recording ``i``
-is the same whatever the number of recordings asked for):
+For each recording :func:`synthesize_moments` draws, from one generator seeded by ``(seed, split, i)`` (so recording
+``i`` is the same whatever the number of recordings asked for, and the splits built with one seed differ: a test
+recording never repeats a training recording's background stretch and event times):
 
 1. its length, uniform in ``duration_range`` seconds (30–300 s by default: CASTELLA's recordings are 1–5 minutes,
    Clotho-Moment's one);
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +138,7 @@ def synthesize_moments(
         events_range: ``(fewest, most)`` events per recording.
         snr_db: ``(lowest, highest)`` SNR of an event over the background, in dB (Eq. 1).
         sampling_rate: the rate of the written recordings; sources are resampled to it.
-        seed: the recordings and annotations are a function of the inputs and the seed.
+        seed: the recordings and annotations are a function of the inputs, the seed and the split.
         split: the split named in the file name (``train``, ``val``, ``test``).
         missing: ``"skip"`` leaves out clips and backgrounds that cannot be decoded (listed in the report);
             ``"error"`` raises on the first.
@@ -157,7 +159,7 @@ def synthesize_moments(
     source = _ClipSource(clips, sampling_rate, problems)
     lines = []
     for index in range(num_recordings):
-        rng = np.random.default_rng([seed, index])
+        rng = np.random.default_rng([seed, zlib.crc32(split.encode()), index])
         samples = int(round(rng.uniform(*duration_range) * sampling_rate))
         background = _background(background_files, samples, sampling_rate, rng)
         vid = f"{split}_{index:06d}"

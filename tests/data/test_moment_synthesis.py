@@ -138,6 +138,23 @@ def test_the_seed_fixes_the_output(synthesized, sources, backgrounds, tmp_path):
     assert other.annotations.read_text() != report.annotations.read_text()
 
 
+def test_splits_built_with_one_seed_differ(synthesized, sources, backgrounds, tmp_path):
+    """A test split made with the training split's seed repeats none of its recordings (lengths, event times)."""
+    _, train = synthesized
+    test = [
+        json.loads(line)
+        for line in _synthesize(sources, backgrounds, tmp_path, seed=3, split="test")
+        .annotations.read_text()
+        .splitlines()
+    ]
+    assert all(line["vid"].startswith("test_") for line in test)
+    layout = lambda lines: {
+        (line["vid"].split("_")[1], line["duration"], tuple(map(tuple, line["relevant_windows"])))
+        for line in lines
+    }  # noqa: E731
+    assert not layout(train) & layout(test)
+
+
 def test_event_gain_puts_the_event_at_the_snr():
     event = np.random.default_rng(0).standard_normal(1000)
     gain = event_gain(event, background_power=0.25, snr_db=6.0)
