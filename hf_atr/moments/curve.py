@@ -96,6 +96,12 @@ class SimilarityCurve:
         return float(np.median(np.diff(self.starts)))
 
     @property
+    def window(self) -> float:
+        """The length of a scored stretch in seconds: the median of ``ends − starts`` (a window's length, or one
+        frame)."""
+        return float(np.median(self.ends - self.starts))
+
+    @property
     def duration(self) -> float:
         """Where the last stretch ends: the recording's length as far as the curve knows it."""
         return float(self.ends.max())

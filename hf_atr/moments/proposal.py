@@ -7,20 +7,33 @@ Two proposers, pure functions of a :class:`~hf_atr.moments.curve.SimilarityCurve
   et al., "Language-based Audio Moment Retrieval", ICASSP 2025), which slides a clip-level retrieval model over the
   recording: every scored window is a candidate moment with its similarity as score, ranked by score, overlapping
   candidates removed by temporal non-maximum suppression (:func:`temporal_nms`);
-- ``"refined"`` (:func:`refined_moments`), the default: the curve smoothed (Gaussian), detected where it rises
-  above a threshold set by the recording's own score distribution (median + k·MAD), each detection's boundaries
-  refined on the unsmoothed curve down to a lower threshold (hysteresis) and placed at the curve's resolution,
-  then temporal NMS.
+- ``"refined"`` (:func:`refined_moments`), the default: candidate moments of several lengths around every peak of
+  the smoothed curve, each scored by how far the curve inside it stands above the recording's median, with a mild
+  preference for length; then temporal NMS.
 
-Boundaries from stretches: a run ``i..j`` of steps that overlap an event ``[a, b]`` while steps ``i − 1`` and
-``j + 1`` do not bounds it: ``ends[i−1] <= a < ends[i]`` and ``starts[j] < b <= starts[j+1]``. The refined proposer
-takes ``[ends[i−1], starts[j+1]]`` (the recording's ends where the run touches them): for frames, the run's own
-frames; for windows of length W every h seconds, the event itself to within one hop, not the run's W + (j − i)h
-seconds of audio.
+Boundaries from the shape of a window curve. A window of length ``W`` scores, to first order, the recording's
+background level plus the event's height times the share of the event it holds, ``overlap / min(L, W)`` for an
+event of length ``L`` (the model of ``tests/moments/test_proposal.py``). Plotted at the windows' centres, that curve
+is a trapezoid whose flanks are ``min(L, W)`` long and whose half-height points lie ``max(L, W)`` apart, centred on
+the event: for ``L >= W`` the crossings of half the peak's prominence are the event's own boundaries, for
+``L < W`` they are a window around it (:func:`peak_stretches`, at several fractions of the prominence for noisy
+curves). A run ``i..j`` of steps that overlap the event while steps ``i − 1`` and ``j + 1`` do not bounds a short
+event from inside: ``ends[i−1] <= a < ends[i]`` and ``starts[j] < b <= starts[j+1]`` (:func:`run_bounds`). For
+frames (``W`` one frame) both are the event itself to within a frame.
+
+Which candidate: the score of ``[a, b]`` is ``m + (μ − m) · ((b − a) / W)^γ`` (:func:`moment_score`), ``μ`` the
+curve's mean score over the steps centred inside (the raw scores: smoothing would lower a box's edges and pull every
+boundary inwards), ``m`` the recording's median score. Within one recording it ranks as the candidate's contrast in units of the noise, ``(μ − m) / σ``, times the length factor: averaging
+``(b − a) / W`` independent windows lowers the noise of ``μ`` by the square root of that, so a longer stretch at the
+same height is better evidence, and a candidate shorter than a window, whose ``μ`` is read from the one or two
+steps at its middle (a peak's value, raised by the noise it was selected on), is less. ``γ = 0.25``, half that
+square root, was chosen on the validation split of ``benchmarks/moments.py`` (the windows overlap, so they are not
+independent). The score is in the curve's own units (a similarity) and equals ``μ`` for a candidate one window long.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -46,21 +59,32 @@ class MomentProposalConfig:
         max_moments: moments kept per recording, best first (default :data:`MAX_PREDICTIONS`).
         nms_iou: temporal NMS: a moment whose IoU with a better-scored kept one exceeds this is dropped (``1.0``
             keeps every candidate). Default 0.5.
-        smoothing_seconds: ``"refined"``: the σ of the Gaussian that smooths the curve before detection, in
-            seconds (converted to steps of the curve); ``0`` detects on the raw curve. Default 0.5.
-        threshold_mads: ``"refined"``: a moment is detected where the smoothed curve exceeds the raw curve's
-            median by this many σ (σ = 1.4826 · MAD, the median absolute deviation of the raw scores: the
-            recording's own noise level, robust to the moments themselves). Default 3.0.
-        boundary_mads: ``"refined"``: a detection extends over the contiguous steps around its peak where the
+        smoothing_seconds: ``"refined"``: the σ of the Gaussian that smooths the curve, in seconds (converted to
+            steps of the curve; ``0`` reads the raw curve) before peaks are found and cut. Default 0.25.
+        coarse_smoothing_seconds: ``"refined"``: a second, wider Gaussian whose peaks give the candidates of long
+            events (their tops are flat and noisy, so the fine curve splits them). Default 1.0 (at least
+            ``smoothing_seconds``).
+        peak_levels: ``"refined"``: the fractions of a peak's prominence below its top at which its stretch is cut
+            (:func:`peak_stretches`; ``0.5`` is the half-height width). Default ``(0.25, 0.5, 0.75)``.
+        threshold_mads: ``"refined"``: the smoothed curve's runs above the raw curve's median plus this many σ
+            (σ = 1.4826 · MAD, the median absolute deviation of the raw scores: the recording's own noise level,
+            robust to the moments themselves) are candidates too, bounded by their neighbours (:func:`run_bounds`).
+            Default 3.0.
+        boundary_mads: ``"refined"``: such a run extends over the contiguous steps around its peak where the
             unsmoothed curve exceeds its median by this many σ. Default 1.0 (at most ``threshold_mads``).
+        length_exponent: ``"refined"``: ``γ`` of the score :func:`moment_score`, the preference for a longer
+            candidate at the same height (``0`` ranks by height alone). Default 0.25.
     """
 
     proposer: str = "refined"
     max_moments: int = MAX_PREDICTIONS
     nms_iou: float = 0.5
-    smoothing_seconds: float = 0.5
+    smoothing_seconds: float = 0.25
+    coarse_smoothing_seconds: float = 1.0
+    peak_levels: tuple[float, ...] = (0.25, 0.5, 0.75)
     threshold_mads: float = 3.0
     boundary_mads: float = 1.0
+    length_exponent: float = 0.25
 
     def __post_init__(self) -> None:
         if self.proposer not in PROPOSERS:
@@ -73,8 +97,21 @@ class MomentProposalConfig:
             raise ValueError(f"max_moments must be a positive integer, got {self.max_moments!r}.")
         if not (isinstance(self.nms_iou, (int, float)) and 0.0 <= self.nms_iou <= 1.0):
             raise ValueError(f"nms_iou must be an IoU in [0, 1], got {self.nms_iou!r}.")
-        if not (isinstance(self.smoothing_seconds, (int, float)) and self.smoothing_seconds >= 0):
-            raise ValueError(f"smoothing_seconds must be >= 0 seconds, got {self.smoothing_seconds!r}.")
+        for name in ("smoothing_seconds", "coarse_smoothing_seconds", "length_exponent"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+        if self.coarse_smoothing_seconds < self.smoothing_seconds:
+            raise ValueError(
+                f"coarse_smoothing_seconds ({self.coarse_smoothing_seconds}) must be at least smoothing_seconds "
+                f"({self.smoothing_seconds}): it is the wider of the two Gaussians."
+            )
+        levels = tuple(self.peak_levels) if isinstance(self.peak_levels, (list, tuple)) else None
+        if not levels or not all(isinstance(level, (int, float)) and 0 < level <= 1 for level in levels):
+            raise ValueError(
+                f"peak_levels must be a non-empty sequence of fractions in (0, 1], got {self.peak_levels!r}."
+            )
+        object.__setattr__(self, "peak_levels", tuple(float(level) for level in levels))
         for name in ("threshold_mads", "boundary_mads"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value)):
@@ -165,42 +202,102 @@ def run_bounds(curve: SimilarityCurve, first: int, last: int) -> tuple[float, fl
     return float(curve.starts[last]), float(curve.ends[first])
 
 
-def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None = None) -> list[Moment]:
-    """The default proposer: detection on the smoothed curve, boundaries on the raw one (module docstring).
+def smoothed_peaks(smoothed: np.ndarray) -> np.ndarray:
+    """The steps where ``smoothed`` (``(steps,)``) peaks (``scipy.signal.find_peaks``; the middle of a plateau; a
+    maximum at either end of the recording counts), in time order; a flat curve's first step."""
+    from scipy.signal import find_peaks
 
-    1. The curve is smoothed (``config.smoothing_seconds``).
-    2. Detections: the maximal runs of steps where the smoothed curve exceeds ``median + threshold_mads · σ`` of
-       the raw curve (its statistics, not the smoothed curve's, which the moments' own smoothed tails inflate).
-       The other peaks of the smoothed curve (``scipy.signal.find_peaks``), all below that level, follow as
-       candidates of their own: the metrics read up to 10 predictions, and a moment the threshold misses may be
-       among them. A curve without any peak (flat) gets one candidate, at its maximum.
-    3. Each candidate's peak (its best raw score) grows into the maximal run of steps around it whose raw score
-       exceeds ``median + boundary_mads · σ`` of the raw curve; that run's bounds (:func:`run_bounds`) are the
-       moment, its score the smoothed curve's maximum over the run.
-    4. Temporal NMS at ``config.nms_iou``; the best ``config.max_moments`` are kept.
+    peaks = find_peaks(_padded(smoothed))[0] - 1
+    return peaks if len(peaks) else np.array([int(np.argmax(smoothed))])
+
+
+def peak_stretches(
+    curve: SimilarityCurve, smoothed: np.ndarray, levels: Sequence[float]
+) -> list[tuple[int, float, float]]:
+    """``[(peak, start, end)]``: each peak of ``smoothed`` (``(steps,)``, the curve smoothed; a plateau counts
+    once, and so does a maximum at either end of the recording; a flat curve has its first step) cut at each of
+    ``levels`` of its prominence below its top (``scipy.signal.peak_widths`` with ``rel_height=level``), in seconds. The crossings are interpolated between the
+    centres of the steps they fall between, to a fraction of a step; one beyond the first or last centre is the
+    recording's start or end. Peaks in order, each with its levels in the given order."""
+    from scipy.signal import peak_prominences, peak_widths
+
+    steps = len(smoothed)
+    padded = _padded(smoothed)
+    peaks = smoothed_peaks(smoothed) + 1
+    centres = curve.times
+
+    def seconds(position: float, edge: float) -> float:
+        step = position - 1.0  # from the padded curve's positions to the curve's steps
+        return edge if step < 0 or step > steps - 1 else float(np.interp(step, np.arange(steps), centres))
+
+    with (
+        warnings.catch_warnings()
+    ):  # a flat curve's peak: prominence 0, empty stretches (dropped by the caller)
+        warnings.filterwarnings("ignore", "some peaks have a (prominence|width) of 0", RuntimeWarning)
+        prominences = peak_prominences(padded, peaks)
+        cuts = [peak_widths(padded, peaks, rel_height=level, prominence_data=prominences) for level in levels]
+    stretches = []
+    for k, peak in enumerate(peaks):
+        for _, _, lefts, rights in cuts:
+            start = seconds(lefts[k], float(curve.starts[0]))
+            end = seconds(rights[k], float(curve.ends[-1]))
+            stretches.append((int(peak) - 1, start, end))
+    return stretches
+
+
+def moment_score(
+    curve: SimilarityCurve, scores: np.ndarray, start: float, end: float, median: float, exponent: float
+) -> float:
+    """The score of the candidate moment ``[start, end]`` (module docstring): ``median + (μ − median) ·
+    ((end − start) / W)^exponent``, ``μ`` the mean of ``scores`` (``(steps,)``, the curve's
+    scores or a smoothing of them) over the steps whose centres lie in the moment (where none does, ``scores``
+    interpolated at its middle), ``W`` the curve's :attr:`window`."""
+    centres = curve.times
+    inside = (centres >= start) & (centres <= end)
+    level = (
+        float(scores[inside].mean()) if inside.any() else float(np.interp((start + end) / 2, centres, scores))
+    )
+    window = curve.window
+    return median + (level - median) * ((end - start) / window) ** exponent
+
+
+def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None = None) -> list[Moment]:
+    """The default proposer (module docstring): candidates of several lengths, scored, then NMS.
+
+    1. The curve is smoothed twice: fine (``config.smoothing_seconds``) and coarse
+       (``config.coarse_smoothing_seconds``).
+    2. Candidates:
+       - every peak of either smoothed curve, cut at each of ``config.peak_levels`` (:func:`peak_stretches`);
+       - every peak of the fine curve as its own step (the baseline's window, or one frame);
+       - the runs where the fine curve exceeds ``median + threshold_mads · σ`` of the raw curve, each grown from its
+         best raw score over the contiguous steps above ``median + boundary_mads · σ`` and bounded by
+         :func:`run_bounds`.
+    3. Each distinct candidate is scored by :func:`moment_score` on the raw curve (``config.length_exponent``).
+    4. Temporal NMS at ``config.nms_iou``; the best ``config.max_moments`` are kept (ties in the order above).
     """
     config = config or MomentProposalConfig()
     raw = curve.scores
-    smooth = smoothed_scores(curve, config.smoothing_seconds)
-    from scipy.signal import find_peaks
-
-    detected = smooth > robust_level(raw, config.threshold_mads)
-    runs = _runs(detected) + [(peak, peak) for peak in find_peaks(smooth)[0].tolist() if not detected[peak]]
-    runs = runs or [(int(np.argmax(smooth)),) * 2]
+    fine = smoothed_scores(curve, config.smoothing_seconds)
+    coarse = smoothed_scores(curve, config.coarse_smoothing_seconds)
+    spans = [(start, end) for _, start, end in peak_stretches(curve, fine, config.peak_levels)]
+    spans += [(start, end) for _, start, end in peak_stretches(curve, coarse, config.peak_levels)]
+    spans += [(float(curve.starts[peak]), float(curve.ends[peak])) for peak in smoothed_peaks(fine)]
     boundary = robust_level(raw, config.boundary_mads)
-    moments, seen = [], set()
-    for first, last in runs:
-        peak = first + int(np.argmax(raw[first : last + 1]))
-        left, right = peak, peak
+    seeds = _runs(fine > robust_level(raw, config.threshold_mads))
+    seeds += [(peak, peak) for peak in smoothed_peaks(fine).tolist()]
+    for first, last in seeds:
+        left = right = first + int(np.argmax(raw[first : last + 1]))
         while left > 0 and raw[left - 1] > boundary:
             left -= 1
         while right + 1 < len(raw) and raw[right + 1] > boundary:
             right += 1
-        if (left, right) in seen:
-            continue
-        seen.add((left, right))
-        start, end = run_bounds(curve, left, right)
-        moments.append(Moment(start, end, float(smooth[left : right + 1].max())))
+        spans.append(run_bounds(curve, left, right))
+    median = float(np.median(raw))
+    moments = [
+        Moment(start, end, moment_score(curve, raw, start, end, median, config.length_exponent))
+        for start, end in dict.fromkeys(spans)
+        if end > start
+    ]
     return temporal_nms(moments, config.nms_iou, config.max_moments)
 
 
@@ -218,6 +315,13 @@ def prediction_record(qid: Any, moments: Sequence[Moment]) -> dict[str, Any]:
     return {"qid": qid, "pred_relevant_windows": [moment.as_window() for moment in moments]}
 
 
+def _padded(smoothed: np.ndarray) -> np.ndarray:
+    """``smoothed`` between two steps at its minimum, so that a maximum at either end is a peak (and its prominence
+    is measured down to the curve's own lowest level)."""
+    floor = float(smoothed.min())
+    return np.concatenate([[floor], smoothed, [floor]])
+
+
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """``[(first, last)]`` of the maximal runs of ``True`` in ``mask``, in order."""
     padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
@@ -231,11 +335,14 @@ __all__ = [
     "Moment",
     "MomentProposalConfig",
     "PROPOSERS",
+    "moment_score",
+    "peak_stretches",
     "prediction_record",
     "propose_moments",
     "refined_moments",
     "robust_level",
     "run_bounds",
+    "smoothed_peaks",
     "sliding_window_moments",
     "smoothed_scores",
     "temporal_iou",
