@@ -20,9 +20,9 @@ weights are reachable, so:
 * **evaluation**: ``MomentEvaluator`` on the validation and test recordings (each encoded once, windows of the
   extractor's 2 s every ``--hop`` s), with the AMR paper's sliding-window baseline and the refined default proposer.
 
-Printed: R1@0.5, R1@0.7, mAP@0.5, mAP@0.75 and mAP (in %) per model and proposer, and the cost per hour of audio
-on this CPU: encoding the windows and scoring them (the same for both proposers) and proposing the moments, in
-seconds per hour of audio.
+Printed: R1@0.5, R1@0.7, mAP@0.5, mAP@0.75 and mAP (in %) per split, model and proposer, the cost per hour of audio
+on this CPU (encoding the windows and scoring them, the same for both proposers, and proposing the moments, in
+seconds per hour of audio), and the test split's mAP by the length of the annotated moment.
 
     PYTHONPATH=. python benchmarks/moments.py                    # the size of docs/moments.md (< 10 min, 1 thread)
     PYTHONPATH=. python benchmarks/moments.py --event-seconds 2  # every event exactly one window long
@@ -53,6 +53,7 @@ from hf_atr.data.schema import all_captions, atr_features, finalize_audio_column
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.data.synthcaps_audio import generate_clip
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
+from hf_atr.metrics.moments import moment_retrieval_metrics
 from hf_atr.modeling_atr import AtrDualEncoderModel
 from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.objectives.registry import build_objective
@@ -143,7 +144,7 @@ def training_arguments(
 def evaluate(
     model: AtrDualEncoderModel, processor: AtrProcessor, moments, proposer: str, hop: float, batch_size: int
 ):
-    """The metrics, and seconds per hour of audio for (encoding + scoring, proposing)."""
+    """The metrics, seconds per hour of audio for (encoding + scoring, proposing), and the predictions."""
     evaluator = MomentEvaluator(
         moments,
         processor,
@@ -159,7 +160,24 @@ def evaluate(
         propose_moments(curve, evaluator.proposal)
     proposing = time.perf_counter() - started
     hours = evaluation.protocol["audio_seconds"] / 3600
-    return evaluation.metrics, (total - proposing) / hours, proposing / hours
+    return evaluation.metrics, (total - proposing) / hours, proposing / hours, evaluation.predictions
+
+
+def map_by_event_length(moments, predictions) -> dict[float, float]:
+    """mAP (0.50:0.05:0.95) of the queries whose annotated moment lasts each length (seconds, to 0.1 s)."""
+    lengths = {
+        qid: round(windows[0][1] - windows[0][0], 1)
+        for qid, windows in zip(moments["qid"], moments["windows"])
+    }
+    by_qid = {record["qid"]: record for record in predictions}
+    result = {}
+    for length in sorted(set(lengths.values())):
+        qids = [qid for qid, value in lengths.items() if value == length and qid in by_qid]
+        references = [
+            {"qid": qid, "relevant_windows": moments["windows"][moments["qid"].index(qid)]} for qid in qids
+        ]
+        result[length] = moment_retrieval_metrics([by_qid[qid] for qid in qids], references)["mAP"]
+    return result
 
 
 def event_clips(split: str, count: int, durations: tuple[float, ...], seed: int) -> Dataset:
@@ -250,14 +268,16 @@ def main() -> None:
     )
     feature_extractor = processor.feature_extractor
 
-    rows = []
+    rows, by_length = [], {}
     for split in ("validation", "test"):
         for model_name, evaluated in zip(MODELS, (model, tuned)):
             for proposer_name, proposer in PROPOSERS.items():
-                metrics, encoding_cost, proposal_cost = evaluate(
+                metrics, encoding_cost, proposal_cost, predictions = evaluate(
                     evaluated, processor, sets[split], proposer, args.hop, args.batch_size
                 )
                 rows.append((split, model_name, proposer_name, metrics, encoding_cost, proposal_cost))
+                if split == "test":
+                    by_length[(model_name, proposer_name)] = map_by_event_length(sets[split], predictions)
 
     recordings = len(set(test_moments["recording_id"]))
     lengths = "/".join(f"{seconds:g}" for seconds in args.event_seconds)
@@ -294,6 +314,16 @@ def main() -> None:
         print(
             f"test {name}: after - before {tuning[0]:+.2f} points (baseline), {tuning[1]:+.2f} (refined); "
             f"refined - baseline {proposing[0]:+.2f} points (before), {proposing[1]:+.2f} (after)"
+        )
+    lengths = sorted({length for values in by_length.values() for length in values})
+    print(
+        f"test mAP by the annotated moment's length:\n{'model':<26}{'proposer':<31}"
+        + "".join(f"{f'{length:g} s':>9}" for length in lengths)
+    )
+    for (model_name, proposer_name), values in by_length.items():
+        print(
+            f"{model_name:<26}{proposer_name:<31}"
+            + "".join(f"{100 * values[length]:>9.2f}" for length in lengths)
         )
     print(f"Whole run: {time.perf_counter() - run_started:.0f} s.")
 
