@@ -336,7 +336,9 @@ def main() -> None:
         "--full-baseline", action="store_true", help="run the baseline on every query at 10k x 50k"
     )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's default)")
-    parser.add_argument("--moments-only", action="store_true", help="only the moment retrieval row (10k queries)")
+    parser.add_argument(
+        "--moments-only", action="store_true", help="only the moment retrieval row (10k queries)"
+    )
     args = parser.parse_args()
     if args.moments_only:
         compare_moments(10_000)

@@ -148,10 +148,13 @@ def test_splits_built_with_one_seed_differ(synthesized, sources, backgrounds, tm
         .splitlines()
     ]
     assert all(line["vid"].startswith("test_") for line in test)
-    layout = lambda lines: {
-        (line["vid"].split("_")[1], line["duration"], tuple(map(tuple, line["relevant_windows"])))
-        for line in lines
-    }  # noqa: E731
+
+    def layout(lines):
+        return {
+            (line["vid"].split("_")[1], line["duration"], tuple(map(tuple, line["relevant_windows"])))
+            for line in lines
+        }
+
     assert not layout(train) & layout(test)
 
 
