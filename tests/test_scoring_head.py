@@ -13,6 +13,7 @@ from transformers import AutoModel
 
 from hf_atr import AtrConfig, AtrDualEncoderModel, AtrScoringHead, build_objective
 from hf_atr.configuration_atr import migrate_config_dict
+from hf_atr.encoding import encode_labels, encode_text
 from hf_atr.processing_atr import model_audio_inputs
 from hf_atr.scoring_head import MAX_LOGIT_SCALE
 
@@ -180,3 +181,15 @@ def test_softmax_objectives_do_not_read_the_bias_and_leave_it_frozen_by_the_trai
 def test_pe_audio_padding_mask_reaches_the_model_as_the_audio_mask():
     features = {"input_values": torch.zeros(1, 1, 1920), "padding_mask": torch.ones(1, 1920)}
     assert sorted(model_audio_inputs(features)) == ["audio_attention_mask", "input_values"]
+
+
+def test_zero_shot_label_embeddings_of_a_dot_model_are_the_plain_mean_of_their_prompts():
+    """A ``dot`` model scores unnormalised embeddings, so a label's prompt ensemble is not re-normalised."""
+    processor = make_processor()
+    model = make_model(processor=processor, scoring="dot", logit_scale_form="raw", logit_bias=True).eval()
+    prompts = ["a {} sound", "This is a sound of {}."]
+    labels = encode_labels(model, processor, ["dog", "siren"], prompts)
+    texts = ["a dog sound", "This is a sound of dog.", "a siren sound", "This is a sound of siren."]
+    expected = encode_text(model, processor, texts).view(2, 2, -1).mean(dim=1)
+    torch.testing.assert_close(labels, expected)
+    assert not torch.allclose(labels.norm(dim=-1), torch.ones(2))

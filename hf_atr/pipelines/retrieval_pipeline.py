@@ -484,7 +484,8 @@ class AudioTextRetrievalPipeline(Pipeline):
         """Zero-shot classification of one clip (or a list of clips) into ``labels``.
 
         Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``); several
-        templates are averaged into one label embedding and re-normalised (CLIP's prompt ensembles).
+        templates are averaged into one label embedding and re-normalised (CLIP's prompt ensembles; a ``dot``-scoring
+        model, such as one converted from PE-Audio, scores the mean as it is).
         Scores are the softmax over labels of the model's ``logits_per_audio`` (audio scale · similarity), as
         transformers' ``zero-shot-audio-classification`` pipeline scores a ``ClapModel``. A clip longer than
         the extractor's window is embedded window by window and pooled (``windowing``).
