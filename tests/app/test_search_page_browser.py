@@ -87,14 +87,22 @@ def browser():
     driver.quit()
 
 
+PAGE_PARTS = (
+    "#query textarea",
+    "#search",
+    "#find-moments",
+    "#status [data-testid=markdown]",
+    "#example input[type=file]",
+)
+"""What the tests touch on a fresh page: gradio draws its components one by one, so each is waited for."""
+
+
 def open_page(driver, url: str):
-    """Load the page and wait until both query inputs are drawn (gradio renders its components one by one, so
-    the text box can be there before the example upload); returns the text box."""
+    """Load the page and wait until every part in :data:`PAGE_PARTS` is drawn (on CI's Chromium the example upload
+    came after the text box); returns the text box."""
     driver.get(url)
     WebDriverWait(driver, 120).until(
-        lambda d: all(
-            d.find_elements(By.CSS_SELECTOR, css) for css in ("#query textarea", "#example input[type=file]")
-        )
+        lambda d: all(d.find_elements(By.CSS_SELECTOR, css) for css in PAGE_PARTS)
     )
     return driver.find_element(By.CSS_SELECTOR, "#query textarea")
 
