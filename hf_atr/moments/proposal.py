@@ -216,9 +216,10 @@ def peak_stretches(
 ) -> list[tuple[int, float, float]]:
     """``[(peak, start, end)]``: each peak of ``smoothed`` (``(steps,)``, the curve smoothed; a plateau counts
     once, and so does a maximum at either end of the recording; a flat curve has its first step) cut at each of
-    ``levels`` of its prominence below its top (``scipy.signal.peak_widths`` with ``rel_height=level``), in seconds. The crossings are interpolated between the
-    centres of the steps they fall between, to a fraction of a step; one beyond the first or last centre is the
-    recording's start or end. Peaks in order, each with its levels in the given order."""
+    ``levels`` of its prominence below its top (``scipy.signal.peak_widths`` with ``rel_height=level``), in
+    seconds. The crossings are interpolated between the centres of the steps they fall between, to a fraction of a
+    step; one beyond the first or last centre is the recording's start or end. Peaks in order, each with its levels
+    in the given order."""
     from scipy.signal import peak_prominences, peak_widths
 
     steps = len(smoothed)
@@ -230,9 +231,8 @@ def peak_stretches(
         step = position - 1.0  # from the padded curve's positions to the curve's steps
         return edge if step < 0 or step > steps - 1 else float(np.interp(step, np.arange(steps), centres))
 
-    with (
-        warnings.catch_warnings()
-    ):  # a flat curve's peak: prominence 0, empty stretches (dropped by the caller)
+    # a flat curve's peak has prominence 0 and empty stretches, which the caller drops: no warning for them
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "some peaks have a (prominence|width) of 0", RuntimeWarning)
         prominences = peak_prominences(padded, peaks)
         cuts = [peak_widths(padded, peaks, rel_height=level, prominence_data=prominences) for level in levels]
@@ -281,10 +281,10 @@ def refined_moments(curve: SimilarityCurve, config: MomentProposalConfig | None 
     coarse = smoothed_scores(curve, config.coarse_smoothing_seconds)
     spans = [(start, end) for _, start, end in peak_stretches(curve, fine, config.peak_levels)]
     spans += [(start, end) for _, start, end in peak_stretches(curve, coarse, config.peak_levels)]
-    spans += [(float(curve.starts[peak]), float(curve.ends[peak])) for peak in smoothed_peaks(fine)]
+    fine_peaks = smoothed_peaks(fine).tolist()
+    spans += [(float(curve.starts[peak]), float(curve.ends[peak])) for peak in fine_peaks]
     boundary = robust_level(raw, config.boundary_mads)
-    seeds = _runs(fine > robust_level(raw, config.threshold_mads))
-    seeds += [(peak, peak) for peak in smoothed_peaks(fine).tolist()]
+    seeds = _runs(fine > robust_level(raw, config.threshold_mads)) + [(peak, peak) for peak in fine_peaks]
     for first, last in seeds:
         left = right = first + int(np.argmax(raw[first : last + 1]))
         while left > 0 and raw[left - 1] > boundary:
