@@ -8,8 +8,13 @@ CASTELLA and Clotho-Moment, one query per line::
 
 ``qid`` names the query (CASTELLA: ``<vid>_<n>``; Clotho-Moment: a number written as a string), ``vid`` the
 recording, ``duration`` its length and ``relevant_windows`` the moments ``[start, end]`` in seconds (CASTELLA:
-whole seconds, in any order, possibly touching or overlapping). Other fields (Clotho-Moment's ``fg_dB``) are
-ignored, but ``source_id`` and ``source_audio_id``, which :mod:`hf_atr.data.moment_synthesis` writes, are kept.
+whole seconds, in any order, possibly touching or overlapping, some running past ``duration``). Other fields
+(Clotho-Moment's ``fg_dB``) are ignored, but ``source_id`` and ``source_audio_id``, which
+:mod:`hf_atr.data.moment_synthesis` writes, are kept.
+
+Queries and windows are kept as released: the metric reads the windows as the file gives them, and predictions
+carry the query text byte for byte. What must lie inside the recording (training crops, the timeline figure) clips
+the windows there (:func:`windows_inside`); what the model encodes is :func:`query_text_for_model`.
 Lighthouse names the files ``<corpus>_<split>_release.jsonl`` (``castella_val_release.jsonl``).
 
 A recording is the file ``<vid>.<ext>`` (any extension of :data:`~hf_atr.data.audio.AUDIO_EXTENSIONS`) in the
@@ -54,12 +59,6 @@ logger = get_logger(__name__)  # transformers logging, imported on the first mes
 MOMENT_FIELDS: tuple[str, ...] = ("qid", "query", "duration", "vid", "relevant_windows")
 """The fields every line of a moment annotation file has."""
 
-WINDOW_TOLERANCE_S = 1.0
-"""How far (seconds) a window may run past the recording's ``duration`` (or start before 0) and be clipped to it
-with a warning instead of refused. CASTELLA gives durations and boundaries in whole seconds and its release has
-windows one second past the duration (``[118, 300]`` in a recording of ``duration`` 299, ``castella_val``); none
-is further out there."""
-
 MOMENT_COLUMNS = ("audio", "recording_id", "duration", "qid", "query", "windows")
 """The columns of a moment dataset (:func:`load_moments`) that training and evaluation read."""
 
@@ -71,7 +70,7 @@ MOMENT_SPLITS: dict[str, str] = {"train": "train", "val": "validation", "valid":
 ``valid``) -> hf-atr's."""
 
 _RELEASE_FILE = re.compile(r"(?P<corpus>.+)_(?P<split>train|val|valid|validation|test)_release\.jsonl")
-_LISTED_IN_WARNING = 10
+_LISTED_IN_WARNING = 5
 
 
 def moment_features(translation_languages: Iterable[str] = (), with_sources: bool = False) -> Features:
@@ -125,19 +124,20 @@ def load_moments(
             ``query`` is the translation of the query with the same ``qid`` (other fields are not read). They
             ride along as in the shared schema: ``translations[<ISO 639-3>]`` is a one-element list aligned
             with ``query``, ``None`` for a query the file does not translate.
-        missing: ``"error"`` raises on the first problem (a malformed line, a missing field, ``start >= end``, a
-            window more than :data:`WINDOW_TOLERANCE_S` outside the recording, a duplicated ``qid``, two
-            durations for one recording, a missing or unreadable recording), naming the file and line;
-            ``"skip"`` drops those queries and logs them.
+        missing: ``"error"`` raises on the first problem (a malformed line, a missing field, a window that is
+            not two numbers or has ``start >= end``, a duplicated ``qid``, two durations for one recording, a
+            missing or unreadable recording), naming the file and line; ``"skip"`` drops those queries and logs
+            them. A window that runs outside its recording is not a problem (below).
         split: the split name recorded in the provenance (default: from the file name, else ``"test"``).
 
     Returns:
         A ``Dataset``, one row per query in file order: ``audio`` (``Audio(decode=False)``, absolute path),
         ``recording_id`` (``vid``), ``duration`` (seconds), ``qid`` (an integer ``qid`` as its decimal
-        string), ``query``, ``windows`` (``[[start, end], ...]`` in seconds, in file order, each within
-        ``[0, duration]``), ``translations`` when given, ``source_audio_id`` and ``source_id`` when the file
-        has them. A window up to :data:`WINDOW_TOLERANCE_S` past the recording is clipped to it, with one
-        warning counting them.
+        string), ``query`` (as released, white space included), ``windows`` (``[[start, end], ...]`` in
+        seconds, as released and in file order), ``translations`` when given (as released),
+        ``source_audio_id`` and ``source_id`` when the file has them. Windows that run outside ``[0,
+        duration]`` are kept and counted in one warning that shows the first few (line, window, duration, by
+        how much).
 
     Raises:
         FileNotFoundError: ``path`` or ``audio_dir`` does not exist (and, under ``"error"``, a recording).
@@ -289,11 +289,11 @@ def _read_queries(path: Path, problems: CorpusProblems) -> list[_Query]:
     queries: list[_Query] = []
     first_line: dict[str, int] = {}
     durations: dict[str, tuple[float, int]] = {}
-    clipped: list[str] = []
+    outside: list[str] = []
     for number, record in _read_records(path, problems):
         where = location(path, number)
         try:
-            query = _check_record(record, where, clipped)
+            query = _check_record(record, where)
             if query.qid in first_line:
                 raise CorpusFormatError(
                     f"{where}: qid {query.qid!r} is already on line {first_line[query.qid]}."
@@ -309,21 +309,63 @@ def _read_queries(path: Path, problems: CorpusProblems) -> list[_Query]:
             continue
         first_line[query.qid] = number
         queries.append(replace(query, line=number))
-    if clipped:
-        shown = "\n  ".join(clipped[:_LISTED_IN_WARNING])
+        outside += [
+            f"{where}: relevant_windows[{k}] {record['relevant_windows'][k]!r} {note}"
+            for k, (start, end) in enumerate(query.windows)
+            if (note := _outside_note(start, end, query.duration)) is not None
+        ]
+    if outside:
+        shown = "\n  ".join(outside[:_LISTED_IN_WARNING])
         more = (
-            f"\n  ... and {len(clipped) - _LISTED_IN_WARNING} more"
-            if len(clipped) > _LISTED_IN_WARNING
+            f"\n  ... and {len(outside) - _LISTED_IN_WARNING} more"
+            if len(outside) > _LISTED_IN_WARNING
             else ""
         )
         logger.warning(
-            f"{path}: clipped {len(clipped)} window(s) that ran up to {WINDOW_TOLERANCE_S:g} s outside their "
-            f"recording to [0, duration]:\n  {shown}{more}"
+            f"{path}: {len(outside)} window(s) run outside their recording [0, duration]. They are kept as "
+            "released (the metric reads them); training crops and the timeline figure clip them to the recording "
+            f"and skip those left with no length:\n  {shown}{more}"
         )
     return queries
 
 
-def _check_record(record: dict[str, Any], where: str, clipped: list[str]) -> _Query:
+def _outside_note(start: float, end: float, duration: float) -> str | None:
+    """How the window ``[start, end]`` (seconds) runs outside a recording of ``duration`` seconds, in words
+    (``"ends 1 s past the end of the 5-s recording"``), or ``None`` when it lies inside ``[0, duration]``."""
+    recording = f"the {duration:g}-s recording"
+    if start >= duration:
+        where = "at" if start == duration else f"{start - duration:g} s past"
+        return f"starts {where} the end of {recording} and ends {end - duration:g} s past it: none of it is inside"
+    if end <= 0:
+        where = "at" if end == 0 else f"{-end:g} s before"
+        return f"ends {where} the start of {recording}: none of it is inside"
+    notes = []
+    if start < 0:
+        notes.append(f"starts {-start:g} s before the start of {recording}")
+    if end > duration:
+        notes.append(f"ends {end - duration:g} s past the end of {recording}")
+    return " and ".join(notes) or None
+
+
+def windows_inside(windows: Sequence[Sequence[float]], duration: float) -> list[list[float]]:
+    """The parts of ``windows`` (``[[start, end], ...]`` seconds) that lie inside ``[0, duration]``, in order; a
+    window with no length there is left out (``[69, 70]`` in a recording of 69 s). What a crop or a figure of the
+    recording reads; the metric reads the windows as released."""
+    clipped = [[max(float(start), 0.0), min(float(end), float(duration))] for start, end in windows]
+    return [[start, end] for start, end in clipped if end > start]
+
+
+def query_text_for_model(query: str) -> str:
+    """The text the model encodes for a released ``query``: without the white space around it.
+
+    Released files keep it (11,639 of the 17,505 queries of Lighthouse's ActivityNet release start with a space),
+    and :func:`load_moments` keeps the query as released so that predictions carry it unchanged; the clip corpora's
+    loaders strip their captions, so a model is trained and evaluated on stripped text.
+    """
+    return query.strip()
+
+
+def _check_record(record: dict[str, Any], where: str) -> _Query:
     absent = [field for field in MOMENT_FIELDS if field not in record]
     if absent:
         raise CorpusFormatError(f"{where}: no field(s) {absent}; a line needs {list(MOMENT_FIELDS)}.")
@@ -347,26 +389,30 @@ def _check_record(record: dict[str, Any], where: str, clipped: list[str]) -> _Qu
         raise CorpusFormatError(
             f"{where}: relevant_windows {windows!r} is not a non-empty list of [start, end]."
         )
-    checked = [_check_window(window, k, duration, where, clipped) for k, window in enumerate(windows)]
+    checked = [_check_window(window, k, where) for k, window in enumerate(windows)]
     source_audio_id, source_id = record.get(SOURCE_AUDIO_ID_COLUMN), record.get(SOURCE_ID_COLUMN)
-    return _Query(0, str(qid), query.strip(), duration, vid, checked, source_audio_id, source_id)
+    return _Query(0, str(qid), query, duration, vid, checked, source_audio_id, source_id)
 
 
-def _check_window(window: Any, k: int, duration: float, where: str, clipped: list[str]) -> list[float]:
+def _check_window(window: Any, k: int, where: str) -> list[float]:
+    """``[start, end]`` as floats; a window that is not two finite numbers with ``start < end`` is an error."""
     bounds = [_number(value) for value in window] if isinstance(window, list) else []
     if len(bounds) != 2 or None in bounds:
-        raise CorpusFormatError(f"{where}: relevant_windows[{k}] {window!r} is not [start, end] in seconds.")
-    start, end = bounds
-    if start >= end:
-        raise CorpusFormatError(f"{where}: relevant_windows[{k}] {window!r} has start >= end.")
-    if start < -WINDOW_TOLERANCE_S or end > duration + WINDOW_TOLERANCE_S or start >= duration:
         raise CorpusFormatError(
-            f"{where}: relevant_windows[{k}] {window!r} lies outside the recording [0, {duration:g}] by more than "
-            f"{WINDOW_TOLERANCE_S:g} s (the rounding allowed)."
+            f"{where}: relevant_windows[{k}] {window!r} is not [start, end]: two finite numbers of seconds."
         )
-    if start < 0 or end > duration:
-        clipped.append(f"{where}: {window!r} -> [{max(start, 0.0):g}, {min(end, duration):g}]")
-    return [max(start, 0.0), min(end, duration)]
+    start, end = bounds
+    if start == end:
+        raise CorpusFormatError(
+            f"{where}: relevant_windows[{k}] {window!r} has no length (it starts and ends at {start:g} s); a "
+            "window needs start < end."
+        )
+    if start > end:
+        raise CorpusFormatError(
+            f"{where}: relevant_windows[{k}] {window!r} ends {start - end:g} s before it starts; a window needs "
+            "start < end."
+        )
+    return [start, end]
 
 
 def _number(value: Any) -> float | None:
@@ -426,7 +472,7 @@ def _read_translations(path: Path, queries: Sequence[_Query]) -> dict[str, list[
             raise CorpusFormatError(f"{where}: qid {qid!r} is not a query of the annotation file.")
         if not isinstance(text, str) or not text.strip():
             raise CorpusFormatError(f"{where}: query {text!r} is empty or not a string.")
-        translated[str(qid)] = [text.strip()]
+        translated[str(qid)] = [text]
     untranslated = len(qids) - len(translated)
     if untranslated:
         logger.warning(f"{path}: {untranslated} of {len(qids)} queries have no translation (None).")
@@ -436,10 +482,11 @@ def _read_translations(path: Path, queries: Sequence[_Query]) -> dict[str, list[
 __all__ = [
     "MOMENT_COLUMNS",
     "MOMENT_FIELDS",
-    "WINDOW_TOLERANCE_S",
     "is_moment_dataset",
     "load_moment_splits",
     "load_moments",
     "moment_features",
     "moment_recordings",
+    "query_text_for_model",
+    "windows_inside",
 ]

@@ -309,10 +309,18 @@ def propose_moments(curve: SimilarityCurve, config: MomentProposalConfig | None 
     return refined_moments(curve, config)
 
 
-def prediction_record(qid: Any, moments: Sequence[Moment]) -> dict[str, Any]:
-    """One line of a predictions JSONL file: ``{"qid", "pred_relevant_windows": [[start, end, score], ...]}``, the
-    moments in their ranked order (what the moment metrics read: the first listed is the top prediction)."""
-    return {"qid": qid, "pred_relevant_windows": [moment.as_window() for moment in moments]}
+def prediction_record(
+    qid: Any, moments: Sequence[Moment], *, query: str | None = None, vid: str | None = None
+) -> dict[str, Any]:
+    """One line of a predictions JSONL file: ``{"qid", "query", "vid", "pred_relevant_windows": [[start, end,
+    score], ...]}`` as Moment-DETR writes it (``query`` and ``vid`` when given, unchanged), the moments in their
+    ranked order (what the moment metrics read: the first listed is the top prediction; they ignore the rest)."""
+    named = {"query": query, "vid": vid}
+    return {
+        "qid": qid,
+        **{key: value for key, value in named.items() if value is not None},
+        "pred_relevant_windows": [moment.as_window() for moment in moments],
+    }
 
 
 def _padded(smoothed: np.ndarray) -> np.ndarray:

@@ -21,14 +21,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_atr.data.moments import is_moment_dataset, moment_recordings
+from hf_atr.data.moments import is_moment_dataset, moment_recordings, query_text_for_model, windows_inside
 from hf_atr.encoding import encode_audio_windows, encode_text
 from hf_atr.evaluation.report import REPORT_FILE, ReportFigure, write_html_report
+from hf_atr.lazy import get_logger
 from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK, moment_retrieval_metrics
 from hf_atr.moments.curve import SimilarityCurve
 from hf_atr.moments.proposal import MomentProposalConfig, prediction_record, propose_moments
 from hf_atr.pipelines.moment_scoring import moment_windowing
 from hf_atr.windowing import Windowing
+
+logger = get_logger(__name__)
 
 DEFAULT_TIMELINES = 6
 """Queries drawn in the report's timeline figure."""
@@ -48,8 +51,8 @@ class MomentEvaluation:
     Attributes:
         metrics: ``{"R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP"}`` as fractions.
         protocol: how they were obtained (model, proposer, window and hop, queries, recordings, skipped ones).
-        predictions: one record per evaluated query, in the dataset's order: ``{"qid", "pred_relevant_windows":
-            [[start, end, score], ...]}`` best first.
+        predictions: one record per evaluated query, in the dataset's order: ``{"qid", "query", "vid",
+            "pred_relevant_windows": [[start, end, score], ...]}`` best first, the query as the dataset holds it.
         curves: each evaluated query's similarity curve, by ``qid``.
     """
 
@@ -129,8 +132,9 @@ class MomentEvaluator:
             strict=self.strict,
             description="Encoding recordings",
         )
-        columns = self.moments.select_columns(["qid", "query", "windows"]).to_dict()
-        text_embeds = encode_text(model, self.processor, columns["query"], show_progress=self.show_progress)
+        columns = self.moments.select_columns(["recording_id", "qid", "query", "windows"]).to_dict()
+        texts = [query_text_for_model(query) for query in columns["query"]]
+        text_embeds = encode_text(model, self.processor, texts, show_progress=self.show_progress)
         head = model.scoring_head
         device = head.logit_scale.device
         indices = encoded.clip_indices.numpy()
@@ -154,7 +158,12 @@ class MomentEvaluator:
                 curve = SimilarityCurve(starts, ends, query_scores)
                 qid = columns["qid"][query]
                 curves[qid] = curve
-                records[query] = prediction_record(qid, propose_moments(curve, self.proposal))
+                records[query] = prediction_record(
+                    qid,
+                    propose_moments(curve, self.proposal),
+                    query=columns["query"][query],
+                    vid=columns["recording_id"][query],
+                )
         evaluated = sorted(records)
         predictions = [records[query] for query in evaluated]
         references = [
@@ -217,24 +226,35 @@ class MomentEvaluator:
             np.random.default_rng(seed).choice(rows, size=min(timelines, len(rows)), replace=False)
         )
         shown = []
+        outside = 0  # annotated windows with no length inside their recording: not drawn
         for row in chosen:
             moment = self.moments[int(row)]
             curve = evaluation.curves[moment["qid"]]
+            annotated = windows_inside(moment["windows"], moment["duration"])
+            outside += len(moment["windows"]) - len(annotated)
             shown.append(
                 MomentTimeline(
                     query=moment["query"],
                     times=(curve.starts + curve.ends) / 2,
                     scores=curve.scores,
                     predicted=by_qid[moment["qid"]]["pred_relevant_windows"],
-                    annotated=moment["windows"],
+                    annotated=annotated,
                     recording=moment["recording_id"],
+                    duration=moment["duration"],
                 )
             )
         figure_path = save_figure(moment_timeline_figure(shown), directory / TIMELINE_FILE)
         caption = (
             f"{len(shown)} of {len(rows)} queries drawn at random (seed {seed}): the similarity of the query and each "
-            "window (drawn at its centre), the annotated moments shaded, the best three predicted moments as bars"
+            "window (drawn at its centre), the annotated moments shaded (clipped to the recording), the best three "
+            "predicted moments as bars"
         )
+        if outside:
+            caption += f"; {outside} annotated window(s) lying wholly outside their recording are not drawn"
+            logger.warning(
+                f"Moment timelines: {outside} annotated window(s) of the queries drawn lie wholly outside their "
+                "recording and are not drawn."
+            )
         table = [
             (
                 "Moment retrieval (in %)",

@@ -29,8 +29,11 @@ class MomentTimeline:
         times: ``(steps,)`` seconds, where each score of the curve is drawn (the centre of its window or frame).
         scores: ``(steps,)`` the model's similarity of the query and each stretch.
         predicted: ``[[start, end, score], ...]`` best first (a prediction record's ``pred_relevant_windows``).
-        annotated: ``[[start, end], ...]`` (a moment annotation's ``relevant_windows``).
+        annotated: ``[[start, end], ...]`` (a moment annotation's ``relevant_windows``, clipped to the recording:
+            :func:`~hf_atr.data.moments.windows_inside`).
         recording: names the recording in the panel's title.
+        duration: the recording's length in seconds: where the time axis ends (``None``: at the last time or
+            window drawn).
     """
 
     query: str
@@ -39,6 +42,7 @@ class MomentTimeline:
     predicted: Sequence[Sequence[float]] = ()
     annotated: Sequence[Sequence[float]] = ()
     recording: str | None = None
+    duration: float | None = None
 
 
 def moment_timeline_figure(
@@ -94,7 +98,7 @@ def moment_timeline_figure(
                 fontsize="x-small",
             )
         ax.set_ylim(low - (predictions_shown + 1) * 1.3 * bar_height, high + 0.1 * spread)
-        right = max(
+        right = timeline.duration or max(
             [float(times.max())] + [float(window[1]) for window in (*timeline.annotated, *timeline.predicted)]
         )
         ax.set_xlim(0.0, right)

@@ -11,6 +11,11 @@ recording ``audio``) becomes, every epoch, one item per query:
   (:data:`~hf_atr.objectives.batch.NEGATIVE_AUDIO`), which an objective that declares ``accepts_negative_audio``
   (``contrastive``) scores as a negative of every caption only; a recording without such room gives none.
 
+Crops lie inside the recording: each window is clipped to ``[0, duration]``
+(:func:`~hf_atr.data.moments.windows_inside`; released files have windows running past their recording), a window
+left with no length there is skipped, and a query left with no window is left out, all counted in one warning.
+The caption is the query as the model encodes it (:func:`~hf_atr.data.moments.query_text_for_model`).
+
 Each crop is its own clip for the objectives: its ``audio_id`` is ``<recording>@<start>-<end>``
 (:func:`crop_id`), so two crops of one recording are each other's negatives unless they are the same span.
 Positions are drawn from ``(seed, epoch, qid)``: a resumed run draws the crops an uninterrupted one would, and
@@ -30,7 +35,7 @@ import soundfile
 import torch
 
 from ..data.audio import AudioDecodeError, read_audio_span
-from ..data.moments import MOMENT_COLUMNS, is_moment_dataset
+from ..data.moments import MOMENT_COLUMNS, is_moment_dataset, query_text_for_model, windows_inside
 from ..data.schema import ENGLISH, check_caption
 from ..lazy import get_logger
 from ..objectives.batch import NEGATIVE_AUDIO
@@ -47,6 +52,7 @@ NEGATIVE_CROP = "negative_crop"
 """Item entry of :class:`MomentCropDataset`: the negative crop's row (``audio``, ``audio_id``, ``epoch``) or None."""
 MOMENTS_VIEW = "pairs_from_moments"
 """The training view of moment data (:mod:`hf_atr.training.objective_setup`), chosen by the data, not the objective."""
+_LISTED_QUERIES = 5
 
 
 def default_crop_seconds(processor: AtrProcessor) -> float:
@@ -124,7 +130,8 @@ class MomentCropDataset(torch.utils.data.Dataset):
 
     Items are ``{"audio": {"array", "sampling_rate"}, "audio_id", "captions": [query], "caption_index": 0,
     "caption_language": "eng", "epoch", "qid", "span": (start, end), "negative_crop": {"audio", "audio_id",
-    "epoch", "span"} | None}``.
+    "epoch", "span"} | None}``, one per query with a window inside its recording (:attr:`rows`: their rows in
+    ``moments``).
 
     Args:
         moments: a moment dataset (:data:`MOMENT_COLUMNS`).
@@ -133,7 +140,8 @@ class MomentCropDataset(torch.utils.data.Dataset):
         negatives: draw the negative crops (``False``: ``negative_crop`` is always None).
 
     Raises:
-        ValueError: a dataset without the moment columns, or a crop length that is not positive.
+        ValueError: a dataset without the moment columns, a crop length that is not positive, or no window inside
+            its recording.
     """
 
     def __init__(self, moments: Any, crop_seconds: float, *, seed: int = 0, negatives: bool = True) -> None:
@@ -149,11 +157,26 @@ class MomentCropDataset(torch.utils.data.Dataset):
         self.seed = int(seed)
         self.negatives = negatives
         columns = moments.select_columns(["recording_id", "duration", "qid", "query", "windows"]).to_dict()
-        self.recording_ids, self.durations = columns["recording_id"], columns["duration"]
-        self.qids, self.queries, self.windows = columns["qid"], columns["query"], columns["windows"]
+        inside = [
+            windows_inside(windows, duration)
+            for windows, duration in zip(columns["windows"], columns["duration"])
+        ]
+        self.rows = [row for row, windows in enumerate(inside) if windows]
+        """The rows of ``moments`` the items are, in order: the queries with a window inside their recording."""
+        self.recording_ids = [columns["recording_id"][row] for row in self.rows]
+        self.durations = [columns["duration"][row] for row in self.rows]
+        self.qids = [columns["qid"][row] for row in self.rows]
+        self.queries = [query_text_for_model(columns["query"][row]) for row in self.rows]
+        self.windows = [inside[row] for row in self.rows]
         self.recording_windows: dict[str, list[list[float]]] = {}
-        for recording, windows in zip(self.recording_ids, self.windows):
+        for recording, windows in zip(columns["recording_id"], inside):
             self.recording_windows.setdefault(recording, []).extend(windows)
+        _report_clipped_windows(columns, inside)
+        if not self.rows:
+            raise ValueError(
+                f"None of the {len(inside)} moment queries has a window inside its recording [0, duration], so "
+                "moment training has no crop to draw."
+            )
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -177,7 +200,7 @@ class MomentCropDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         positive, negative = self.spans(index)
         recording = self.recording_ids[index]
-        audio = self.clips[index]["audio"]
+        audio = self.clips[self.rows[index]]["audio"]
         source = f"recording {recording!r} (qid {self.qids[index]!r})"
         item = {
             "audio": read_span(audio, *positive, source),
@@ -198,6 +221,28 @@ class MomentCropDataset(torch.utils.data.Dataset):
                 "span": negative,
             }
         return item
+
+
+def _report_clipped_windows(columns: dict[str, list[Any]], inside: list[list[list[float]]]) -> None:
+    """One warning counting the windows that run outside their recording (clipped to it, or skipped when no length
+    is left) and the queries left out, with no window left."""
+    outside = sum(
+        start < 0 or end > duration
+        for windows, duration in zip(columns["windows"], columns["duration"])
+        for start, end in windows
+    )
+    if not outside:
+        return
+    skipped = sum(len(windows) - len(kept) for windows, kept in zip(columns["windows"], inside))
+    left_out = [qid for qid, kept in zip(columns["qid"], inside) if not kept]
+    message = (
+        f"Moment training: {outside} window(s) run outside their recording [0, duration]: {outside - skipped} "
+        f"clipped to it, {skipped} skipped (no length inside)"
+    )
+    if left_out:
+        more = " ..." if len(left_out) > _LISTED_QUERIES else ""
+        message += f"; {len(left_out)} query(ies) with no window left are left out: {left_out[:_LISTED_QUERIES]}{more}"
+    logger.warning(message + ".")
 
 
 @dataclass

@@ -200,6 +200,10 @@ def test_run_bounds_are_the_neighbours_edges_or_the_common_audio_of_a_short_run(
 def test_prediction_records_are_what_the_moment_metrics_read():
     record = prediction_record("q7", [Moment(1.0, 2.5, 0.9), Moment(4.0, 6.0, 0.4)])
     assert record == {"qid": "q7", "pred_relevant_windows": [[1.0, 2.5, 0.9], [4.0, 6.0, 0.4]]}
+    # Moment-DETR's predictions also carry the query (unchanged, white space included) and the recording.
+    named = prediction_record("q7", [Moment(1.0, 2.5, 0.9)], query=" a door slams ", vid="rec")
+    assert list(named) == ["qid", "query", "vid", "pred_relevant_windows"]
+    assert named["query"] == " a door slams " and named["vid"] == "rec"
 
 
 @pytest.mark.parametrize(
