@@ -59,3 +59,24 @@ def write_moment_set(
     annotations = folder / f"moments_{split}_release.jsonl"
     annotations.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return annotations
+
+
+def with_release_patterns(annotations: Path) -> Path:
+    """Rewrite a moment file of :func:`write_moment_set` (two recordings or more) in place with what the released
+    files of the field hold (CASTELLA, Lighthouse's ActivityNet and Clotho-Moment releases): queries with white
+    space around them, and windows running outside their recording of ``duration`` d:
+
+    - line 1: its query starts with a space, and it gains ``[d, d + 1]``, a window starting exactly at the end;
+    - line 2: its only window is ``[d, d + 4501]``, far past the end (the query has no window inside);
+    - line 3: it gains ``[d - 1, d + 2]``, two seconds past the end;
+    - line 4: its query ends with a space.
+    """
+    lines = [json.loads(text) for text in annotations.read_text(encoding="utf-8").splitlines()]
+    duration = lines[0]["duration"]
+    lines[0]["query"] = " " + lines[0]["query"]
+    lines[0]["relevant_windows"].append([duration, duration + 1])
+    lines[1]["relevant_windows"] = [[duration, duration + 4501]]
+    lines[2]["relevant_windows"].append([lines[2]["duration"] - 1, lines[2]["duration"] + 2])
+    lines[3]["query"] += " "
+    annotations.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return annotations

@@ -4,6 +4,7 @@ synthetic moment set (tone events in noise)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import datasets
@@ -20,7 +21,7 @@ from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.pipelines.moment_evaluation import MomentEvaluator
 from hf_atr.pipelines.moment_scoring import recording_curve
 from hf_atr.windowing import Windowing
-from tests.moment_fixtures import write_moment_set
+from tests.moment_fixtures import with_release_patterns, write_moment_set
 
 METRICS = ["R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP"]
 QUICK = [
@@ -118,6 +119,42 @@ def test_the_evaluator_leaves_out_undecodable_recordings_and_refuses_other_data(
         ValueError, match=r"A moment evaluation needs a moment dataset .* got the columns \['qid'"
     ):
         MomentEvaluator(moments.select_columns(["qid", "query"]), processor)
+
+
+def test_predictions_from_a_released_file_carry_its_queries_and_score_against_its_windows(
+    tiny_model, tmp_path, monkeypatch, caplog
+):
+    """Queries with white space around them and windows past the recording's end, as released files have them: the
+    predictions carry each query as the file gives it, the metrics read the windows as released, the model reads
+    the queries stripped, and the timeline figure draws the windows inside the recording."""
+    model, processor = tiny_model
+    path = with_release_patterns(write_moment_set(tmp_path, recordings=2, split="test", seed=3))
+    released = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    import hf_atr.pipelines.moment_evaluation as evaluation_module
+
+    encoded = []
+    original = evaluation_module.encode_text
+
+    def recording_texts(model, processor, texts, **kwargs):
+        encoded.extend(texts)
+        return original(model, processor, texts, **kwargs)
+
+    monkeypatch.setattr(evaluation_module, "encode_text", recording_texts)
+    evaluator = MomentEvaluator(load_moments(path), processor)
+    evaluation = evaluator.evaluate(model)
+    assert encoded == [line["query"].strip() for line in released]
+    written = evaluation.write_predictions(tmp_path / "predictions.jsonl")
+    predictions = [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
+    assert [(p["qid"], p["query"], p["vid"]) for p in predictions] == [
+        (line["qid"], line["query"], line["vid"]) for line in released
+    ]
+    assert released[0]["query"].startswith(" ") and released[3]["query"].endswith(" ")
+    assert evaluation.metrics == moment_retrieval_metrics(predictions, released)
+    pytest.importorskip("matplotlib")
+    with caplog.at_level(logging.WARNING):
+        page = evaluator.write_report(evaluation, tmp_path / "report", timelines=4)
+    assert "2 annotated window(s) lying wholly outside their recording are not drawn" in page.read_text()
+    assert "Moment timelines: 2 annotated window(s) of the queries drawn lie wholly outside" in caplog.text
 
 
 def _saved_model(directory: Path, tiny_model) -> Path:

@@ -72,3 +72,14 @@ def test_bad_timelines_say_what_is_wrong(call, message):
     with pytest.raises(ValueError) as error:
         call()
     assert message in str(error.value)
+
+
+def test_the_time_axis_ends_at_the_recording_when_its_duration_is_given():
+    times = np.arange(0.5, 69.0, 1.0)
+    clipped = MomentTimeline("a bell", times, np.zeros_like(times), annotated=[(60.0, 69.0)], duration=69.0)
+    (axes,) = moment_timeline_figure([clipped]).axes
+    assert axes.get_xlim() == (0.0, 69.0)
+    # Without it, the axis reaches the last window drawn (a window past the end stretches it).
+    stretched = MomentTimeline("a bell", times, np.zeros_like(times), annotated=[(60.0, 4800.0)])
+    (axes,) = moment_timeline_figure([stretched]).axes
+    assert axes.get_xlim() == (0.0, 4800.0)

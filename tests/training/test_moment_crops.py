@@ -25,7 +25,7 @@ from hf_atr.training.moment_crops import (
     default_crop_seconds,
     free_intervals,
 )
-from tests.moment_fixtures import write_moment_set
+from tests.moment_fixtures import with_release_patterns, write_moment_set
 from tests.tiny_models import SAMPLING_RATE, make_model, make_processor, training_args
 
 
@@ -245,3 +245,36 @@ def test_persistent_workers_are_refused_for_moment_crops(tmp_path, moments):
             processing_class=processor,
         )
     assert torch.is_tensor(setup.data_collator([setup.train_dataset[0]])[NEGATIVE_AUDIO])
+
+
+def test_crops_lie_inside_the_recording_when_windows_run_past_it(tmp_path, caplog):
+    path = with_release_patterns(write_moment_set(tmp_path, recordings=2, seconds=8.0))
+    released = load_moments(path)
+    with caplog.at_level(logging.WARNING):
+        crops = MomentCropDataset(released, 1.0, seed=0)
+    assert (
+        "Moment training: 3 window(s) run outside their recording [0, duration]: 1 clipped to it, 2 skipped (no "
+        "length inside); 1 query(ies) with no window left are left out: ['train_000_2']." in caplog.text
+    )
+    # The query whose only window lies past the end is left out; the others keep their windows inside [0, 8].
+    assert crops.rows == [0, 2, 3] and len(crops) == 3
+    assert crops.windows[0] == released[0]["windows"][:1]
+    assert crops.windows[1] == [released[2]["windows"][0], [7.0, 8.0]]
+    for epoch in range(20):
+        crops.set_epoch(epoch)
+        for index in range(len(crops)):
+            item = crops[index]
+            (start, end), negative = item["span"], item["negative_crop"]["span"]
+            assert any(w[0] <= start and end <= w[1] for w in crops.windows[index])
+            assert negative[0] >= 0.0 and negative[1] <= 8.0
+            assert len(item["audio"]["array"]) == round((end - start) * SAMPLING_RATE)
+    # The model reads the query stripped; the dataset keeps it as released.
+    assert released[0]["query"].startswith(" ") and crops[0]["captions"] == [released[0]["query"].strip()]
+    assert crops[2]["captions"] == [released[3]["query"].strip()] and crops[2]["qid"] == released[3]["qid"]
+
+
+def test_no_window_inside_any_recording_is_refused(tmp_path):
+    path = with_release_patterns(write_moment_set(tmp_path, recordings=2, seconds=8.0))
+    past = load_moments(path).select([1])
+    with pytest.raises(ValueError, match=r"None of the 1 moment queries has a window inside its recording"):
+        MomentCropDataset(past, 1.0)
