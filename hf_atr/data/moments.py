@@ -11,11 +11,11 @@ recording, ``duration`` its length and ``relevant_windows`` the moments ``[start
 whole seconds, in any order, possibly touching or overlapping, some running past ``duration``). Other fields
 (Clotho-Moment's ``fg_dB``) are ignored, but ``source_id`` and ``source_audio_id``, which
 :mod:`hf_atr.data.moment_synthesis` writes, are kept.
+Lighthouse names the files ``<corpus>_<split>_release.jsonl`` (``castella_val_release.jsonl``).
 
 Queries and windows are kept as released: the metric reads the windows as the file gives them, and predictions
 carry the query text byte for byte. What must lie inside the recording (training crops, the timeline figure) clips
 the windows there (:func:`windows_inside`); what the model encodes is :func:`query_text_for_model`.
-Lighthouse names the files ``<corpus>_<split>_release.jsonl`` (``castella_val_release.jsonl``).
 
 A recording is the file ``<vid>.<ext>`` (any extension of :data:`~hf_atr.data.audio.AUDIO_EXTENSIONS`) in the
 audio folder: CASTELLA's downloader writes ``<YouTube id>.wav``, Clotho-Moment's generator ``<vid>.wav``.
@@ -358,8 +358,8 @@ def windows_inside(windows: Sequence[Sequence[float]], duration: float) -> list[
 def query_text_for_model(query: str) -> str:
     """The text the model encodes for a released ``query``: without the white space around it.
 
-    Released files keep it (11,639 of the 17,505 queries of Lighthouse's ActivityNet release start with a space),
-    and :func:`load_moments` keeps the query as released so that predictions carry it unchanged; the clip corpora's
+    Released files have it (most queries of Lighthouse's ActivityNet release start with a space), and
+    :func:`load_moments` keeps the query as released so that predictions carry it unchanged; the clip corpora's
     loaders strip their captions, so a model is trained and evaluated on stripped text.
     """
     return query.strip()
