@@ -38,6 +38,7 @@ from .data.audio import AudioDecodeError, audio_clips, decode_audio
 from .data.feature_storage import feature_storage_types, first_dimension_varies
 from .data.schema import check_caption
 from .features.registry import batched_features_for
+from .long_clips import inference_features
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 from .windowing import collect_cut_clips, extractor_window, minimum_samples, pad_short_clip, report_cut_clips
 
@@ -244,8 +245,12 @@ class AtrProcessor(ProcessorMixin):
         ]
         batched = batched_features_for(self.feature_extractor) if feature_backend == "torch" else None
         if batched is None:
-            features = self.feature_extractor(
-                arrays, sampling_rate=self.sampling_rate, return_tensors=return_tensors, **kwargs
+            features = inference_features(
+                self.feature_extractor,
+                arrays,
+                sampling_rate=self.sampling_rate,
+                return_tensors=return_tensors,
+                **kwargs,
             )
         elif kwargs:
             raise ValueError(
