@@ -149,10 +149,9 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         third, the middle start of the middle third and the last start of the back third (head, centre, tail);
         ``is_longer`` is true exactly for the clips longer than the window (fused, or cut by rand_trunc).
         Same layout as :meth:`draw_random_choices`."""
-        positions = (0, 0.5, 1)  # fraction of the way through each third
 
         def pick(third: np.ndarray, crop: int) -> int:
-            return int(third[round(positions[crop] * (len(third) - 1))])
+            return int(third[(0, (len(third) - 1) // 2, len(third) - 1)[crop]])
 
         return self._choices(lengths, source_lengths, pick)
 
