@@ -180,8 +180,10 @@ class AtrProcessor(ProcessorMixin):
 
         A clip shorter than one analysis frame (:func:`~hf_atr.windowing.minimum_samples`, 25 ms) is padded
         with silence and named in a warning; a clip longer than the extractor's window
-        (:func:`~hf_atr.windowing.extractor_window`) is cut to it, as the extractor does, and named in a
-        warning (:mod:`hf_atr.windowing` embeds long clips whole).
+        (:func:`~hf_atr.windowing.extractor_window`) is cut to its head and named in a warning
+        (:mod:`hf_atr.windowing` embeds long clips whole). Nothing is random: the same clip gives the same
+        features on every call, whatever else is in the batch (CLAP's random crops and ``is_longer`` mark and
+        Whisper's dither are training's; :mod:`hf_atr.long_clips` has the rule).
 
         Args:
             sampling_rate: rate of the arrays in ``audio`` (default: the extractor's); when it differs from
@@ -189,7 +191,7 @@ class AtrProcessor(ProcessorMixin):
             max_length: token limit for captions (the tokenizer's ``model_max_length`` by default).
             feature_backend: ``"transformers"`` (the extractor itself, per clip) or ``"torch"`` (its batched
                 twin from :func:`hf_atr.features.batched_features_for`, float32, settings read from the
-                extractor; random crops from torch's global generator). Extra ``kwargs`` for the extractor
+                extractor; the same fixed choices). Extra ``kwargs`` for the extractor
                 are not accepted with ``"torch"``: set them on the extractor.
             device: where ``feature_backend="torch"`` computes and returns the audio features (default CPU).
             audio_names: one name per clip for those warnings (default: the file path, else ``item <i>``).
