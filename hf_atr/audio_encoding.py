@@ -230,9 +230,9 @@ def encode_audio_windows(
 
 
 def _read_seconds(num_samples: int, window: ExtractorWindow) -> float:
-    """Seconds of a clip one forward pass reads: up to the window when the extractor keeps the start of a
-    longer clip, else all of it (a random crop's place is not known here)."""
-    if window.cuts_long_clips and not window.random_crop and window.samples is not None:
+    """Seconds of a clip one forward pass reads: up to the window when the extractor keeps the head of a
+    longer clip, else all of it."""
+    if window.cuts_long_clips and window.samples is not None:
         num_samples = min(num_samples, window.samples)
     return num_samples / window.sampling_rate
 

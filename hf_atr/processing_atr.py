@@ -38,6 +38,7 @@ from .data.audio import AudioDecodeError, audio_clips, decode_audio
 from .data.feature_storage import feature_storage_types, first_dimension_varies
 from .data.schema import check_caption
 from .features.registry import batched_features_for
+from .long_clips import inference_features
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 from .windowing import collect_cut_clips, extractor_window, minimum_samples, pad_short_clip, report_cut_clips
 
@@ -179,8 +180,10 @@ class AtrProcessor(ProcessorMixin):
 
         A clip shorter than one analysis frame (:func:`~hf_atr.windowing.minimum_samples`, 25 ms) is padded
         with silence and named in a warning; a clip longer than the extractor's window
-        (:func:`~hf_atr.windowing.extractor_window`) is cut to it, as the extractor does, and named in a
-        warning (:mod:`hf_atr.windowing` embeds long clips whole).
+        (:func:`~hf_atr.windowing.extractor_window`) is cut to its head and named in a warning
+        (:mod:`hf_atr.windowing` embeds long clips whole). Nothing is random: the same clip gives the same
+        features on every call, whatever else is in the batch (CLAP's random crops and ``is_longer`` mark and
+        Whisper's dither are training's; :mod:`hf_atr.long_clips` has the rule).
 
         Args:
             sampling_rate: rate of the arrays in ``audio`` (default: the extractor's); when it differs from
@@ -188,7 +191,7 @@ class AtrProcessor(ProcessorMixin):
             max_length: token limit for captions (the tokenizer's ``model_max_length`` by default).
             feature_backend: ``"transformers"`` (the extractor itself, per clip) or ``"torch"`` (its batched
                 twin from :func:`hf_atr.features.batched_features_for`, float32, settings read from the
-                extractor; random crops from torch's global generator). Extra ``kwargs`` for the extractor
+                extractor; the same fixed choices). Extra ``kwargs`` for the extractor
                 are not accepted with ``"torch"``: set them on the extractor.
             device: where ``feature_backend="torch"`` computes and returns the audio features (default CPU).
             audio_names: one name per clip for those warnings (default: the file path, else ``item <i>``).
@@ -244,8 +247,12 @@ class AtrProcessor(ProcessorMixin):
         ]
         batched = batched_features_for(self.feature_extractor) if feature_backend == "torch" else None
         if batched is None:
-            features = self.feature_extractor(
-                arrays, sampling_rate=self.sampling_rate, return_tensors=return_tensors, **kwargs
+            features = inference_features(
+                self.feature_extractor,
+                arrays,
+                sampling_rate=self.sampling_rate,
+                return_tensors=return_tensors,
+                **kwargs,
             )
         elif kwargs:
             raise ValueError(

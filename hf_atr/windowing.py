@@ -66,16 +66,15 @@ class ExtractorWindow:
     Attributes:
         samples: the window in samples at the extractor's rate; ``None`` when it has none (every sample
             reaches the model).
-        cuts_long_clips: whether a longer clip is cut to ``samples`` (AST, Whisper, PANNs: the start; CLAP
-            ``rand_trunc``: a random crop); ``False`` for extractors that handle long audio themselves
-            (CLAP ``fusion``, or no window), whose clip embedding of a long clip is the model's own.
-        random_crop: the cut is a random crop (CLAP ``rand_trunc``) rather than the start.
+        cuts_long_clips: whether a longer clip is cut to ``samples``, keeping its head (AST, Whisper, PANNs; CLAP
+            ``rand_trunc``, whose random crop is training augmentation: :mod:`hf_atr.long_clips`); ``False`` for
+            extractors that handle long audio themselves (CLAP ``fusion``, or no window), whose clip embedding of
+            a long clip is the model's own.
         sampling_rate: the extractor's rate in Hz.
     """
 
     samples: int | None
     cuts_long_clips: bool
-    random_crop: bool
     sampling_rate: int
 
     @property
@@ -89,8 +88,8 @@ def extractor_window(feature_extractor: Any) -> ExtractorWindow:
     - ``ASTFeatureExtractor``: ``max_length`` frames of 25 ms every 10 ms, read from the start;
     - ``WhisperFeatureExtractor``: ``chunk_length`` seconds from the start;
     - ``PannsFeatureExtractor``: ``max_length_s`` seconds from the start;
-    - ``ClapFeatureExtractor``: ``max_length_s`` seconds; ``rand_trunc`` crops a longer clip at random,
-      ``fusion`` reads it whole (the window is then only the length of the chunks that windowed search uses);
+    - ``ClapFeatureExtractor``: ``max_length_s`` seconds; ``rand_trunc`` cuts a longer clip to its head at
+      inference (its random crop is training's, :mod:`hf_atr.long_clips`), ``fusion`` reads it whole (the window is then only the length of the chunks that windowed search uses);
     - ``PeAudioFeatureExtractor``: reads the whole waveform (reflect-padded to a multiple of its hop); the
       window is :data:`RAW_WAVEFORM_WINDOW_SECONDS`, used only by windowed search, as CLAP fusion's;
     - any other extractor: no window; the whole clip reaches the model.
@@ -102,18 +101,18 @@ def extractor_window(feature_extractor: Any) -> ExtractorWindow:
     rate = int(feature_extractor.sampling_rate)
     if isinstance(feature_extractor, ASTFeatureExtractor):
         samples = AstFbankFeatures.from_extractor(feature_extractor).window_samples
-        return ExtractorWindow(samples, True, False, rate)
+        return ExtractorWindow(samples, True, rate)
     if isinstance(feature_extractor, WhisperFeatureExtractor):
-        return ExtractorWindow(int(feature_extractor.n_samples), True, False, rate)
+        return ExtractorWindow(int(feature_extractor.n_samples), True, rate)
     if isinstance(feature_extractor, PannsFeatureExtractor):
-        return ExtractorWindow(feature_extractor.max_length_samples, True, False, rate)
+        return ExtractorWindow(feature_extractor.max_length_samples, True, rate)
     if isinstance(feature_extractor, ClapFeatureExtractor):
         fused = feature_extractor.truncation == "fusion"
-        return ExtractorWindow(int(feature_extractor.nb_max_samples), not fused, not fused, rate)
+        return ExtractorWindow(int(feature_extractor.nb_max_samples), not fused, rate)
     if isinstance(feature_extractor, PeAudioFeatureExtractor):
         hop = int(feature_extractor.hop_length)
-        return ExtractorWindow(int(RAW_WAVEFORM_WINDOW_SECONDS * rate) // hop * hop, False, False, rate)
-    return ExtractorWindow(None, False, False, rate)
+        return ExtractorWindow(int(RAW_WAVEFORM_WINDOW_SECONDS * rate) // hop * hop, False, rate)
+    return ExtractorWindow(None, False, rate)
 
 
 def minimum_samples(feature_extractor: Any) -> int:
@@ -323,10 +322,10 @@ def report_cut_clips(names: Sequence[str], lengths: Sequence[int], window: Extra
 def _cut_message(names: Sequence[str], seconds: Sequence[float], window: ExtractorWindow) -> str:
     named = ", ".join(f"{name} ({length:.1f} s)" for name, length in zip(names[:CUT_CLIPS_NAMED], seconds))
     more = f" and {len(names) - CUT_CLIPS_NAMED} more" if len(names) > CUT_CLIPS_NAMED else ""
-    kept = "a random crop" if window.random_crop else "the first"
     return (
         f"{len(names)} clip(s) longer than the feature extractor's {window.seconds:.2f}-s window are cut to "
-        f"{kept} {window.seconds:.2f} s: {named}{more}. Encode them whole with windowed embedding "
+        f"the first {window.seconds:.2f} s (their head, the same on every call): {named}{more}. Encode them whole "
+        "with windowed embedding "
         "(hf_atr.windowing.Windowing; `hf-atr index` does by default, `hf-atr evaluate --window-pooling mean`)."
     )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import tempfile
 
-import numpy as np
 import pytest
 import torch
 from datasets import Dataset
@@ -64,11 +63,9 @@ def test_clap_fusion_keeps_its_own_embedding_of_a_long_clip_but_windows_for_the_
         save_tiny_clap_checkpoint(directory, fused=True)
         model, processor = AtrDualEncoderModel.from_clap(directory), AtrProcessor.from_clap(directory)
     clip = synthetic_clip(3 * SAMPLING_RATE, SAMPLING_RATE)
-    np.random.seed(0)  # fusion's three crops come from np.random
     fused = encode_audio(model, processor, [{"audio": clip}], windowing=Windowing())
-    np.random.seed(0)
     own = encode_audio(model, processor, [{"audio": clip}])
-    torch.testing.assert_close(fused, own)
+    torch.testing.assert_close(fused, own, rtol=0, atol=0)  # fusion's views are fixed at inference
     windows = encode_audio_windows(model, processor, [{"audio": clip}], windowing=Windowing())
     assert len(windows.embeddings) == 5  # 1-s chunks every 0.5 s: the index still gets spans
 

@@ -55,6 +55,7 @@ FLOORS = {
     "hf_atr.processing_atr": 4,
     "hf_atr.audio_batches": 4,
     "hf_atr.windowing": 4,
+    "hf_atr.long_clips": 4,
     # 5 what encodes or reads a model: encoding (audio_encoding: its audio), evaluation, the model card
     "hf_atr.encoding": 5,
     "hf_atr.audio_encoding": 5,

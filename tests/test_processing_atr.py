@@ -269,7 +269,8 @@ def test_extract_audio_features_names_the_clips_it_cuts_once_per_split(caplog):
     assert caplog.text.count("clip(s) longer than") == 1
     assert (
         "extract_audio_features on split 'train': 3 clip(s) longer than the feature extractor's 1.01-s window are "
-        "cut to the first 1.01 s: take1 (2.5 s), take2 (2.5 s), take3 (2.5 s)." in caplog.text
+        "cut to the first 1.01 s (their head, the same on every call): take1 (2.5 s), take2 (2.5 s), take3 (2.5 s)."
+        in caplog.text
     )
 
 

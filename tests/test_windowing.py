@@ -31,7 +31,7 @@ def _features(extractor, waveform):
 def test_extractors_that_cut_read_exactly_their_window_from_the_start(family):
     extractor = tiny_feature_extractor(family)
     window = extractor_window(extractor)
-    assert window.cuts_long_clips and not window.random_crop and window.sampling_rate == SAMPLING_RATE
+    assert window.cuts_long_clips and window.sampling_rate == SAMPLING_RATE
     waveform = np.random.default_rng(0).standard_normal(3 * window.samples).astype(np.float32)
     # What follows the window never reaches the features; the window's last sample does.
     np.testing.assert_array_equal(
@@ -42,14 +42,14 @@ def test_extractors_that_cut_read_exactly_their_window_from_the_start(family):
     assert not np.array_equal(_features(extractor, shorter), _features(extractor, waveform[: window.samples]))
 
 
-def test_clap_rand_trunc_crops_at_random_and_fusion_handles_long_audio_itself():
+def test_clap_rand_trunc_cuts_long_clips_and_fusion_handles_long_audio_itself():
     rand_trunc, fusion = (
         extractor_window(tiny_clap_feature_extractor()),
         extractor_window(tiny_clap_feature_extractor(fused=True)),
     )
     assert rand_trunc.samples == fusion.samples == SAMPLING_RATE  # max_length_s = 1
-    assert rand_trunc.cuts_long_clips and rand_trunc.random_crop
-    assert not fusion.cuts_long_clips and not fusion.random_crop
+    assert rand_trunc.cuts_long_clips
+    assert not fusion.cuts_long_clips
     assert not Windowing().splits_clips(tiny_clap_feature_extractor(fused=True))
     assert Windowing(window_seconds=0.5).splits_clips(tiny_clap_feature_extractor(fused=True))
 
@@ -144,8 +144,8 @@ def test_clips_the_extractor_cuts_are_named_per_call_or_once_per_job(caplog):
     with caplog.at_level(logging.WARNING):
         processor(audio=[long_clip, long_clip[:8000]], audio_names=["field.wav", "short.wav"])
     assert (
-        "1 clip(s) longer than the feature extractor's 1.01-s window are cut to the first 1.01 s: field.wav (3.0 s)"
-        in caplog.text
+        "1 clip(s) longer than the feature extractor's 1.01-s window are cut to the first 1.01 s "
+        "(their head, the same on every call): field.wav (3.0 s)" in caplog.text
     )
     assert "short.wav" not in caplog.text
     caplog.clear()

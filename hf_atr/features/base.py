@@ -18,7 +18,9 @@ in cache: 3x faster than the whole batch at once on a 32 x 5-s AST batch. Accele
 RandomSource = torch.Generator | np.random.RandomState | None
 """Where random choices come from: a CPU ``torch.Generator``; a ``np.random.RandomState``, which replays
 the transformers extractor's own ``np.random`` calls in its order (seed it as you would seed ``np.random``
-before calling the extractor and the choices are identical); or ``None`` for torch's global generator."""
+before calling the extractor and the choices are identical); or ``None``: no randomness at all, each family's
+fixed choices (CLAP: the head of a long clip; Whisper: no dither), the rule at inference. Random crops and
+noise are training augmentation: training hands a seeded source."""
 
 
 class BatchedFeatureExtractor(abc.ABC):
@@ -30,7 +32,9 @@ class BatchedFeatureExtractor(abc.ABC):
     shapes) as tensors on the waveforms' device, computed in the waveforms' dtype.
 
     Random decisions (CLAP's crops) depend only on the clips' lengths; :meth:`draw_random_choices` makes
-    them, so that DataLoader workers can make them and the device only computes. Subclasses set
+    them, so that DataLoader workers can make them and the device only computes. Without a random source
+    (:data:`RandomSource` ``None``, the default) there is no random decision and no noise: the output is a
+    function of the waveforms. Subclasses set
     :attr:`model_input_names` and implement :meth:`from_extractor` and :meth:`compute`.
     """
 
@@ -66,7 +70,8 @@ class BatchedFeatureExtractor(abc.ABC):
         *,
         source_lengths: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """The batch's random decisions, as ``(batch, ...)`` CPU tensors; none by default.
+        """The batch's random decisions, as ``(batch, ...)`` CPU tensors; none by default. Without
+        ``random_source`` they are fixed, the same on every call.
 
         Args:
             lengths: ``(batch,)`` lengths of the waveforms that will be featurised.
@@ -99,7 +104,8 @@ class BatchedFeatureExtractor(abc.ABC):
             waveforms: ``(batch, samples)`` float at :attr:`sampling_rate`, zero-padded after each clip.
             lengths: ``(batch,)`` true lengths; ``None`` when every clip fills ``samples``.
             random_source: used when ``random_choices`` is not given (see :data:`RandomSource`); also
-                drives noise the extractor adds (Whisper's dither) when it is a ``torch.Generator``.
+                drives noise the extractor adds (Whisper's dither), which is added only with a
+                ``torch.Generator``. ``None`` (default): nothing random, the fixed inference choices.
             random_choices: decisions made earlier by :meth:`draw_random_choices` (e.g. in a DataLoader
                 worker).
 

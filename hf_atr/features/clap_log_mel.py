@@ -23,11 +23,16 @@ Random choices are drawn by :meth:`ClapLogMelFeatures.draw_random_choices`, in t
 (clip by clip: one offset per cropped clip, or three fusion starts per fused clip; then the forced
 ``is_longer`` clip). With a ``np.random.RandomState`` seeded like ``np.random`` before the extractor's
 call, they are the extractor's choices exactly; with a ``torch.Generator`` they have the same
-distributions, drawn from torch's stream.
+distributions, drawn from torch's stream. Those draws are training augmentation (LAION-CLAP's). Without a
+random source the choices are fixed (:meth:`ClapLogMelFeatures.fixed_choices`), hf-atr's rule at inference:
+a rand_trunc clip keeps its head; a fused clip's crops start at the first start of the front third, the
+middle one of the middle third and the last one of the back third (head, centre, tail: starts the extractor
+could draw); ``is_longer`` marks exactly the clips longer than the window.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -106,6 +111,7 @@ class ClapLogMelFeatures(DecibelMelFeatures):
 
     @property
     def random_window(self) -> bool:
+        """rand_trunc crops a longer clip at a random offset in training (its head at inference)."""
         return self.truncation == "rand_trunc"
 
     def fused(self, lengths: torch.Tensor) -> torch.Tensor:
@@ -120,19 +126,51 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         source_lengths: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """``is_longer: (batch,)`` bool, and ``crop_offsets: (batch,)`` (rand_trunc) or ``fusion_starts:
-        (batch, 3)`` (fusion) in frames, zero where nothing is drawn.
+        (batch, 3)`` (fusion) in frames, zero where nothing is drawn. Without ``random_source``, the
+        :meth:`fixed_choices`.
 
         ``source_lengths`` (rand_trunc): lengths before a crop to ``max_length`` made elsewhere, so that such
         a clip is still ``is_longer``.
         """
-        lengths = lengths.cpu()
+        if random_source is None:
+            return self.fixed_choices(lengths, source_lengths=source_lengths)
         draw = _uniform_draw(random_source)
+        choices = self._choices(lengths, source_lengths, lambda third, _: draw(third))
+        if self.truncation == "fusion" and not bool(choices["is_longer"].any()):
+            # LAION-CLAP marks one clip of a batch without long clips, so that its fusion layers always train.
+            choices["is_longer"][draw(np.arange(len(lengths)))] = True
+        return choices
+
+    def fixed_choices(
+        self, lengths: torch.Tensor, *, source_lengths: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """The choices at inference, the same on every call and whatever the rest of the batch: rand_trunc keeps
+        the head of a longer clip (offset 0); a fused clip's three crops start at the first start of the front
+        third, the middle start of the middle third and the last start of the back third (head, centre, tail);
+        ``is_longer`` is true exactly for the clips longer than the window (fused, or cut by rand_trunc).
+        Same layout as :meth:`draw_random_choices`."""
+
+        def pick(third: np.ndarray, crop: int) -> int:
+            return int(third[(0, (len(third) - 1) // 2, len(third) - 1)[crop]])
+
+        return self._choices(lengths, source_lengths, pick)
+
+    def _choices(
+        self,
+        lengths: torch.Tensor,
+        source_lengths: torch.Tensor | None,
+        pick: Callable[[np.ndarray, int], int],
+    ) -> dict[str, torch.Tensor]:
+        """The choices with ``pick(starts, crop)`` choosing one element of the 1-D array ``starts`` for crop
+        ``crop`` (0 for rand_trunc's only crop; 0, 1, 2 for fusion's front, middle, back), clip by clip in the
+        extractor's order; ``is_longer`` as the clips' lengths say."""
+        lengths = lengths.cpu()
         batch = lengths.shape[0]
         if self.truncation == "rand_trunc":
             offsets = torch.zeros(batch, dtype=torch.long)
             for index, length in enumerate(lengths.tolist()):
                 if length > self.max_length:
-                    offsets[index] = draw(np.arange(length - self.max_length + 1))
+                    offsets[index] = pick(np.arange(length - self.max_length + 1), 0)
             longer = (lengths if source_lengths is None else source_lengths.cpu()) > self.max_length
             return {"crop_offsets": offsets, "is_longer": longer}
         fused = self.fused(lengths)
@@ -142,12 +180,12 @@ class ClapLogMelFeatures(DecibelMelFeatures):
                 thirds = np.array_split(np.arange(frames - self.chunk_frames + 1), FUSION_CROPS)
                 # transformers replaces an empty middle or back third by [0] (the first chunk).
                 starts[index] = torch.tensor(
-                    [draw(third if third.size else np.zeros(1, int)) for third in thirds]
+                    [
+                        pick(third if third.size else np.zeros(1, int), crop)
+                        for crop, third in enumerate(thirds)
+                    ]
                 )
-        longer = fused.clone()
-        if not bool(longer.any()):
-            longer[draw(np.arange(batch))] = True
-        return {"fusion_starts": starts, "is_longer": longer}
+        return {"fusion_starts": starts, "is_longer": fused.clone()}
 
     def compute(
         self,

@@ -88,13 +88,15 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         batch = waveforms.shape[0]
         clipped = lengths.clamp(max=self.n_samples)
         source, content_lengths = waveforms, clipped
-        if self.dither != 0.0:
-            # The noise covers the padding too, so every frame is computed.
+        if self.dither != 0.0 and generator is not None:
+            # Dither is noise: drawn in training only (from its generator). The noise covers the padding too,
+            # so every frame is computed.
             signal = waveforms.new_full((batch, self.n_samples), self.padding_value)
             for row, length in enumerate(clipped.tolist()):
                 signal[row, :length] = waveforms[row, :length]
-            device = generator.device if generator is not None else waveforms.device
-            noise = torch.randn(signal.shape, generator=generator, dtype=signal.dtype, device=device)
+            noise = torch.randn(
+                signal.shape, generator=generator, dtype=signal.dtype, device=generator.device
+            )
             source = signal + self.dither * noise.to(waveforms.device)
             content_lengths = torch.full_like(clipped, self.n_samples)
         signal_lengths = torch.full_like(clipped, self.n_samples)

@@ -44,7 +44,8 @@ def featurize_waveforms(
         batch: the collator's output (possibly already moved to the device by the Trainer).
         features: the collator's :attr:`~hf_atr.training.waveform_collator.WaveformCollator.features`.
         device: where to compute (default: where the waveforms are).
-        generator: for noise the extractor adds (Whisper's ``dither``).
+        generator: for noise the extractor adds (Whisper's ``dither``); ``None``: no noise, as at inference.
+            Random choices missing from the batch are then fixed too (:data:`~hf_atr.features.base.RandomSource`).
 
     Returns:
         A new dict: the batch without ``waveforms``, ``waveform_lengths``, ``feature_random_choices`` and
@@ -68,6 +69,17 @@ def featurize_waveforms(
     )
     batch.update(model_audio_inputs(outputs))
     return batch
+
+
+def global_generator(device: torch.device | str) -> torch.Generator:
+    """torch's global generator for ``device`` (what ``transformers.set_seed`` seeds and a Trainer checkpoint saves):
+    the CUDA device's own, else the CPU one (noise for another accelerator is then drawn on the CPU and moved)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.default_generators[
+            device.index if device.index is not None else torch.cuda.current_device()
+        ]
+    return torch.default_generator
 
 
 def waveforms_as_float(waveforms: torch.Tensor) -> torch.Tensor:

@@ -120,8 +120,8 @@ def training_audio_record(
         clips: training clips (``None`` for a stream).
         clips_cut: how many were longer than the window and cut to it; ``None`` when not counted (streamed
             clips, or features read from a cache that did not record it).
-        kept: what of a cut clip is kept, in words (default: from the extractor: ``the first 2.00 s of each``,
-            or ``a random 10.00-s crop`` for CLAP ``rand_trunc``).
+        kept: what of a cut clip is kept, in words (default: ``the first 2.00 s of each``, what the processor's
+            features hold; :meth:`WaveformCollator.crop_description` says what its crops are).
 
     Returns:
         ``{"clips", "clips_cut_to_window", "window_seconds", "kept"}``; an extractor without a window cuts
@@ -131,11 +131,7 @@ def training_audio_record(
     if not window.cuts_long_clips or window.seconds is None:
         return {"clips": clips, "clips_cut_to_window": 0, "window_seconds": None, "kept": None}
     if kept is None:
-        kept = (
-            f"a random {window.seconds:.2f}-s crop"
-            if window.random_crop
-            else f"the first {window.seconds:.2f} s of each"
-        )
+        kept = f"the first {window.seconds:.2f} s of each"
     return {"clips": clips, "clips_cut_to_window": clips_cut, "window_seconds": window.seconds, "kept": kept}
 
 

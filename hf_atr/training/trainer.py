@@ -24,7 +24,7 @@ from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective,
 from .callbacks import ModelCardCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .data_wait import DATA_WAIT_LOG_KEY, DataWaitCallback, DataWaitMeter
-from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
+from .device_features import CROPPED, WAVEFORMS, featurize_waveforms, global_generator
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
 from .moment_crops import MomentCropDataset
 from .multilingual import RandomLanguageDataset
@@ -294,7 +294,10 @@ class AtrTrainer(Trainer):
             self._crops_logged = True
         if WAVEFORMS not in inputs:
             return inputs
-        return featurize_waveforms(inputs, self.device_features, device=self.args.device)
+        # Noise the extractor adds (Whisper's dither) comes from torch's global generator of the device in training,
+        # which the Trainer seeds and restores on resume; an evaluation's loss is computed without it.
+        generator = global_generator(self.args.device) if self.model.training else None
+        return featurize_waveforms(inputs, self.device_features, device=self.args.device, generator=generator)
 
     def compute_loss(
         self,

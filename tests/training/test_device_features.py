@@ -13,6 +13,7 @@ from hf_atr.training.device_features import (
     RANDOM_CHOICES,
     WAVEFORM_LENGTHS,
     WAVEFORMS,
+    global_generator,
     waveforms_as_float,
 )
 
@@ -52,3 +53,12 @@ def test_int16_pcm_is_scaled_exactly_and_other_integer_waveforms_are_refused():
     assert waveforms_as_float(floats) is floats
     with pytest.raises(TypeError, match="Waveforms must be floats, or int16 PCM .* got torch.int32"):
         waveforms_as_float(torch.zeros(2, 5, dtype=torch.int32))
+
+
+def test_the_global_generator_is_the_one_set_seed_seeds():
+    assert global_generator("cpu") is torch.default_generator
+    assert global_generator(torch.device("meta")) is torch.default_generator  # other devices: the CPU's
+    torch.manual_seed(4)
+    first = torch.randn(3, generator=global_generator("cpu"))
+    torch.manual_seed(4)
+    torch.testing.assert_close(torch.randn(3), first, rtol=0, atol=0)

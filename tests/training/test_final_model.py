@@ -69,8 +69,9 @@ def test_metrics_file_records_the_training_clips_cut_to_the_window(tmp_path):
 
 
 def test_training_audio_record_follows_the_extractor():
-    clap = training_audio_record(10, 2, tiny_clap_feature_extractor())  # rand_trunc: a random crop
-    assert clap["kept"].startswith("a random ") and clap["clips_cut_to_window"] == 2
+    # rand_trunc: features the processor stored hold the head (its random crop is the waveform collator's)
+    clap = training_audio_record(10, 2, tiny_clap_feature_extractor())
+    assert clap["kept"] == "the first 1.00 s of each" and clap["clips_cut_to_window"] == 2
     fused = training_audio_record(10, None, tiny_clap_feature_extractor(fused=True))  # reads long clips whole
     assert fused == {"clips": 10, "clips_cut_to_window": 0, "window_seconds": None, "kept": None}
     whisper = training_audio_record(5, None, WhisperFeatureExtractor(), kept="cut in the workers")
