@@ -17,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 from datasets import Array2D, Array3D, Array4D, Array5D, Features, List, Value
 
-FEATURE_STORAGE_VERSION = 2
+FEATURE_STORAGE_VERSION = 3
 """How features are stored: 1 nested lists (what ``Dataset.map`` infers), 2 the array types of
-:func:`feature_storage_types`. Part of ``hf-atr train``'s feature cache key, so that a cache written another way is
+:func:`feature_storage_types`, 3 the same arrays with every clip longer than the window cut to its head (under 2,
+CLAP's ``rand_trunc`` stored a random crop). Part of ``hf-atr train``'s feature cache key, so that a cache written another way is
 never read as if it were this one."""
 ARRAY_TYPES = {2: Array2D, 3: Array3D, 4: Array4D, 5: Array5D}
 """``datasets`` array types by the number of dimensions of one row's value."""

@@ -699,7 +699,7 @@ def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp,
     clips = raw_audio_dataset([1.0, 1.0, 1.0])
     data = DataArguments(dataset="unused", features_cache_dir=str(in_tmp / "features"))
     training = training_args(in_tmp / "run")
-    assert feature_cache.FEATURE_STORAGE_VERSION == 2
+    assert feature_cache.FEATURE_STORAGE_VERSION == 3
     key = feature_cache.feature_cache_key(clips, processor, "transformers")
     monkeypatch.setattr(feature_cache, "FEATURE_STORAGE_VERSION", 1)
     old_key = feature_cache.feature_cache_key(clips, processor, "transformers")
