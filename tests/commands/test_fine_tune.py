@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 from pathlib import Path
 
 import datasets
@@ -72,7 +71,6 @@ def in_tmp(tmp_path, monkeypatch):
 
 def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     """train -> evaluate -> index/search on a folder of 16 clips, as the README writes the commands."""
-    started = time.perf_counter()
     audio_tower, text_tower = towers
     (in_tmp / "audio-tower").symlink_to(audio_tower)
     (in_tmp / "text-tower").symlink_to(text_tower)
@@ -116,7 +114,6 @@ def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     assert trained["training_audio"] == {
         "clips": 12, "clips_cut_to_window": 0, "window_seconds": pytest.approx(1.015), "kept": "the first 1.01 s of each",
     }  # fmt: skip
-    assert time.perf_counter() - started < 60  # the README promises a quick start; typically ~10 s here
 
 
 def result_name(model_dir: Path) -> str:
