@@ -606,6 +606,49 @@ def test_training_at_scale_flags_reach_the_trainer(in_tmp, towers, monkeypatch, 
     assert ("shards shards/*.tar" in card) == streamed
 
 
+def test_bf16_training_featurises_on_the_device_outside_the_forward_s_autocast(in_tmp, towers, monkeypatch):
+    """hf-atr train --bf16 --audio_features device (--use_cpu here): the forward runs under accelerate's bfloat16
+    autocast, the waveforms are featurised before it, with autocast off, into float32 features, and the run trains."""
+    from hf_atr.training import trainer as trainer_module
+
+    audio_tower, text_tower = towers
+    _saved_corpus_with_shards(in_tmp)
+    featurised, forwards = [], []
+    featurize_waveforms = trainer_module.featurize_waveforms
+
+    def recording_featurize(batch, features, **kwargs):
+        inputs = featurize_waveforms(batch, features, **kwargs)
+        audio = [value for key, value in inputs.items() if key.startswith("input_") and key != "input_ids"]
+        featurised.append((torch.is_autocast_enabled("cpu"), [value.dtype for value in audio]))
+        return inputs
+
+    monkeypatch.setattr(trainer_module, "featurize_waveforms", recording_featurize)
+    forward = AtrTrainer.compute_loss
+
+    def recording_compute_loss(self, model, inputs, *args, **kwargs):
+        # On a layer inside the forward: accelerate's autocast wraps ``model.forward``, not the model's own hooks.
+        hook = model.audio_projection.register_forward_pre_hook(
+            lambda *_: forwards.append(torch.is_autocast_enabled("cpu"))
+        )
+        try:
+            return forward(self, model, inputs, *args, **kwargs)
+        finally:
+            hook.remove()
+
+    monkeypatch.setattr(AtrTrainer, "compute_loss", recording_compute_loss)
+    result = run_training(
+        parse_train_arguments(
+            ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",
+             "--output_dir", "run", "--audio_features", "device", "--bf16", "--use_cpu", *QUICK]
+        )
+    )  # fmt: skip
+    assert forwards and all(forwards)  # accelerate autocasts the forward on the CPU under --bf16
+    assert featurised and all(
+        not autocast and dtypes == [torch.float32] for autocast, dtypes in featurised
+    ), featurised
+    assert np.isfinite(result.train_metrics["train_loss"]) and result.train_metrics["train_loss"] > 0
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
