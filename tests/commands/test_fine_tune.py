@@ -26,6 +26,7 @@ from tiny_models import (
 from transformers import AutoModel
 
 from hf_atr.cli import main
+from hf_atr.commands.common import quiet_datasets_progress_bars
 from hf_atr.commands.fine_tune import objective_config, run_training, starting_point_base_model
 from hf_atr.commands.train import run_train_command
 from hf_atr.commands.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
@@ -114,6 +115,47 @@ def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     assert trained["training_audio"] == {
         "clips": 12, "clips_cut_to_window": 0, "window_seconds": pytest.approx(1.015), "kept": "the first 1.01 s of each",
     }  # fmt: skip
+
+
+@pytest.fixture
+def datasets_bars_shown():
+    """``datasets``' progress bars on within the test (whatever the session's switch), as they are by default."""
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    disabled = are_progress_bars_disabled()
+    enable_progress_bars()
+    yield
+    if disabled:
+        disable_progress_bars()
+
+
+def test_a_training_run_shows_one_progress_bar_per_long_stage(in_tmp, towers, capsys, datasets_bars_shown):
+    """hf-atr train on a folder: a bar for extracting the training clips' features and one for the training steps;
+    none for saving the held-out test split (a fraction of a second), nor for loading or saving the models."""
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "my_sounds", clips=16)
+    command = ["train", "--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset",
+               "audiofolder", "--data_dir", "my_sounds", "--test_size", "0.2", "--output_dir", "run", *QUICK]  # fmt: skip
+    assert main(command) == 0
+    assert (in_tmp / "run" / "test_split").is_dir()  # the quick stage ran
+    stderr = capsys.readouterr().err
+    # tqdm draws a bar at 0 % when it starts: one start per bar, its description before the percentage.
+    bars = [name.strip().rstrip(":") for name in re.findall(r"(?:^|[\r\n])([^\r\n%|]*?) +0%\|", stderr)]
+    assert bars == ["Extracting audio features", ""], stderr  # "": the Trainer's bar of training steps
+
+
+@pytest.mark.parametrize("disabled_before", [False, True])
+def test_quiet_datasets_progress_bars_restores_the_switch_as_it_was(disabled_before):
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    disabled_in_the_session = are_progress_bars_disabled()
+    (disable_progress_bars if disabled_before else enable_progress_bars)()
+    try:
+        with quiet_datasets_progress_bars():
+            assert are_progress_bars_disabled()
+        assert are_progress_bars_disabled() == disabled_before
+    finally:
+        (disable_progress_bars if disabled_in_the_session else enable_progress_bars)()
 
 
 def result_name(model_dir: Path) -> str:
