@@ -141,7 +141,9 @@ def test_a_training_run_shows_one_progress_bar_per_long_stage(in_tmp, towers, ca
     stderr = capsys.readouterr().err
     # tqdm draws a bar at 0 % when it starts: one start per bar, its description before the percentage.
     bars = [name.strip().rstrip(":") for name in re.findall(r"(?:^|[\r\n])([^\r\n%|]*?) +0%\|", stderr)]
-    assert bars == ["Extracting audio features", ""], stderr  # "": the Trainer's bar of training steps
+    assert bars == ["Extracting audio features of split 'train'", ""], (
+        stderr
+    )  # "": the Trainer's bar of training steps
 
 
 @pytest.mark.parametrize("disabled_before", [False, True])
