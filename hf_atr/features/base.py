@@ -20,7 +20,8 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 def without_autocast(method: _Method) -> _Method:
-    """Run ``method(self, tensor, ...)`` with autocast off on ``tensor``'s device (where that device has one).
+    """Run ``method(self, ...)`` with autocast off on the device of its first tensor argument (where that device
+    has autocast).
 
     Under ``torch.autocast`` (a mixed-precision training step) the mel projection's matmuls would run in bfloat16
     or float16: decibels off by a quarter of a dB, powers below float16's range turned into ``-inf``, and
@@ -28,12 +29,13 @@ def without_autocast(method: _Method) -> _Method:
     """
 
     @functools.wraps(method)
-    def wrapper(self: Any, tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tensor = next(value for value in (*args, *kwargs.values()) if isinstance(value, torch.Tensor))
         device_type = tensor.device.type
         if not torch.amp.is_autocast_available(device_type):
-            return method(self, tensor, *args, **kwargs)
+            return method(self, *args, **kwargs)
         with torch.autocast(device_type=device_type, enabled=False):
-            return method(self, tensor, *args, **kwargs)
+            return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

@@ -82,16 +82,20 @@ def test_log_mel_called_directly_is_float32_and_finite_under_float16_autocast():
     reference = features.log_mel(waveforms, lengths)
     with torch.autocast("cpu", dtype=torch.float16):
         under_autocast = features.log_mel(waveforms, lengths)
-    assert under_autocast.dtype == torch.float32 and bool(torch.isfinite(under_autocast).all())
-    torch.testing.assert_close(under_autocast, reference, rtol=0, atol=0)
+        by_keyword = features.log_mel(source=waveforms, signal_lengths=lengths)
+    for result in (under_autocast, by_keyword):
+        assert result.dtype == torch.float32 and bool(torch.isfinite(result).all())
+        torch.testing.assert_close(result, reference, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", AUTOCAST_DTYPES)
 def test_half_precision_waveforms_are_featurised_in_float32(dtype):
+    # Passed by keyword, under autocast of their own dtype, as a mixed-precision loop might hold them.
     features = batched_features_for(EXTRACTORS["clap"])
     clip = sound("next to silence", features.sampling_rate)
     half, lengths = pad_waveforms([clip], dtype=dtype)
     expected = features(half.to(torch.float32), lengths)["input_features"]
-    got = features(half, lengths)["input_features"]
+    with torch.autocast("cpu", dtype=dtype):
+        got = features(waveforms=half, lengths=lengths)["input_features"]
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
