@@ -25,6 +25,7 @@ from transformers.utils import logging
 from .configuration_atr import AtrConfig
 from .data.schema import LANGUAGES, all_captions, describe_dataset
 from .data.synthcaps import CORPUS_NAME, load_synthcaps
+from .data.synthcaps_grammar import event_phrase
 from .evaluation.evaluator import RetrievalEvaluator
 from .metrics.tables import results_table
 from .model_card.facts import card_data, record_sharing_terms
@@ -39,6 +40,9 @@ from .windowing import collect_cut_clips, extractor_window
 logger = logging.get_logger(__name__)
 
 EXAMPLE_QUERIES = ("a loud siren", "a high-pitched tone followed by a low tone")
+SEARCH_SUGGESTION = event_phrase("high_tone")
+"""The query of the ``hf-atr search`` command the demo ends by suggesting: a synthcaps event ("a high-pitched
+tone"), which the demo model was trained to find, so the first search a newcomer runs shows it working."""
 CORPUS = CORPUS_NAME
 DEMO_THREADS = 1
 """torch threads the demo runs with: README's figures were measured at one thread (see the module docstring)."""

@@ -303,6 +303,7 @@ class AtrProcessor(ProcessorMixin):
         feature_backend: str = "transformers",
         strict: bool = False,
         cache_file_name: str | None = None,
+        split: str | None = None,
     ) -> Any:
         """Run the feature extractor once over a ``datasets.Dataset``/``DatasetDict`` with ``Dataset.map``.
 
@@ -320,6 +321,9 @@ class AtrProcessor(ProcessorMixin):
         ``cache_file_name`` (a ``Dataset`` only) writes the result to that Arrow file, memory-mapped rather than
         held in memory, and reuses the file when it exists (as ``Dataset.map`` does): name it after what
         determines the features (see ``hf-atr train``), since an existing file is read without a check.
+
+        ``split`` (a ``Dataset`` only) names it in its progress bar and warnings (a ``DatasetDict``'s splits go by
+        their keys).
         """
         if isinstance(dataset, dict):  # a DatasetDict: each split on its own, named in its report
             if cache_file_name is not None:
@@ -344,7 +348,7 @@ class AtrProcessor(ProcessorMixin):
             )
         return self._extract_split(
             dataset,
-            None,
+            split,
             audio_column,
             batch_size,
             num_proc,
@@ -399,7 +403,7 @@ class AtrProcessor(ProcessorMixin):
                 with_indices=True,
                 remove_columns=remove_columns,
                 features=stored,
-                desc="Extracting audio features",
+                desc=f"Extracting audio features of {where}",
                 **cache,
             )
         errors = featurized[DECODE_ERROR_COLUMN]

@@ -24,6 +24,21 @@ HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 """``owner/name``: what ``--model`` may name on the Hub when no local directory of that name exists."""
 
 
+@contextlib.contextmanager
+def quiet_datasets_progress_bars() -> Iterator[None]:
+    """Within: no ``datasets`` progress bar, for a stage short enough that a bar would only add lines to the log
+    (``hf-atr train`` saving its held-out test split). The bars' state before (a user's own switch) is restored."""
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    shown = not are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if shown:
+            enable_progress_bars()
+
+
 def checked_model(model: str) -> str:
     """``--model`` as a local directory (``~`` expanded) holding a saved model, or a Hub repository id.
 

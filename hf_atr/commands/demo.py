@@ -49,7 +49,7 @@ def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Handler of ``hf-atr demo``: run the demo, then print its results, searches and where it wrote them."""
-    from ..demo import format_results_table
+    from ..demo import SEARCH_SUGGESTION, format_results_table
     from ..demo import run_demo as run_the_demo
 
     if args.threads < 1:
@@ -79,7 +79,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print()
     print(f"Model saved to {result.model_dir}; metrics in {result.model_dir.parent / 'metrics.json'}")
     print(f"Test clips in {result.audio_dir}, their index in {result.index_dir}; search them with")
-    print(f'  hf-atr search --model {result.model_dir} --index {result.index_dir} "a dog barks"')
+    print(f'  hf-atr search --model {result.model_dir} --index {result.index_dir} "{SEARCH_SUGGESTION}"')
     threads = f"{result.threads} torch thread{'s' if result.threads != 1 else ''}"
     print(
         f"Training took {result.train_seconds:.0f} s, the whole demo {result.total_seconds:.0f} s ({threads}, "

@@ -100,6 +100,7 @@ def extract_features(
                 batch_size=data.feature_batch_size,
                 feature_backend=data.feature_backend,
                 cache_file_name=str(cache_file),
+                split=role,
             )
         if cached:  # nothing was extracted: the count is the one kept when the file was written
             return ExtractedSplit(features, _read_cut_count(cuts_file))

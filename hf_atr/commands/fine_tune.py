@@ -52,6 +52,7 @@ from ..training.objective_setup import objective_training_setup
 from ..training.streaming import StreamingPairs
 from ..training.trainer import AtrTrainer
 from ..training.waveform_collator import WaveformCollator
+from .common import quiet_datasets_progress_bars
 from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
 from .moment_data import moment_test_evaluator, moment_training_audio
 from .train_arguments import (
@@ -307,7 +308,8 @@ def run_training(arguments: TrainArguments) -> TrainResult:
     final = None
     if trainer.is_world_process_zero():
         if corpus.held_out:
-            corpus.test.save_to_disk(str(Path(training.output_dir) / "test_split"))
+            with quiet_datasets_progress_bars():  # a copy of the held-out clips' rows: no stage to follow
+                corpus.test.save_to_disk(str(Path(training.output_dir) / "test_split"))
         final = evaluate_and_save(
             model,
             processor,

@@ -1,8 +1,9 @@
 """``hf-atr serve --model M --index I``: the search page (:mod:`hf_atr.app.search_page`) on a local web server.
 
 Everything that can be checked before serving is checked first, in the order of its cost, and ends the command
-with a message naming what is wrong: gradio installed (``pip install 'hf-atr[app]'``), the index directory, the
-model and the index loaded as ``hf-atr search`` loads them, an audio index in it. gradio is imported only once the
+with a message naming what is wrong: gradio installed (``pip install 'hf-atr[app]'``), the index directory and an
+index in it, the model and the index loaded as ``hf-atr search`` loads them, an audio index in it that holds at
+least one file (each refusal names the ``hf-atr index`` command that fills it). gradio is imported only once the
 command runs, so ``hf-atr --help`` stays light.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import shlex
 import socket
 from pathlib import Path
 from typing import Any
@@ -61,15 +63,33 @@ def run_serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"--top-k must be at least 1, got {args.top_k}.")
     if args.port is not None and not 0 < args.port < 65536:
         raise SystemExit(f"--port must be between 1 and 65535, got {args.port}.")
+    from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
+
     index_dir = Path(args.index).expanduser()
     if not index_dir.is_dir():
         raise SystemExit(f"--index {args.index}: no such directory.")
+    model, index = shlex.quote(args.model), shlex.quote(args.index)
+    if not holds_index(index_dir):
+        raise SystemExit(
+            f"--index {args.index} holds no index: build one of your audio files with "
+            f"`hf-atr index --model {model} --audio-dir DIR --out {index}`."
+        )
     _check_address(args.host, args.port)
     pipe = load_retrieval_pipeline(args.model, index_dir=index_dir)
     if pipe.audio_index is None:
         raise SystemExit(
             f"--index {args.index} holds captions only; the search page searches audio files: build an index of "
             f"them with `hf-atr index --model {args.model} --audio-dir DIR --out {args.index} --append`."
+        )
+    if len(pipe.audio_index) == 0:
+        skipped = (
+            f" ({len(pipe.skipped)} file(s) could not be decoded: see {index_dir / SKIPPED_FILENAME})"
+            if pipe.skipped
+            else ""
+        )
+        raise SystemExit(
+            f"--index {args.index} holds no audio files{skipped}, so the search page would find nothing: add "
+            f"some with `hf-atr index --model {model} --audio-dir DIR --out {index} --append`."
         )
     from hf_atr.app.search_page import SearchPage
 

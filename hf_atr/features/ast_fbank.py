@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers.audio_utils import mel_filter_bank, window_function
 
-from .base import BatchedFeatureExtractor
+from .base import BatchedFeatureExtractor, without_autocast
 from .spectrogram import mel_power_
 
 HOP_LENGTH = 160
@@ -128,6 +128,7 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         """In place, ``(fbank - mean) / (2 std)`` when ``do_normalize`` (transformers' AST convention)."""
         return fbank.sub_(self.mean).div_(self.std * 2) if self.do_normalize else fbank
 
+    @without_autocast
     def log_mel(self, waveforms: torch.Tensor, frames: int, out: torch.Tensor) -> None:
         """Writes the log-mel energies of the first ``frames`` frames of every clip into ``out: (batch,
         frames, num_mel_bins)``."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -14,6 +15,30 @@ from .spectrogram import filter_bands, interleave_bins, pad_waveforms
 CPU_FRAMES_PER_CHUNK = 2048
 """On CPU, clips are featurised a few at a time so that one chunk's STFT (about this many frames) stays
 in cache: 3x faster than the whole batch at once on a 32 x 5-s AST batch. Accelerators take the batch whole."""
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def without_autocast(method: _Method) -> _Method:
+    """Run ``method(self, ...)`` with autocast off on the device of its first tensor argument (where that device
+    has autocast).
+
+    Under ``torch.autocast`` (a mixed-precision training step) the mel projection's matmuls would run in bfloat16
+    or float16: decibels off by a quarter of a dB, powers below float16's range turned into ``-inf``, and
+    half-precision rows written into float32 buffers (a crash). Features are computed in their inputs' dtype.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tensor = next(value for value in (*args, *kwargs.values()) if isinstance(value, torch.Tensor))
+        device_type = tensor.device.type
+        if not torch.amp.is_autocast_available(device_type):
+            return method(self, *args, **kwargs)
+        with torch.autocast(device_type=device_type, enabled=False):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
 
 RandomSource = torch.Generator | np.random.RandomState | None
 """Where random choices come from: a CPU ``torch.Generator``; a ``np.random.RandomState``, which replays
@@ -29,7 +54,9 @@ class BatchedFeatureExtractor(abc.ABC):
     Built from one extractor instance (:meth:`from_extractor`), whose settings it copies; afterwards it
     is independent of it. Calling it on zero-padded waveforms ``(batch, samples)`` at
     :attr:`sampling_rate` with their true ``lengths`` returns the extractor's outputs (same names, same
-    shapes) as tensors on the waveforms' device, computed in the waveforms' dtype.
+    shapes) as tensors on the waveforms' device, computed in float32 (float64 for float64 waveforms, which is
+    how they are compared with transformers' NumPy path) whatever the autocast state: half-precision
+    waveforms are up-cast, and autocast is off while the features are computed.
 
     Random decisions (CLAP's crops) depend only on the clips' lengths; :meth:`draw_random_choices` makes
     them, so that DataLoader workers can make them and the device only computes. Without a random source
@@ -90,6 +117,7 @@ class BatchedFeatureExtractor(abc.ABC):
     ) -> dict[str, torch.Tensor]:
         """The features of ``waveforms: (batch, samples)`` with ``lengths: (batch,)`` on their device."""
 
+    @without_autocast
     def __call__(
         self,
         waveforms: torch.Tensor,
@@ -110,7 +138,8 @@ class BatchedFeatureExtractor(abc.ABC):
                 worker).
 
         Returns:
-            The extractor's outputs by name (e.g. ``input_values``), tensors on ``waveforms.device``.
+            The extractor's outputs by name (e.g. ``input_values``), tensors on ``waveforms.device``, floating
+            ones in float32 (float64 for float64 waveforms), under ``torch.autocast`` too.
         """
         if waveforms.ndim != 2 or 0 in waveforms.shape or not torch.is_floating_point(waveforms):
             raise ValueError(
@@ -132,6 +161,7 @@ class BatchedFeatureExtractor(abc.ABC):
             random_choices = self.draw_random_choices(lengths.cpu(), random_source)
         random_choices = {name: value.to(waveforms.device) for name, value in random_choices.items()}
         generator = random_source if isinstance(random_source, torch.Generator) else None
+        waveforms = waveforms.to(torch.promote_types(waveforms.dtype, torch.float32))
         return self.compute(waveforms, lengths, random_choices, generator)
 
     def featurize_arrays(

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .base import BatchedFeatureExtractor
+from .base import BatchedFeatureExtractor, without_autocast
 from .spectrogram import (
     audible_frame_counts,
     centered_frame_counts,
@@ -51,6 +51,7 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
         """Frames of each clip's centred STFT: ``(batch,)``."""
         return centered_frame_counts(lengths, self.fft_length, self.hop_length)
 
+    @without_autocast
     def log_mel(
         self,
         source: torch.Tensor,

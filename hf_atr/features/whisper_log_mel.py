@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from transformers.audio_utils import window_function
 
-from .base import BatchedFeatureExtractor
+from .base import BatchedFeatureExtractor, without_autocast
 from .spectrogram import audible_frame_counts, centered_signal, mel_power_
 
 WINDOW = "hann"
@@ -111,6 +111,7 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
             outputs["attention_mask"] = (frame_starts[None, :] < clipped[:, None]).to(torch.int32)
         return outputs
 
+    @without_autocast
     def log_mel(
         self, source: torch.Tensor, content_lengths: torch.Tensor, frames: int, features: torch.Tensor
     ) -> None:

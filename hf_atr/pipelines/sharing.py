@@ -47,7 +47,7 @@ def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Unpack[HubUpload]) -
     its processor, its card and the index it holds in one commit; the list of skipped files stays local.
 
     ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
-    ``eval_results``, ``private``, ...; but ``processor``: the pipeline's is uploaded).
+    ``eval_results``, ``private``, ...); ``processor`` defaults to the pipeline's.
 
     Raises:
         ValueError: the pipeline holds no index.
@@ -57,10 +57,11 @@ def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Unpack[HubUpload]) -
             "This pipeline holds no index to push: build one with `pipe.index(...)`, or push the model "
             "alone with `model.push_to_hub(repo_id)`."
         )
+    processor = upload.pop("processor", None)
     return hub.push_to_hub(
         pipe.model,
         repo_id,
-        processor=pipe.processor,
+        processor=pipe.processor if processor is None else processor,
         stage_extra=lambda staging: save_indexes(
             staging / INDEX_DIRNAME, pipe.audio_index, pipe.text_index, [], report_skipped=False
         ),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 from pathlib import Path
 
 import datasets
@@ -27,6 +26,7 @@ from tiny_models import (
 from transformers import AutoModel
 
 from hf_atr.cli import main
+from hf_atr.commands.common import quiet_datasets_progress_bars
 from hf_atr.commands.fine_tune import objective_config, run_training, starting_point_base_model
 from hf_atr.commands.train import run_train_command
 from hf_atr.commands.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
@@ -72,7 +72,6 @@ def in_tmp(tmp_path, monkeypatch):
 
 def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     """train -> evaluate -> index/search on a folder of 16 clips, as the README writes the commands."""
-    started = time.perf_counter()
     audio_tower, text_tower = towers
     (in_tmp / "audio-tower").symlink_to(audio_tower)
     (in_tmp / "text-tower").symlink_to(text_tower)
@@ -116,7 +115,49 @@ def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     assert trained["training_audio"] == {
         "clips": 12, "clips_cut_to_window": 0, "window_seconds": pytest.approx(1.015), "kept": "the first 1.01 s of each",
     }  # fmt: skip
-    assert time.perf_counter() - started < 60  # the README promises a quick start; typically ~10 s here
+
+
+@pytest.fixture
+def datasets_bars_shown():
+    """``datasets``' progress bars on within the test (whatever the session's switch), as they are by default."""
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    disabled = are_progress_bars_disabled()
+    enable_progress_bars()
+    yield
+    if disabled:
+        disable_progress_bars()
+
+
+def test_a_training_run_shows_one_progress_bar_per_long_stage(in_tmp, towers, capsys, datasets_bars_shown):
+    """hf-atr train on a folder: a bar for extracting the training clips' features and one for the training steps;
+    none for saving the held-out test split (a fraction of a second), nor for loading or saving the models."""
+    audio_tower, text_tower = towers
+    write_sound_folder(in_tmp / "my_sounds", clips=16)
+    command = ["train", "--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset",
+               "audiofolder", "--data_dir", "my_sounds", "--test_size", "0.2", "--output_dir", "run", *QUICK]  # fmt: skip
+    assert main(command) == 0
+    assert (in_tmp / "run" / "test_split").is_dir()  # the quick stage ran
+    stderr = capsys.readouterr().err
+    # tqdm draws a bar at 0 % when it starts: one start per bar, its description before the percentage.
+    bars = [name.strip().rstrip(":") for name in re.findall(r"(?:^|[\r\n])([^\r\n%|]*?) +0%\|", stderr)]
+    assert bars == ["Extracting audio features of split 'train'", ""], (
+        stderr
+    )  # "": the Trainer's bar of training steps
+
+
+@pytest.mark.parametrize("disabled_before", [False, True])
+def test_quiet_datasets_progress_bars_restores_the_switch_as_it_was(disabled_before):
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    disabled_in_the_session = are_progress_bars_disabled()
+    (disable_progress_bars if disabled_before else enable_progress_bars)()
+    try:
+        with quiet_datasets_progress_bars():
+            assert are_progress_bars_disabled()
+        assert are_progress_bars_disabled() == disabled_before
+    finally:
+        (disable_progress_bars if disabled_in_the_session else enable_progress_bars)()
 
 
 def result_name(model_dir: Path) -> str:
@@ -607,6 +648,49 @@ def test_training_at_scale_flags_reach_the_trainer(in_tmp, towers, monkeypatch, 
     assert result.final.protocol["clips"] == 4 and result.train_metrics["train_loss"] > 0
     card = (in_tmp / "run" / "model" / "README.md").read_text()
     assert ("shards shards/*.tar" in card) == streamed
+
+
+def test_bf16_training_featurises_on_the_device_outside_the_forward_s_autocast(in_tmp, towers, monkeypatch):
+    """hf-atr train --bf16 --audio_features device (--use_cpu here): the forward runs under accelerate's bfloat16
+    autocast, the waveforms are featurised before it, with autocast off, into float32 features, and the run trains."""
+    from hf_atr.training import trainer as trainer_module
+
+    audio_tower, text_tower = towers
+    _saved_corpus_with_shards(in_tmp)
+    featurised, forwards = [], []
+    featurize_waveforms = trainer_module.featurize_waveforms
+
+    def recording_featurize(batch, features, **kwargs):
+        inputs = featurize_waveforms(batch, features, **kwargs)
+        audio = [value for key, value in inputs.items() if key.startswith("input_") and key != "input_ids"]
+        featurised.append((torch.is_autocast_enabled("cpu"), [value.dtype for value in audio]))
+        return inputs
+
+    monkeypatch.setattr(trainer_module, "featurize_waveforms", recording_featurize)
+    forward = AtrTrainer.compute_loss
+
+    def recording_compute_loss(self, model, inputs, *args, **kwargs):
+        # On a layer inside the forward: accelerate's autocast wraps ``model.forward``, not the model's own hooks.
+        hook = model.audio_projection.register_forward_pre_hook(
+            lambda *_: forwards.append(torch.is_autocast_enabled("cpu"))
+        )
+        try:
+            return forward(self, model, inputs, *args, **kwargs)
+        finally:
+            hook.remove()
+
+    monkeypatch.setattr(AtrTrainer, "compute_loss", recording_compute_loss)
+    result = run_training(
+        parse_train_arguments(
+            ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",
+             "--output_dir", "run", "--audio_features", "device", "--bf16", "--use_cpu", *QUICK]
+        )
+    )  # fmt: skip
+    assert forwards and all(forwards)  # accelerate autocasts the forward on the CPU under --bf16
+    assert featurised and all(
+        not autocast and dtypes == [torch.float32] for autocast, dtypes in featurised
+    ), featurised
+    assert np.isfinite(result.train_metrics["train_loss"]) and result.train_metrics["train_loss"] > 0
 
 
 @pytest.mark.parametrize(

@@ -50,8 +50,53 @@ def test_a_missing_index_or_model_fails_before_serving(library, tmp_path):
         main(serve(library, index=tmp_path / "nothing"))
     with pytest.raises(SystemExit, match=f"^--model {tmp_path / 'nothing'}: no such directory.$"):
         main(serve(library, model=tmp_path / "nothing"))
-    with pytest.raises(SystemExit, match=f"^hf-atr: No audio_index.json or text_index.json in {tmp_path}.$"):
-        main(serve(library, index=tmp_path))
+    with pytest.raises(SystemExit) as refused:
+        main(serve(library, index=tmp_path))  # a directory, but no index in it
+    assert str(refused.value) == (
+        f"--index {tmp_path} holds no index: build one of your audio files with "
+        f"`hf-atr index --model {library.model_dir} --audio-dir DIR --out {tmp_path}`."
+    )
+
+
+def test_an_index_of_no_audio_file_is_refused_with_the_command_that_fills_it(library, tmp_path, monkeypatch):
+    from hf_atr.app.search_page import SearchPage
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "x.wav").write_bytes(b"not audio")
+    index = tmp_path / "index"
+    index_command = [
+        "index",
+        "--model",
+        str(library.model_dir),
+        "--audio-dir",
+        str(broken),
+        "--out",
+        str(index),
+    ]
+    assert main(index_command) == 0  # the one file is skipped: an index of 0 files
+    with pytest.raises(SystemExit) as refused:
+        main(serve(library, index=index))
+    assert str(refused.value) == (
+        f"--index {index} holds no audio files (1 file(s) could not be decoded: see {index / 'skipped.tsv'}), so "
+        f"the search page would find nothing: add some with `hf-atr index --model {library.model_dir} "
+        f"--audio-dir DIR --out {index} --append`."
+    )
+    (index / "skipped.tsv").unlink()
+    with pytest.raises(SystemExit, match=r"^--index .* holds no audio files, so the search page would find"):
+        main(serve(library, index=index))
+    # The command it names fills the index, and the page is served.
+    assert main([*index_command[:4], str(library.audio_dir), "--out", str(index), "--append"]) == 0
+    served = []
+
+    def build_only(page, host, port=None):
+        served.append(page)
+        raise OSError("not served from a test")
+
+    monkeypatch.setattr(SearchPage, "launch", build_only)
+    with pytest.raises(SystemExit, match="not served from a test"):
+        main(serve(library, index=index))
+    assert served[0].heading.startswith(f"Index `{index}`: 3 file(s)")
 
 
 def test_an_index_of_another_model_or_of_captions_only_is_refused(library, tmp_path):

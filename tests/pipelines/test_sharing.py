@@ -209,3 +209,30 @@ def test_the_model_s_push_to_hub_passes_the_commit_options_on():
                                  create_pr=True)  # fmt: skip
     assert create_repo.call_args.kwargs == {"private": True, "exist_ok": True}
     assert commits == [{"commit_message": "First upload", "revision": "dev", "create_pr": True}]
+
+
+def test_a_processor_given_to_push_is_uploaded_instead_of_the_pipeline_s(pipe, tmp_path):
+    pipe.index(["a dog barks", "rain on a roof"], show_progress=False)
+    given = make_processor()
+    given.feature_extractor.max_length = 77  # another window than the pipeline's processor
+    given.save_pretrained(tmp_path / "given")
+    pipe.processor.save_pretrained(tmp_path / "own")
+    given_config, own_config = (
+        (tmp_path / name / "processor_config.json").read_bytes() for name in ("given", "own")
+    )
+    assert given_config != own_config
+    for push in (push_pipeline_to_hub, AudioTextRetrievalPipeline.push_to_hub):
+        uploaded: dict[str, bytes] = {}
+        create_repo, create_commit = fake_hub(uploaded)
+        with create_repo, create_commit:
+            assert push(pipe, "atr-tiny", processor=given) is mock.sentinel.commit_info
+        assert sorted(uploaded) == sorted(
+            [name for name in UPLOADED_FILES if not name.startswith(f"{INDEX_DIRNAME}/audio")]
+            + ["retrieval_index/text_index.json", "retrieval_index/text_index.safetensors"]
+        )
+        assert uploaded["processor_config.json"] == given_config, push
+    uploaded = {}
+    create_repo, create_commit = fake_hub(uploaded)
+    with create_repo, create_commit:
+        push_pipeline_to_hub(pipe, "atr-tiny")
+    assert uploaded["processor_config.json"] == own_config
