@@ -12,6 +12,10 @@ process:
   the device (`hf_atr.pipelines.device_search`: items held there, queries by matrix products, top-k by
   blocks of 65,536 items); its build is copying the items there, and its queries/s include moving the queries
   there and the hits back;
+* `matmul+topk float32` / `matmul+topk float16`: the floor the device search is held to, timed in the same run: a
+  plain blocked `matmul` + `topk` (the same blocks, items already on the device, queries moved there and the
+  hits back), with no tie rule (`torch.topk` breaks ties as it likes). The device search's time over this one's is
+  printed after the table (goal: within 1.15x);
 * `ivf`: `EmbeddingIndex(kind="ivf")` (faiss IndexIVFFlat, sqrt(n) cells trained on 64 points each,
   nprobe cells searched);
 * `hnsw`: `EmbeddingIndex(kind="hnsw")` (faiss IndexHNSWFlat, M = 32), up to `--hnsw-max` items
@@ -42,6 +46,7 @@ import faiss
 import numpy as np
 import torch
 
+from hf_atr.pipelines.device_search import DEFAULT_ITEM_BLOCK, DEFAULT_QUERY_BLOCK, SEARCH_DTYPES
 from hf_atr.pipelines.index import EmbeddingIndex
 
 EMBED_DIM = 512
@@ -80,12 +85,53 @@ def measure_index(
     index.search(
         queries[:1], TOP_K
     )  # builds the faiss structure (IVF training, HNSW graph) or fills the device
+    if index.device is not None:
+        synchronize(index.device)
     build = time.perf_counter() - started
     started = time.perf_counter()
     _, positions = index.search(queries, TOP_K)
     seconds = time.perf_counter() - started
     recall = 1.0 if exact is None else recall_at_k(positions, exact)
     return {"build_s": build, "qps": len(queries) / seconds, "recall@10": recall}, positions
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so that the clock reads what the device spent (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def plain_matmul_topk(items: torch.Tensor, queries: torch.Tensor, k: int) -> torch.Tensor:
+    """Positions ``(q, k)`` of the top-``k`` inner products of ``queries: (q, dim)`` (float32, on the host) with
+    ``items: (n, dim)`` (on the device, in the dtype searched): blocks of ``DEFAULT_QUERY_BLOCK`` queries by
+    ``DEFAULT_ITEM_BLOCK`` items, each block's ``topk`` kept and the candidates' ``topk`` taken at the end."""
+    on_device = queries.to(items.device)
+    hits = []
+    for block in on_device.split(DEFAULT_QUERY_BLOCK):
+        held = block.to(items.dtype)
+        candidate_scores, candidate_positions = [], []
+        for start in range(0, len(items), DEFAULT_ITEM_BLOCK):
+            top = (held @ items[start : start + DEFAULT_ITEM_BLOCK].T).topk(k, dim=1)
+            candidate_scores.append(top.values)
+            candidate_positions.append(top.indices + start)
+        best = torch.cat(candidate_scores, dim=1).topk(k, dim=1).indices
+        hits.append(torch.cat(candidate_positions, dim=1).gather(1, best))
+    return torch.cat(hits).cpu()
+
+
+def measure_plain(
+    items: torch.Tensor, queries: torch.Tensor, exact: np.ndarray, device: torch.device, dtype: str
+) -> dict[str, float]:
+    """Time :func:`plain_matmul_topk` as :func:`measure_index` times the device search."""
+    started = time.perf_counter()
+    held = items.to(device=device, dtype=SEARCH_DTYPES[dtype])
+    plain_matmul_topk(held, queries[:1], TOP_K)
+    synchronize(device)
+    build = time.perf_counter() - started
+    started = time.perf_counter()
+    positions = plain_matmul_topk(held, queries, TOP_K).numpy()
+    seconds = time.perf_counter() - started
+    return {"build_s": build, "qps": len(queries) / seconds, "recall@10": recall_at_k(positions, exact)}
 
 
 def run_size(count: int, num_queries: int, device: str, hnsw_max: int, nprobes: list[int], seed: int) -> None:
@@ -100,6 +146,7 @@ def run_size(count: int, num_queries: int, device: str, hnsw_max: int, nprobes: 
         results[f"{device} {dtype}"] = measure_index(
             items, queries, exact, device=device, search_dtype=dtype
         )[0]
+        results[f"matmul+topk {dtype}"] = measure_plain(items, queries, exact, torch.device(device), dtype)
     for nprobe in nprobes:
         results[f"ivf nprobe={nprobe}"] = measure_index(items, queries, exact, kind="ivf", nprobe=nprobe)[0]
     if count <= hnsw_max:
@@ -113,6 +160,11 @@ def run_size(count: int, num_queries: int, device: str, hnsw_max: int, nprobes: 
             f"  {name:<18} {values['build_s']:>9.2f} {values['qps']:>11,.0f} {values['recall@10']:>10.4f} "
             f"{values['qps'] / baseline:>13.2f}x"
         )
+    slowdowns = [
+        f"{dtype} {results[f'matmul+topk {dtype}']['qps'] / results[f'{device} {dtype}']['qps']:.2f}x"
+        for dtype in ("float32", "float16")
+    ]
+    print(f"  device search time / plain matmul+topk time: {', '.join(slowdowns)}")
     del items
 
 
