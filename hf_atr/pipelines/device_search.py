@@ -5,8 +5,13 @@
 
 - the ``(n, dim)`` items are copied to the device once, in float32 or float16 (:data:`SEARCH_DTYPES`);
 - a block of queries is scored against a block of items at a time (at most ``query_block × item_block``
-  scores in memory: 1,024 × 65,536 by default, 256 MiB in float32), each block's top-k taken and merged with
-  the best so far;
+  scores in memory: 1,024 × 65,536 by default, 256 MiB in float32), in the items' dtype, and each block's
+  ``topk(k + 1)`` kept: its first ``k`` are candidates, the ``(k+1)``-th tells whether items tie at the block's
+  k-th place; the candidates of all blocks are ordered once at the end (a sort of ``k × blocks`` per query);
+- nothing is read back to the host until every block is searched. Then the rows whose merged k-th key is such a
+  tie (``topk`` chose among the tied items as it liked) are searched again, and only those, keeping the lowest
+  positions of the tied items: two more passes over each of their blocks. Without repeated or float16-rounded
+  scores there are none;
 - inner product: ``s(q, x) = qᵀx``. L2: ``s(q, x) = −‖q − x‖``, ranked by the squared distance expanded as
   ``‖q‖² + ‖x‖² − 2 qᵀx`` and clamped at 0, as faiss's ``IndexFlatL2`` computes it. Mahalanobis scoring is L2
   on vectors already mapped by ``M^{1/2}`` (m-LTM Eq. 9: ``(t − a)ᵀ M (t − a) = ‖M^{1/2} t − M^{1/2} a‖²``;
@@ -18,8 +23,10 @@ compares ``(distance, id)``); ``IndexFlatIP`` lists equal scores by descending i
 whichever of the tied items its heap held (it depends on the order they came in), so against it only the
 scores, and the positions of rows without a tie at the k-th place, agree as sets.
 
-Float16 halves the memory and, on a GPU, runs the products on tensor cores; its scores carry float16's
-rounding (about 3 significant digits), so near-ties may swap (recall@10 against float32, not equality).
+Float16 halves the memory and, on a GPU, runs the products on tensor cores; the inner products stay in float16
+up to the top-k (L2 keys are expanded in float32: the expansion cancels). Its scores carry float16's rounding
+(about 3 significant digits), so near-ties may swap (recall@10 against float32, not equality), and exact ties at
+that rounding are more frequent: the rows they fall on are searched again.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import torch
 
 SEARCH_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 """The item matrix's precision on the device, by name. bfloat16 is left out: its 8-bit mantissa ranks unit
-vectors too coarsely (recall@10 0.63 against float32 on clustered 512-d vectors, ``../shared/GPU-NOTES.md``)."""
+vectors too coarsely (recall@10 0.63 against float32 on clustered 512-d vectors, measured on a GPU)."""
 DEFAULT_QUERY_BLOCK = 1024
 DEFAULT_ITEM_BLOCK = 65_536
 _FLOAT16_MAX = torch.finfo(torch.float16).max
