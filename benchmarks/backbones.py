@@ -232,15 +232,15 @@ def main() -> None:
     )
     memory = "peak GPU GiB" if args.device.startswith("cuda") else "peak RSS GiB"
     print(
-        f"{'model':<20}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}{memory:>14}"
+        f"{'model':<25}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}{memory:>14}"
     )
     for result in results:
         if "error" in result:
-            print(f"{result['name']:<20}failed ({result['error']})")
+            print(f"{result['name']:<25}failed ({result['error']})")
             continue
         timings = result["timings"]
         print(
-            f"{result['name']:<20}{result['params'] / 1e6:>8.2f}M{result['total'] / 1e6:>8.2f}M"
+            f"{result['name']:<25}{result['params'] / 1e6:>8.2f}M{result['total'] / 1e6:>8.2f}M"
             f"{statistics.median(timings):>12.1f}{min(timings):>10.1f}"
             f"{min(timings) / result['demo_min']:>11.1f}x{result['peak_gib']:>14.2f}"
         )
