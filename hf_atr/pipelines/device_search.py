@@ -149,10 +149,10 @@ class DeviceSearch:
         keys, positions, tied = keys.cpu().numpy(), positions.cpu().numpy(), tied.cpu().numpy()
         if tied.any():
             rows = np.flatnonzero(tied)
-            exact_keys, exact_positions = self._search_rows_exactly(
-                queries_on_device[torch.from_numpy(rows).to(self.device)], k
-            )
-            keys[rows], positions[rows] = exact_keys.cpu().numpy(), exact_positions.cpu().numpy()
+            tied_queries = queries_on_device[torch.from_numpy(rows).to(self.device)]
+            exact = [self._search_rows_exactly(block, k) for block in tied_queries.split(self.query_block)]
+            keys[rows] = torch.cat([block_keys for block_keys, _ in exact]).cpu().numpy()
+            positions[rows] = torch.cat([block_positions for _, block_positions in exact]).cpu().numpy()
         scores = keys if self.metric == "inner_product" else -keys
         return scores.astype(np.float32), positions.astype(np.int64)
 

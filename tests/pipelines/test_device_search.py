@@ -162,7 +162,10 @@ def test_nothing_is_read_back_until_every_block_is_searched(
     first_pass = ["block"] * item_blocks * -(-30 // query_block) + ["cpu"] * 3  # keys, positions, tie marks
     assert events[: len(first_pass)] == first_pass
     searched_again = events[len(first_pass) :]
-    assert searched_again in ([], ["block"] * item_blocks + ["cpu"] * 2)
+    if searched_again:  # the tied rows, by blocks of queries: their hits are read back once, at the end
+        blocks_again = searched_again.count("block")
+        assert blocks_again % item_blocks == 0
+        assert searched_again == ["block"] * blocks_again + ["cpu"] * 2
     if dtype == "float32":  # random floats: no two scores tie, so no row is searched again
         assert searched_again == []
 
@@ -199,8 +202,8 @@ def test_only_rows_with_a_tie_at_a_blocks_kth_place_are_searched_again(monkeypat
     events: list[str] = []
     record_host_reads(monkeypatch, events)
     positions = search.search(queries, k)[1]
-    assert len(searched_again) == 1
-    np.testing.assert_array_equal(searched_again[0], queries[expected_rows])
+    assert all(len(rows) <= 4 for rows in searched_again)  # by blocks of queries, as the first search
+    np.testing.assert_array_equal(np.concatenate(searched_again), queries[expected_rows])
     assert events.count("cpu") == 5 and set(events) == {"block", "cpu"}
     np.testing.assert_array_equal(positions, lowest_positions_first(keys, k))
 
