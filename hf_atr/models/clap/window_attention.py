@@ -48,7 +48,7 @@ class ClapAudioSdpaSelfAttention(ClapAudioSelfAttention):
         windows = 1 if attention_mask is None else attention_mask.shape[0]
         heads, head_size = self.num_attention_heads, self.attention_head_size
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
-        bias = bias.view(tokens, tokens, heads).permute(2, 0, 1)
+        bias = bias.view(tokens, tokens, heads).permute(2, 0, 1).contiguous()  # attention kernels read rows
         mask = (
             bias.unsqueeze(0) if attention_mask is None else bias.unsqueeze(0) + attention_mask.unsqueeze(1)
         )
