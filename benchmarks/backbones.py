@@ -16,6 +16,9 @@ text tower (hidden 64, 2 layers, projection 64), so the rows differ only in the 
   defaults: HTS-AT with depths 2-2-6-2 on a 256 × 256 spectrogram image of 48 kHz, 64-bin log-mel features,
   and RoBERTa-base), converted as :meth:`~hf_atr.AtrDualEncoderModel.from_clap` converts a checkpoint (two-layer
   projections to 512, two logit scales). This row differs in both towers: its text tower is RoBERTa-base.
+* ``clap-htsat-unfused-sdpa``: the same model with ``audio_window_attention="sdpa"``: HTS-AT's window attention
+  through ``scaled_dot_product_attention`` (the same outputs and gradients; flash attention cannot take its
+  additive mask, the memory-efficient kernel can), so that the two rows say which is faster on the device;
 * ``pe-av-large``: the whole PE-Audio model at ``PeAudioConfig()``'s defaults, which its docstring gives as
   ``facebook/pe-av-large``'s configuration (a DAC-style waveform encoder and a 1792-wide transformer, ModernBERT
   with 22 layers; 606M parameters), converted as :meth:`~hf_atr.AtrDualEncoderModel.from_pe_audio` converts a
@@ -94,13 +97,18 @@ def panns_builder(architecture: str) -> ModelBuilder:
     return build
 
 
-def build_clap_base(batch_size: int, seconds: float) -> tuple[AtrDualEncoderModel, dict[str, torch.Tensor]]:
-    """CLAP at laion/clap-htsat-unfused's sizes, random weights, on its own (unfused) log-mel features."""
-    extractor = ClapFeatureExtractor()  # 48 kHz, hop 480, 64 mel bins
-    model = AtrDualEncoderModel(AtrConfig(**atr_config_kwargs_from_clap(ClapConfig())))
-    frames = 1 + int(round(seconds * extractor.sampling_rate)) // extractor.hop_length
-    features = torch.randn(batch_size, 1, frames, extractor.feature_size)
-    return model, {"input_features": features}
+def clap_builder(window_attention: str) -> ModelBuilder:
+    def build(batch_size: int, seconds: float) -> tuple[AtrDualEncoderModel, dict[str, torch.Tensor]]:
+        """CLAP at laion/clap-htsat-unfused's sizes, random weights, on its own (unfused) log-mel features."""
+        extractor = ClapFeatureExtractor()  # 48 kHz, hop 480, 64 mel bins
+        config = AtrConfig(
+            **atr_config_kwargs_from_clap(ClapConfig()), audio_window_attention=window_attention
+        )
+        frames = 1 + int(round(seconds * extractor.sampling_rate)) // extractor.hop_length
+        features = torch.randn(batch_size, 1, frames, extractor.feature_size)
+        return AtrDualEncoderModel(config), {"input_features": features}
+
+    return build
 
 
 def build_pe_audio_large(
@@ -122,7 +130,8 @@ BACKBONES: dict[str, ModelBuilder] = {
     "demo": build_demo,
     "panns-cnn14": panns_builder("cnn14"),
     "panns-resnet38": panns_builder("resnet38"),
-    "clap-htsat-unfused": build_clap_base,
+    "clap-htsat-unfused": clap_builder("eager"),
+    "clap-htsat-unfused-sdpa": clap_builder("sdpa"),
     "pe-av-large": build_pe_audio_large,
 }
 
@@ -223,15 +232,15 @@ def main() -> None:
     )
     memory = "peak GPU GiB" if args.device.startswith("cuda") else "peak RSS GiB"
     print(
-        f"{'model':<20}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}{memory:>14}"
+        f"{'model':<25}{'params':>9}{'total':>9}{'median ms':>12}{'min ms':>10}{'min / demo':>12}{memory:>14}"
     )
     for result in results:
         if "error" in result:
-            print(f"{result['name']:<20}failed ({result['error']})")
+            print(f"{result['name']:<25}failed ({result['error']})")
             continue
         timings = result["timings"]
         print(
-            f"{result['name']:<20}{result['params'] / 1e6:>8.2f}M{result['total'] / 1e6:>8.2f}M"
+            f"{result['name']:<25}{result['params'] / 1e6:>8.2f}M{result['total'] / 1e6:>8.2f}M"
             f"{statistics.median(timings):>12.1f}{min(timings):>10.1f}"
             f"{min(timings) / result['demo_min']:>11.1f}x{result['peak_gib']:>14.2f}"
         )

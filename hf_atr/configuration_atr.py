@@ -26,6 +26,9 @@ MAX_RAW_LOGIT_SCALE_INIT = math.log(3.4028234663852886e38)
 ``exp(logit_scale_init)`` is no float32 number."""
 POOLING_KINDS = ("mean", "cls", "max", "pooler")
 PROJECTION_KINDS = ("linear", "mlp")
+AUDIO_WINDOW_ATTENTION_KINDS = ("eager", "sdpa")
+CLAP_AUDIO_MODEL_TYPE = "clap_audio_model"
+"""``CLAP_AUDIO_MODEL_TYPE``: the one audio tower with a choice of ``audio_window_attention``."""
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
 
 FORMAT_VERSION = 3
@@ -144,6 +147,14 @@ class AtrConfig(PreTrainedConfig):
             (`AtrDualEncoderModel.get_audio_frame_features`): 25.0 for a model converted from a
             `PeAudioFrameLevelModel` checkpoint (48 kHz, one frame per 1920 samples). `None` (default): clip
             embeddings only.
+        audio_window_attention (`str`, defaults to `"eager"`):
+            How CLAP's HTS-AT audio tower computes its Swin window attention: `"eager"`, transformers'
+            `ClapAudioSelfAttention` (explicit products and softmax), or `"sdpa"`,
+            `torch.nn.functional.scaled_dot_product_attention` with the relative position bias and the
+            shifted-window mask as its additive mask (`hf_atr.models.clap.window_attention`): the same outputs
+            and gradients to float32 rounding, the same weights. Flash attention cannot take that dense mask; on a
+            GPU the memory-efficient kernel can. `"eager"` stays the default until a GPU measurement decides.
+            `"sdpa"` needs a CLAP audio tower (`ClapAudioConfig`).
         logit_bias_init (`float`, *optional*):
             Initial bias; defaults to the objective's paper (SigLIP's −10 for `sigmoid`, else 0).
         objective (`dict`, defaults to `{"name": "contrastive"}`):
@@ -191,6 +202,7 @@ class AtrConfig(PreTrainedConfig):
     logit_bias: bool | None = None
     logit_bias_init: float | None = None
     audio_frame_rate: float | None = None
+    audio_window_attention: str = "eager"
     format_version: int = FORMAT_VERSION
 
     @classmethod
@@ -231,6 +243,12 @@ class AtrConfig(PreTrainedConfig):
             if kept:
                 kwargs["attn_implementation"] = kept
         super().__post_init__(**kwargs)
+        if self.audio_window_attention == "sdpa" and self.audio_config.model_type != CLAP_AUDIO_MODEL_TYPE:
+            raise ValueError(
+                "`audio_window_attention='sdpa'` applies to CLAP's HTS-AT audio tower (a ClapAudioConfig, model_type "
+                f"{CLAP_AUDIO_MODEL_TYPE!r}); this audio tower's model_type is "
+                f"{self.audio_config.model_type!r}. Leave `audio_window_attention` at 'eager'."
+            )
 
     def _check_objective_needs_no_ground_metric(self) -> None:
         """Refuse an objective whose paper transports on a distance (the OT objectives) under ``"dot"`` scoring,
@@ -295,6 +313,11 @@ class AtrConfig(PreTrainedConfig):
                 raise ValueError(
                     f"`{field_name}` must be one of {POOLING_KINDS}, got {getattr(self, field_name)!r}."
                 )
+        if self.audio_window_attention not in AUDIO_WINDOW_ATTENTION_KINDS:
+            raise ValueError(
+                f"`audio_window_attention` must be one of {AUDIO_WINDOW_ATTENTION_KINDS}, got "
+                f"{self.audio_window_attention!r}."
+            )
         if self.projection not in PROJECTION_KINDS:
             raise ValueError(f"`projection` must be one of {PROJECTION_KINDS}, got {self.projection!r}.")
         # transformers.activations loads its kernel hub (~1 s): read the config module without it.

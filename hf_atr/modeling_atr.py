@@ -18,7 +18,7 @@ from transformers.modeling_outputs import ModelOutput
 from transformers.utils import logging
 
 from . import hub
-from .configuration_atr import AtrConfig, register_auto_config
+from .configuration_atr import CLAP_AUDIO_MODEL_TYPE, AtrConfig, register_auto_config
 from .file_permissions import apply_umask
 from .model_files import write_model_files
 from .model_layers import (
@@ -127,6 +127,11 @@ class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
             audio_model = encoder_only(tower_from_config(config.audio_config))
         if text_model is None:
             text_model = tower_from_config(config.text_config)
+        if config.audio_config.model_type == CLAP_AUDIO_MODEL_TYPE:
+            # transformers' CLAP modelling code takes a second to import: loaded for CLAP towers only.
+            from .models.clap.window_attention import use_sdpa_window_attention
+
+            use_sdpa_window_attention(audio_model, config.audio_window_attention == "sdpa")
         self.audio_model = audio_model
         self.text_model = text_model
         # The backbones must read the composite config so that edits to it reach them.

@@ -5,11 +5,19 @@ import json
 import pytest
 import torch
 from tiny_models import make_model, make_processor
-from transformers import AutoConfig, AutoModel, BertConfig, BertModel, WhisperConfig, XLMRobertaConfig
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    BertConfig,
+    BertModel,
+    ClapAudioConfig,
+    WhisperConfig,
+    XLMRobertaConfig,
+)
 
 import hf_atr  # noqa: F401  (registers the Auto classes)
 from hf_atr import AtrConfig, build_objective
-from hf_atr.configuration_atr import FORMAT_VERSION, migrate_config_dict
+from hf_atr.configuration_atr import CLAP_AUDIO_MODEL_TYPE, FORMAT_VERSION, migrate_config_dict
 
 
 def test_defaults_build_ast_and_bert_subconfigs():
@@ -48,6 +56,15 @@ def test_subconfigs_from_dicts_resolve_any_model_type():
         ),
         ({"objective": {"temperature": 0.1}}, "must be a dict with a 'name' key"),
         ({"objective": {"name": "triplet", "margn": 0.1}}, "unknown hyperparameter(s) ['margn']; it accepts"),
+        (
+            {"audio_window_attention": "flash"},
+            "`audio_window_attention` must be one of ('eager', 'sdpa'), got 'flash'.",
+        ),
+        (
+            {"audio_window_attention": "sdpa"},
+            "`audio_window_attention='sdpa'` applies to CLAP's HTS-AT audio tower (a ClapAudioConfig, model_type "
+            "'clap_audio_model'); this audio tower's model_type is 'audio-spectrogram-transformer'. Leave",
+        ),
     ],
 )
 def test_invalid_values_fail_at_construction_with_allowed_values(kwargs, message):
@@ -188,3 +205,10 @@ def test_a_built_tower_keeps_its_attention_implementation_in_the_composite_confi
     config = AtrConfig(text_config=tower.config)
     assert tower.config._attn_implementation == "eager"
     assert config.text_config is tower.config
+
+
+def test_the_window_attention_is_a_clap_audio_towers_choice():
+    assert ClapAudioConfig.model_type == CLAP_AUDIO_MODEL_TYPE
+    config = AtrConfig(audio_config=ClapAudioConfig(), audio_pooling="pooler", audio_window_attention="sdpa")
+    assert AtrConfig.from_dict(config.to_dict()).audio_window_attention == "sdpa"
+    assert AtrConfig().audio_window_attention == "eager"

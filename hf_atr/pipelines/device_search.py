@@ -5,8 +5,13 @@
 
 - the ``(n, dim)`` items are copied to the device once, in float32 or float16 (:data:`SEARCH_DTYPES`);
 - a block of queries is scored against a block of items at a time (at most ``query_block × item_block``
-  scores in memory: 1,024 × 65,536 by default, 256 MiB in float32), each block's top-k taken and merged with
-  the best so far;
+  scores in memory: 1,024 × 65,536 by default, 256 MiB in float32), in the items' dtype, and each block's
+  ``topk(k + 1)`` kept: its first ``k`` are candidates, the ``(k+1)``-th tells whether items tie at the block's
+  k-th place; the candidates of all blocks are ordered once at the end (a sort of ``k × blocks`` per query);
+- nothing is read back to the host until every block is searched. Then the rows whose merged k-th key is such a
+  tie (``topk`` chose among the tied items as it liked) are searched again, and only those, keeping the lowest
+  positions of the tied items: two more passes over each of their blocks. Without repeated or float16-rounded
+  scores there are none;
 - inner product: ``s(q, x) = qᵀx``. L2: ``s(q, x) = −‖q − x‖``, ranked by the squared distance expanded as
   ``‖q‖² + ‖x‖² − 2 qᵀx`` and clamped at 0, as faiss's ``IndexFlatL2`` computes it. Mahalanobis scoring is L2
   on vectors already mapped by ``M^{1/2}`` (m-LTM Eq. 9: ``(t − a)ᵀ M (t − a) = ‖M^{1/2} t − M^{1/2} a‖²``;
@@ -18,8 +23,10 @@ compares ``(distance, id)``); ``IndexFlatIP`` lists equal scores by descending i
 whichever of the tied items its heap held (it depends on the order they came in), so against it only the
 scores, and the positions of rows without a tie at the k-th place, agree as sets.
 
-Float16 halves the memory and, on a GPU, runs the products on tensor cores; its scores carry float16's
-rounding (about 3 significant digits), so near-ties may swap (recall@10 against float32, not equality).
+Float16 halves the memory and, on a GPU, runs the products on tensor cores; the inner products stay in float16
+up to the top-k (L2 keys are expanded in float32: the expansion cancels). Its scores carry float16's rounding
+(about 3 significant digits), so near-ties may swap (recall@10 against float32, not equality), and exact ties at
+that rounding are more frequent: the rows they fall on are searched again.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import torch
 
 SEARCH_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 """The item matrix's precision on the device, by name. bfloat16 is left out: its 8-bit mantissa ranks unit
-vectors too coarsely (recall@10 0.63 against float32 on clustered 512-d vectors, ``../shared/GPU-NOTES.md``)."""
+vectors too coarsely (recall@10 0.63 against float32 on clustered 512-d vectors, measured on a GPU)."""
 DEFAULT_QUERY_BLOCK = 1024
 DEFAULT_ITEM_BLOCK = 65_536
 _FLOAT16_MAX = torch.finfo(torch.float16).max
@@ -113,6 +120,9 @@ class DeviceSearch:
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` items of each query row, by the tie rule of the module docstring.
 
+        Nothing is read back from the device until every block is searched: then the hits, and which rows had
+        items tied at their k-th place (which only those rows are searched again for, exactly).
+
         Args:
             queries: ``(q, dim)`` float32.
             k: hits per query, ``1 <= k <= len(self)``.
@@ -125,66 +135,112 @@ class DeviceSearch:
             raise ValueError(f"k must be between 1 and the {len(self)} items, got {k}.")
         if len(queries) == 0:
             return np.zeros((0, k), np.float32), np.zeros((0, k), np.int64)
-        queries_on_device = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
         if self.dtype == torch.float16:
-            largest = float(queries_on_device.norm(dim=1).max()) * self._max_item_norm
+            largest = float(np.linalg.norm(queries, axis=1).max()) * self._max_item_norm
             if largest >= _FLOAT16_MAX:
                 raise ValueError(
                     f"float16 cannot hold these scores (inner products up to {largest:.4g}, float16 max "
                     f"{_FLOAT16_MAX:.0f}); search in float32."
                 )
+        queries_on_device = torch.from_numpy(queries).to(self.device)
         blocks = [self._search_block(block, k) for block in queries_on_device.split(self.query_block)]
-        keys = torch.cat([key for key, _ in blocks])
-        positions = torch.cat([position for _, position in blocks])
+        keys, positions, tied = (torch.cat(parts) for parts in zip(*blocks))
+        keys, positions, tied = keys.cpu().numpy(), positions.cpu().numpy(), tied.cpu().numpy()
+        if tied.any():
+            rows = np.flatnonzero(tied)
+            tied_queries = queries_on_device[torch.from_numpy(rows).to(self.device)]
+            exact = [self._search_rows_exactly(block, k) for block in tied_queries.split(self.query_block)]
+            keys[rows] = torch.cat([block_keys for block_keys, _ in exact]).cpu().numpy()
+            positions[rows] = torch.cat([block_positions for _, block_positions in exact]).cpu().numpy()
         scores = keys if self.metric == "inner_product" else -keys
-        return scores.cpu().numpy().astype(np.float32), positions.cpu().numpy().astype(np.int64)
+        return scores.astype(np.float32), positions.astype(np.int64)
 
-    def _search_block(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Ranking keys ``(b, k)`` (inner products, or minus clamped squared distances) and positions of one
-        block of float32 queries, merged over the blocks of items."""
+    def _keys(self, held: torch.Tensor, query_norms: torch.Tensor | None, start: int) -> torch.Tensor:
+        """Ranking keys ``(b, item_block)`` of queries ``held: (b, dim)`` (in the items' dtype) against the block of
+        items from ``start``: inner products in the items' dtype, or minus the clamped squared distances, in
+        float32 (their expansion cancels: float16 would lose the small distances that decide)."""
+        items = self.items[start : start + self.item_block]
+        keys = held @ items.T
+        if self.metric == "l2":
+            squared = query_norms + self._squared_norms[start : start + len(items)] - 2 * keys.float()
+            keys = -squared.clamp_(min=0.0)
+        return keys
+
+    def _search_block(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Ranking keys ``(b, k)`` float32 (inner products, or minus clamped squared distances), positions
+        ``(b, k)`` and ``tied (b,)`` of one block of float32 queries.
+
+        Each block of items gives its ``topk(k + 1)``: the first ``k`` are its candidates, and the ``(k+1)``-th
+        says whether items tie at its k-th place, where ``topk`` chose among them as it liked. Such a choice
+        matters only when the tied key is also the k-th of the merged hits (a block never has more than ``k``
+        items above that key, so all of those are its candidates): ``tied`` marks those rows, which
+        :meth:`_search_rows_exactly` searches again; the others' hits follow the tie rule as they are.
+        """
         held = queries.to(self.dtype)
         query_norms = held.float().square().sum(dim=1, keepdim=True) if self.metric == "l2" else None
-        best_keys = queries.new_empty((len(queries), 0))
-        best_positions = torch.empty((len(queries), 0), dtype=torch.long, device=queries.device)
+        candidate_keys, candidate_positions, tied_keys = [], [], []
         for start in range(0, len(self), self.item_block):
-            items = self.items[start : start + self.item_block]
-            keys = (held @ items.T).float()
-            if self.metric == "l2":
-                squared = query_norms + self._squared_norms[start : start + len(items)] - 2 * keys
-                keys = -squared.clamp_(min=0.0)
-            block_keys, block_positions = _top_k_lowest_positions_first(keys, k)
-            best_keys, best_positions = _merge(
-                best_keys, best_positions, block_keys, block_positions + start, k
+            keys = self._keys(held, query_norms, start)
+            top = keys.topk(min(k + 1, keys.shape[1]), dim=1)
+            candidate_keys.append(top.values[:, :k])
+            candidate_positions.append(top.indices[:, :k] + start)
+            if keys.shape[1] > k:
+                kth, next_key = top.values[:, k - 1], top.values[:, k]
+                tied_keys.append(torch.where(kth == next_key, kth, float("-inf")))
+        best_keys, best_positions = _lowest_positions_first(
+            torch.cat(candidate_keys, dim=1).float(), torch.cat(candidate_positions, dim=1), k
+        )
+        if not tied_keys:
+            return (
+                best_keys,
+                best_positions,
+                torch.zeros(len(queries), dtype=torch.bool, device=queries.device),
             )
-        return best_keys, best_positions
+        tied = (torch.stack(tied_keys, dim=1).float() == best_keys[:, -1:]).any(dim=1)
+        return best_keys, best_positions, tied
+
+    def _search_rows_exactly(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and positions ``(r, k)`` of float32 ``queries: (r, dim)`` with each block's top-k taken by the tie
+        rule: the items above its k-th key, then the lowest positions of those equal to it (two more passes
+        over the block, which is why only rows with such a tie come here)."""
+        held = queries.to(self.dtype)
+        query_norms = held.float().square().sum(dim=1, keepdim=True) if self.metric == "l2" else None
+        candidate_keys, candidate_positions = [], []
+        for start in range(0, len(self), self.item_block):
+            keys = self._keys(held, query_norms, start)
+            width = min(k, keys.shape[1])
+            top = keys.topk(width, dim=1)
+            kth = top.values[:, -1:]
+            column = torch.arange(keys.shape[1], device=keys.device)
+            lowest_tied = (
+                torch.where(keys == kth, column, keys.shape[1]).topk(width, dim=1, largest=False).values
+            )
+            above, filler = top.values > kth, lowest_tied == keys.shape[1]
+            # What is not a candidate gets the key -inf and a position past the last item: ranked last.
+            candidate_keys += [
+                top.values.masked_fill(~above, float("-inf")),
+                kth.expand(-1, width).masked_fill(filler, float("-inf")),
+            ]
+            candidate_positions += [
+                (top.indices + start).masked_fill(~above, len(self)),
+                (lowest_tied + start).masked_fill(filler, len(self)),
+            ]
+        return _lowest_positions_first(
+            torch.cat(candidate_keys, dim=1).float(), torch.cat(candidate_positions, dim=1), k
+        )
 
 
-def _top_k_lowest_positions_first(keys: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The top ``min(k, columns)`` of each row of ``keys: (rows, columns)``; of the columns tied at the k-th
-    place, the lowest. ``torch.topk`` breaks ties as it likes, so rows with such a tie are stable-sorted
-    instead (rare unless items repeat)."""
-    k = min(k, keys.shape[1])
-    top = keys.topk(k, dim=1)
-    values, positions = top.values, top.indices
-    tied_rows = ((keys >= values[:, -1:]).sum(dim=1) > k).nonzero().squeeze(1)
-    if len(tied_rows):
-        # + 0.0 turns -0.0 into 0.0: a radix sort would otherwise order the two equal keys.
-        ordered = (keys[tied_rows] + 0.0).sort(dim=1, descending=True, stable=True)
-        values, positions = values.clone(), positions.clone()
-        values[tied_rows], positions[tied_rows] = ordered.values[:, :k], ordered.indices[:, :k]
-    return values, positions
-
-
-def _merge(
-    keys: torch.Tensor, positions: torch.Tensor, more_keys: torch.Tensor, more_positions: torch.Tensor, k: int
+def _lowest_positions_first(
+    keys: torch.Tensor, positions: torch.Tensor, k: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The best ``k`` of two candidate lists per row, ordered by key, equal keys by position."""
-    all_keys = torch.cat([keys, more_keys], dim=1)
-    all_positions = torch.cat([positions, more_positions], dim=1)
-    by_position = all_positions.argsort(dim=1)
-    all_keys, all_positions = all_keys.gather(1, by_position), all_positions.gather(1, by_position)
-    order = (all_keys + 0.0).sort(dim=1, descending=True, stable=True).indices[:, :k]
-    return all_keys.gather(1, order), all_positions.gather(1, order)
+    """The best ``k`` of each row of candidates ``keys, positions: (rows, c)`` (``c >= k``), ordered by key,
+    equal keys by position."""
+    by_position = positions.argsort(dim=1)
+    keys, positions = keys.gather(1, by_position), positions.gather(1, by_position)
+    # + 0.0 turns -0.0 into 0.0: a radix sort would otherwise order the two equal keys.
+    order = (keys + 0.0).sort(dim=1, descending=True, stable=True).indices[:, :k]
+    return keys.gather(1, order), positions.gather(1, order)
 
 
 __all__ = [

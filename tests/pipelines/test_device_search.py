@@ -16,7 +16,13 @@ from tiny_models import make_model
 from transformers import pipeline
 
 import hf_atr  # noqa: F401  (registers the pipeline)
-from hf_atr.pipelines.device_search import DeviceSearch, checked_device, checked_dtype
+from hf_atr.pipelines.device_search import (
+    DEFAULT_ITEM_BLOCK,
+    DEFAULT_QUERY_BLOCK,
+    DeviceSearch,
+    checked_device,
+    checked_dtype,
+)
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring
 
 FORMAT_V0 = Path(__file__).resolve().parents[1] / "fixtures" / "format_v0"
@@ -87,6 +93,119 @@ def test_inner_product_ranks_ties_by_position_and_gives_faiss_flats_scores(item_
         [row[np.lexsort((row, -score))] for row, score in zip(faiss_positions, faiss_scores)]
     )
     np.testing.assert_array_equal(positions[untied], faiss_ordered[untied])
+
+
+def exact_keys(items: np.ndarray, queries: np.ndarray, metric: str) -> np.ndarray:
+    """``(q, n)`` ranking keys of small-integer vectors, exact in float16 and float32 alike."""
+    if metric == "inner_product":
+        return queries @ items.T
+    return -((queries[:, None, :] - items[None]) ** 2).sum(-1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("metric", ["inner_product", "l2"])
+@pytest.mark.parametrize(("item_block", "query_block"), [(1, 25), (5, 1), (6, 4), (16, 7), (1000, 1000)])
+@pytest.mark.parametrize("k", [1, 5, 6, 40, 80])
+def test_the_tie_rule_holds_across_blocks_in_either_dtype(dtype, metric, item_block, query_block, k):
+    items, queries = tied_vectors(seed=2)
+    search = DeviceSearch(items, metric, "cpu", dtype, item_block=item_block, query_block=query_block)
+    scores, positions = search.search(queries, k)
+    keys = exact_keys(items, queries, metric)
+    expected_positions = lowest_positions_first(keys, k)
+    np.testing.assert_array_equal(positions, expected_positions)
+    expected_keys = np.take_along_axis(keys, expected_positions, 1)
+    np.testing.assert_array_equal(scores, expected_keys if metric == "inner_product" else -expected_keys)
+    if metric == "l2":  # faiss IndexFlatL2 is the rule's reference: the same hits, ties included
+        np.testing.assert_array_equal(positions, faiss_flat(items, queries, "l2", k)[1])
+    if k < len(items) and item_block < len(items):
+        # The data puts items tied at the k-th place in different blocks, where the rule decides what is kept.
+        tied_at_kth = keys == np.take_along_axis(keys, expected_positions[:, -1:], 1)
+        blocks_of_ties = [set(np.flatnonzero(row) // item_block) for row in tied_at_kth]
+        assert any(len(blocks) > 1 for blocks in blocks_of_ties)
+
+
+HOST_READS = ("item", "tolist", "cpu", "nonzero", "__bool__", "__float__", "__int__", "__index__")
+"""The ``torch.Tensor`` methods that read a tensor back to the host (on a GPU, the host waits for the device)."""
+
+
+def record_host_reads(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> None:
+    """Append to ``events`` the name of every host read, and ``"block"`` for every block of items scored."""
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def recorded(self, *args, _name=name, _original=original, **kwargs):
+            events.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, recorded)
+    original_keys = DeviceSearch._keys
+
+    def recorded_keys(self, *args):
+        events.append("block")
+        return original_keys(self, *args)
+
+    monkeypatch.setattr(DeviceSearch, "_keys", recorded_keys)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("metric", ["inner_product", "l2"])
+@pytest.mark.parametrize(("item_block", "query_block"), [(7, 4), (DEFAULT_ITEM_BLOCK, DEFAULT_QUERY_BLOCK)])
+def test_nothing_is_read_back_until_every_block_is_searched(
+    monkeypatch, dtype, metric, item_block, query_block
+):
+    items, queries = unit_vectors(300, 16, seed=11), unit_vectors(30, 16, seed=12)
+    search = DeviceSearch(items, metric, "cpu", dtype, item_block=item_block, query_block=query_block)
+    events: list[str] = []
+    record_host_reads(monkeypatch, events)
+    search.search(queries, 10)
+    item_blocks = -(-300 // item_block)
+    first_pass = ["block"] * item_blocks * -(-30 // query_block) + ["cpu"] * 3  # keys, positions, tie marks
+    assert events[: len(first_pass)] == first_pass
+    searched_again = events[len(first_pass) :]
+    if searched_again:  # the tied rows, by blocks of queries: their hits are read back once, at the end
+        blocks_again = searched_again.count("block")
+        assert blocks_again % item_blocks == 0
+        assert searched_again == ["block"] * blocks_again + ["cpu"] * 2
+    if dtype == "float32":  # random floats: no two scores tie, so no row is searched again
+        assert searched_again == []
+
+
+def rows_tied_at_the_kth_place_in_a_block(keys: np.ndarray, k: int, item_block: int) -> np.ndarray:
+    """Rows where a block of items holds more than one item tied at the merged k-th key, one of them at the
+    block's k-th place (where ``topk`` chooses among them as it likes)."""
+    kth = np.sort(keys, axis=1)[:, -k]
+    rows = []
+    for row, row_keys in enumerate(keys):
+        for start in range(0, keys.shape[1], item_block):
+            block = np.sort(row_keys[start : start + item_block])[::-1]
+            if len(block) > k and block[k - 1] == block[k] == kth[row]:
+                rows.append(row)
+                break
+    return np.array(rows, dtype=np.int64)
+
+
+@pytest.mark.parametrize(("item_block", "k"), [(16, 3), (1000, 5)])
+def test_only_rows_with_a_tie_at_a_blocks_kth_place_are_searched_again(monkeypatch, item_block, k):
+    items, queries = tied_vectors()
+    keys = exact_keys(items, queries, "inner_product")
+    expected_rows = rows_tied_at_the_kth_place_in_a_block(keys, k, item_block)
+    assert 0 < len(expected_rows) < len(queries)
+    search = DeviceSearch(items, "inner_product", "cpu", item_block=item_block, query_block=4)
+    searched_again = []
+    exact = search._search_rows_exactly
+
+    def recorded(rows, k):
+        searched_again.append(rows.numpy().copy())
+        return exact(rows, k)
+
+    monkeypatch.setattr(search, "_search_rows_exactly", recorded)
+    events: list[str] = []
+    record_host_reads(monkeypatch, events)
+    positions = search.search(queries, k)[1]
+    assert all(len(rows) <= 4 for rows in searched_again)  # by blocks of queries, as the first search
+    np.testing.assert_array_equal(np.concatenate(searched_again), queries[expected_rows])
+    assert events.count("cpu") == 5 and set(events) == {"block", "cpu"}
+    np.testing.assert_array_equal(positions, lowest_positions_first(keys, k))
 
 
 @pytest.mark.parametrize(("metric", "scale"), [("inner_product", 1.0), ("l2", 1.0), ("l2", 7.0)])
