@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
+from moment_fixtures import write_moment_set
 from pipeline_setups import CAPTIONS, caplog_warnings, save_model, write_clips
 from safetensors import safe_open
 from safetensors.torch import save_file
+from tiny_models import make_model, make_processor
 from transformers import pipeline
 
+from hf_atr.data.moments import load_moments
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.index_storage import (
     IndexMismatchError,
@@ -20,6 +24,7 @@ from hf_atr.pipelines.index_storage import (
     model_fingerprint,
     model_fingerprints,
 )
+from hf_atr.pipelines.moment_evaluation import MomentEvaluator
 from hf_atr.pipelines.retrieval_pipeline import register_pipeline
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
@@ -176,3 +181,18 @@ def test_an_index_saved_before_dtypes_were_recorded_reads_as_float32(model_dir, 
     with caplog_warnings() as warnings:
         half_pipeline(model_dir, torch.bfloat16, index_dir=tmp_path)
     assert "records its model's fingerprint in float32, and this model computes in bfloat16" in warnings[0]
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
+def test_the_moment_evaluator_runs_in_half_precision(tmp_path, dtype):
+    write_moment_set(tmp_path, recordings=2, split="test", seed=1)
+    moments = load_moments(tmp_path / "moments_test_release.jsonl")
+    processor = make_processor()
+    model = make_model(processor=processor)
+    evaluator = MomentEvaluator(moments, processor, hop_seconds=0.5)
+    full = evaluator.evaluate(model)
+    half = evaluator.evaluate(model.to(dtype))
+    assert half.metrics.keys() == full.metrics.keys()
+    for qid, curve in half.curves.items():
+        np.testing.assert_array_equal(curve.starts, full.curves[qid].starts)
+        np.testing.assert_allclose(curve.scores, full.curves[qid].scores, atol=SCORE_TOLERANCE)
