@@ -1,6 +1,7 @@
 """What several sub-commands share: ``--model`` (a directory or a Hub id checked before anything is loaded, and the
-retrieval pipeline that ``hf-atr index``, ``search`` and ``serve`` build from it), ``--dtype`` (the precision the model
-computes in), the windowing flags of ``index`` and ``evaluate``, a dataset saved with ``save_to_disk``, and the process group of a distributed ``hf-atr index``.
+retrieval pipeline that ``hf-atr index``, ``search`` and ``serve`` build from it), ``--dtype`` (the precision the
+model computes in), the windowing flags of ``index`` and ``evaluate``, a dataset saved with ``save_to_disk``, and the
+process group of a distributed ``hf-atr index``.
 
 Everything heavy (transformers, datasets, torch, accelerate) is imported inside the functions, so building the
 parsers stays light."""

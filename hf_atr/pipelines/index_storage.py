@@ -44,6 +44,8 @@ FORMAT_VERSION = "3"
 _VECTORS_KEY = "embeddings"
 HALF_DTYPES = ("bfloat16", "float16")
 """The half precisions a float32 model's fingerprint is also recorded in (its weights rounded to each)."""
+EMBEDDING_DTYPES = ("float64", "float32", *HALF_DTYPES)
+"""The dtypes an index's embeddings may have been computed in."""
 
 
 def _entries_v1_to_v2(entries: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +330,12 @@ def _metadata_problems(
         return [f"unknown metric {metadata['metric']!r} or kind {metadata['kind']!r}"]
     if set(tensors) != {_VECTORS_KEY}:
         return [f"expected one tensor {_VECTORS_KEY!r}, found {sorted(tensors)}"]
+    if metadata.get("embedding_dtype", "float32") not in EMBEDDING_DTYPES:
+        return [
+            f"unknown embedding dtype {metadata['embedding_dtype']!r}; expected one of {list(EMBEDDING_DTYPES)}"
+        ]
+    if "fingerprints" in metadata and not _is_fingerprint_table(metadata["fingerprints"]):
+        return [f"fingerprints {metadata['fingerprints']!r} are not a JSON object of dtype names to strings"]
     vectors = tensors[_VECTORS_KEY]
     problems = []
     if vectors.dtype != torch.float32 or vectors.ndim != 2 or str(vectors.shape[1]) != metadata["dim"]:
@@ -341,6 +349,16 @@ def _metadata_problems(
     if hashlib.sha256(ids_text.encode()).hexdigest() != metadata["ids_sha256"]:
         problems.append("the ids JSON file does not match the embeddings file (edited or from another index)")
     return problems
+
+
+def _is_fingerprint_table(text: str) -> bool:
+    try:
+        table = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(table, dict) and all(
+        dtype in EMBEDDING_DTYPES and isinstance(value, str) for dtype, value in table.items()
+    )
 
 
 @contextlib.contextmanager
@@ -364,6 +382,7 @@ __all__ = [
     "FORMAT_VERSION",
     "INDEX_KINDS",
     "IndexFormatError",
+    "EMBEDDING_DTYPES",
     "HALF_DTYPES",
     "IndexMismatchError",
     "METRICS",

@@ -19,6 +19,7 @@ from transformers import pipeline
 from hf_atr.data.moments import load_moments
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.index_storage import (
+    IndexFormatError,
     IndexMismatchError,
     model_dtype,
     model_fingerprint,
@@ -196,3 +197,23 @@ def test_the_moment_evaluator_runs_in_half_precision(tmp_path, dtype):
     for qid, curve in half.curves.items():
         np.testing.assert_array_equal(curve.starts, full.curves[qid].starts)
         np.testing.assert_allclose(curve.scores, full.curves[qid].scores, atol=SCORE_TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("embedding_dtype", "int8", "unknown embedding dtype 'int8'"),
+        ("fingerprints", '["abc"]', "are not a JSON object of dtype names to strings"),
+        ("fingerprints", '{"float32": 3}', "are not a JSON object of dtype names to strings"),
+    ],
+)
+def test_a_corrupt_dtype_record_is_reported(float32_index, tmp_path, key, value, message):
+    directory, _ = float32_index
+    for suffix in (".safetensors", ".json"):
+        (tmp_path / f"audio_index{suffix}").write_bytes((directory / f"audio_index{suffix}").read_bytes())
+    path = tmp_path / "audio_index.safetensors"
+    with safe_open(path, framework="pt") as handle:
+        metadata, vectors = handle.metadata(), handle.get_tensor("embeddings")
+    save_file({"embeddings": vectors}, path, {**metadata, key: value})
+    with pytest.raises(IndexFormatError, match=message):
+        EmbeddingIndex.load(tmp_path, "audio_index")
