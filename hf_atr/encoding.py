@@ -4,7 +4,8 @@ The evaluators, the ASK knowledge base and its refresh callback, the retrieval p
 ``hf-atr index``, and zero-shot classification through :func:`encode_labels`) and the demo all encode through
 these functions, as sentence-transformers' evaluators
 and search go through ``SentenceTransformer.encode``. Each function runs the model in eval mode without
-gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU.
+gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU, whatever dtype
+the model computes in (:func:`float32_embeddings`).
 
 Audio (:func:`encode_audio`, window by window with spans: :func:`encode_audio_windows`; the evaluators' clip
 protocol: :func:`encode_evaluation_clips`) is encoded by :mod:`hf_atr.audio_encoding`, whose names are
@@ -28,6 +29,7 @@ from .audio_encoding import (
     encode_audio_clips,
     encode_audio_windows,
     encode_evaluation_clips,
+    float32_embeddings,
     inference,
 )
 from .data.esc50 import ESC50_DEFAULT_TEMPLATES
@@ -98,7 +100,8 @@ def _encode_in_batches(
     with inference(model) as device:
         for start in tqdm(range(0, count, batch_size), desc=description, disable=not show_progress):
             inputs = batch_inputs(start, min(start + batch_size, count))
-            chunks.append(embed(**{name: value.to(device) for name, value in inputs.items()}).float().cpu())
+            embeds = embed(**{name: value.to(device) for name, value in inputs.items()})
+            chunks.append(float32_embeddings(embeds, model))
     return torch.cat(chunks)
 
 
@@ -261,6 +264,7 @@ __all__ = [
     "encode_labels",
     "encode_pairs",
     "encode_text",
+    "float32_embeddings",
     "label_prompts",
     "pair_audio_ids",
 ]

@@ -107,6 +107,16 @@ def audio_mask_argument(audio_model: nn.Module) -> str:
     )
 
 
+def at_model_dtype(features: torch.Tensor | None, tower: nn.Module) -> torch.Tensor | None:
+    """Float ``features`` (any shape) in the dtype of ``tower``'s weights, what a tower loaded in bfloat16 or float16
+    needs at its door (features are computed in float32; CLIP's vision embeddings cast the same way); masks, flags
+    and ``None`` pass as they are."""
+    if features is None or not features.is_floating_point():
+        return features
+    weights = next((parameter for parameter in tower.parameters() if parameter.is_floating_point()), None)
+    return features if weights is None else features.to(weights.dtype)
+
+
 def frozen_context(frozen: bool) -> contextlib.AbstractContextManager:
     """No autograd through a frozen tower (nothing to store for a backward pass that never reaches it)."""
     return torch.no_grad() if frozen else contextlib.nullcontext()
@@ -115,6 +125,7 @@ def frozen_context(frozen: bool) -> contextlib.AbstractContextManager:
 __all__ = [
     "AtrNormedProjection",
     "AtrProjectionMLP",
+    "at_model_dtype",
     "audio_mask_argument",
     "encoder_only",
     "frozen_context",

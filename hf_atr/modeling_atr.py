@@ -24,6 +24,7 @@ from .model_files import write_model_files
 from .model_layers import (
     AtrNormedProjection,
     AtrProjectionMLP,
+    at_model_dtype,
     audio_mask_argument,
     encoder_only,
     frozen_context,
@@ -217,7 +218,9 @@ class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
 
         Args:
             input_values / input_features: what the backbone's feature extractor produced (AST and
-                wav2vec2 take ``input_values``; Whisper, CLAP and PANNs ``input_features``).
+                wav2vec2 take ``input_values``; Whisper, CLAP and PANNs ``input_features``), in float32: they
+                are cast to the audio tower's dtype here, so a model loaded in bfloat16 or float16 takes the
+                processor's features as they are (:func:`~hf_atr.model_layers.at_model_dtype`).
             audio_attention_mask: the feature extractor's ``attention_mask`` (``padding_mask`` for PE-Audio), for
                 backbones that take one: passed under the name the tower's ``forward`` takes.
             is_longer: CLAP's fusion flag ``(batch, 1)`` (used by fused CLAP checkpoints).
@@ -227,8 +230,8 @@ class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
         audio_inputs = {
             name: value
             for name, value in (
-                ("input_values", input_values),
-                ("input_features", input_features),
+                ("input_values", at_model_dtype(input_values, self.audio_model)),
+                ("input_features", at_model_dtype(input_features, self.audio_model)),
                 (audio_mask_argument(self.audio_model), audio_attention_mask),
                 ("is_longer", is_longer),
             )

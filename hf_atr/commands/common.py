@@ -1,6 +1,7 @@
 """What several sub-commands share: ``--model`` (a directory or a Hub id checked before anything is loaded, and the
-retrieval pipeline that ``hf-atr index``, ``search`` and ``serve`` build from it), the windowing flags of ``index``
-and ``evaluate``, a dataset saved with ``save_to_disk``, and the process group of a distributed ``hf-atr index``.
+retrieval pipeline that ``hf-atr index``, ``search`` and ``serve`` build from it), ``--dtype`` (the precision the
+model computes in), the windowing flags of ``index`` and ``evaluate``, a dataset saved with ``save_to_disk``, and the
+process group of a distributed ``hf-atr index``.
 
 Everything heavy (transformers, datasets, torch, accelerate) is imported inside the functions, so building the
 parsers stays light."""
@@ -19,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hf_atr.pipelines.index_storage import IndexMismatchError
+
+MODEL_DTYPES = ("float32", "bfloat16", "float16")
+"""What ``--dtype`` loads a model in."""
 
 HUB_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 """``owner/name``: what ``--model`` may name on the Hub when no local directory of that name exists."""
@@ -82,6 +86,55 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
             f"--model {model}: no such directory, and no model of that name could be loaded from the Hub "
             f"({str(error).splitlines()[0]})."
         ) from error
+
+
+def add_dtype_argument(parser: argparse.ArgumentParser) -> None:
+    """``--dtype {float32,bfloat16,float16}``: the precision the model is loaded and run in."""
+    parser.add_argument(
+        "--dtype",
+        choices=MODEL_DTYPES,
+        default=None,
+        help="load and run the model in this precision (default: the dtype it was saved in); bfloat16 and float16 "
+        "halve its memory and run faster on GPUs, at a small cost in rankings (docs/half-precision.md); the "
+        "embeddings are float32 either way",
+    )
+
+
+def model_dtype_arguments(args: argparse.Namespace, device: Any = None) -> dict[str, Any]:
+    """``{"dtype": torch dtype}`` for ``from_pretrained`` / ``pipeline`` when ``--dtype`` is given (else empty), checked
+    on ``device`` (default: the first GPU when there is one, else the CPU): a dtype that torch cannot compute in there
+    ends the command with a message naming it and what to use instead."""
+    if args.dtype is None:
+        return {}
+    import torch
+
+    dtype = getattr(torch, args.dtype)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        probe_dtype(dtype, torch.device(device))
+    except RuntimeError as error:
+        raise SystemExit(
+            f"--dtype {args.dtype}: torch {torch.__version__} cannot run a model in {args.dtype} on {device} "
+            f"({str(error).splitlines()[0]}); use {'bfloat16' if args.dtype == 'float16' else 'float32'} there."
+        ) from error
+    return {"dtype": dtype}
+
+
+def probe_dtype(dtype: Any, device: Any) -> None:
+    """Run the operations of every tower family (convolutions, batch and layer norms, attention's matrix products,
+    GELU) on a few numbers in ``dtype`` on ``device``; torch's ``RuntimeError`` when it lacks one of them there (float16
+    on the CPU before torch 2.1, bfloat16 on GPUs without it)."""
+    import torch
+
+    values = torch.ones(1, 2, 8, 8, dtype=dtype, device=device)
+    conv2d = torch.nn.functional.conv2d(values, torch.ones(2, 2, 3, 3, dtype=dtype, device=device))
+    conv1d = torch.nn.functional.conv1d(values[:, :, 0], torch.ones(2, 2, 3, dtype=dtype, device=device))
+    torch.nn.functional.batch_norm(
+        conv2d, torch.zeros(2, dtype=dtype, device=device), torch.ones(2, dtype=dtype, device=device)
+    )
+    normed = torch.nn.functional.layer_norm(conv1d, (conv1d.shape[-1],))
+    torch.nn.functional.gelu(normed @ normed.transpose(-1, -2)).softmax(dim=-1)
 
 
 def checked_device_argument(device: str) -> Any:
@@ -193,11 +246,15 @@ def write_evaluation_output(
 
 __all__ = [
     "HUB_REPO_ID",
+    "MODEL_DTYPES",
+    "add_dtype_argument",
     "add_windowing_arguments",
     "checked_device_argument",
     "checked_model",
     "load_retrieval_pipeline",
+    "model_dtype_arguments",
     "parsed_windowing",
+    "probe_dtype",
     "process_group",
     "rebuild_advice",
     "saved_dataset",

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from .common import (
+    add_dtype_argument,
     add_windowing_arguments,
     checked_model,
+    model_dtype_arguments,
     parsed_windowing,
     saved_dataset,
     write_evaluation_output,
@@ -96,6 +98,7 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--num-test", type=int, default=100, help="test clips when --dataset synthcaps (default: 100)"
     )
     parser.add_argument("--batch-size", type=int, default=32, help="clips per forward pass (default: 32)")
+    add_dtype_argument(parser)
     parser.add_argument(
         "--window-pooling",
         choices=("mean", "max"),
@@ -197,7 +200,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     windowing = None if args.window_pooling is None else parsed_windowing(args, args.window_pooling)
     dataset, split = _evaluation_split(args)
     model_path = checked_model(args.model)
-    model = AutoModel.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path, **model_dtype_arguments(args))
     processor = AutoProcessor.from_pretrained(model_path)
     if args.zero_shot:
         return _run_zero_shot(args, model, processor, dataset, split, windowing)

@@ -61,7 +61,7 @@ def run_moment_evaluation(args: argparse.Namespace) -> int:
     from hf_atr.moments.proposal import MomentProposalConfig
     from hf_atr.pipelines.moment_evaluation import PREDICTIONS_FILE, MomentEvaluator
 
-    from .common import checked_model, write_evaluation_output
+    from .common import checked_model, model_dtype_arguments, write_evaluation_output
     from .moment_data import moment_results
 
     misplaced = [option for option, name in CLIP_RETRIEVAL_OPTIONS.items() if getattr(args, name)]
@@ -79,7 +79,7 @@ def run_moment_evaluation(args: argparse.Namespace) -> int:
             raise SystemExit(f"hf-atr evaluate --report: {error}") from error
     moments, split = _moment_split(args)
     model_path = checked_model(args.model)
-    model = AutoModel.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path, **model_dtype_arguments(args))
     processor = AutoProcessor.from_pretrained(model_path)
     try:
         evaluator = MomentEvaluator(

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .common import (
+    add_dtype_argument,
     add_windowing_arguments,
     checked_device_argument,
     load_retrieval_pipeline,
+    model_dtype_arguments,
     parsed_windowing,
     process_group,
     rebuild_advice,
@@ -82,6 +84,7 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="encode on this torch device (cuda, cuda:1, cpu; default: where transformers puts the model, the "
         "first GPU when there is one; under torchrun each process's own)",
     )
+    add_dtype_argument(parser)
     parser.add_argument(
         "--pool", action="store_true", help="one pooled entry per file instead of one per window"
     )
@@ -149,7 +152,7 @@ def run_index(args: argparse.Namespace) -> int:
     from hf_atr.data.audio import AudioDecodeError
     from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.index_storage import IndexFormatError, IndexMismatchError
-    from hf_atr.pipelines.indexing import IndexingOptions, IndexingRun, indexed_files
+    from hf_atr.pipelines.indexing import IndexingOptions, IndexingRun, check_appendable, indexed_files
     from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
 
     existing = holds_index(out)
@@ -161,6 +164,7 @@ def run_index(args: argparse.Namespace) -> int:
     with process_group() as process_device:
         device = process_device or device
         placement = {} if device is None else {"device": device}
+        placement.update(model_dtype_arguments(args, device))
         pipe = load_retrieval_pipeline(
             args.model, index_kind=args.kind, windowing=parsed_windowing(args, args.pooling), **placement
         )
@@ -181,9 +185,12 @@ def run_index(args: argparse.Namespace) -> int:
         )
         try:
             run = IndexingRun(pipe, options)  # from the index in --out with --append, else from nothing
+            for held_index in (pipe.audio_index, pipe.text_index):
+                if held_index is not None:
+                    check_appendable(held_index, pipe.model)
         except IndexMismatchError as error:
             raise SystemExit(f"hf-atr index --append: {rebuild_advice(error, args.model)}") from error
-        except IndexFormatError as error:
+        except (IndexFormatError, ValueError) as error:
             raise SystemExit(f"hf-atr index --append: {error}") from error
         held = pipe.audio_index
         if (files or dataset is not None) and held is not None and held.frame_seconds != args.frame_seconds:

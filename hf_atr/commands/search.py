@@ -9,7 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import checked_device_argument, load_retrieval_pipeline
+from .common import (
+    add_dtype_argument,
+    checked_device_argument,
+    load_retrieval_pipeline,
+    model_dtype_arguments,
+)
 from .search_moments import add_moment_arguments, check_moment_arguments, run_moment_search
 
 
@@ -57,6 +62,7 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with --device: hold the index's vectors there in this precision (default: float32; float16 "
         "halves the memory, near-ties may swap)",
     )
+    add_dtype_argument(parser)
     add_moment_arguments(parser)
     parser.set_defaults(handler=run_search)
     return parser
@@ -90,6 +96,7 @@ def run_search(args: argparse.Namespace) -> int:
             "search_device": device,
             "search_dtype": args.search_dtype or "float32",
         }
+    placement.update(model_dtype_arguments(args, placement.get("device")))
     pipe = load_retrieval_pipeline(args.model, index_dir=index_dir, **placement)
     if proposal is not None:
         return run_moment_search(pipe, proposal, queries or [args.query], args)
@@ -105,7 +112,8 @@ def run_search(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(hits, ensure_ascii=False, indent=2))
         return 0
-    print(f"Sounds like: {args.audio}" if args.audio is not None else f"Query: {args.query!r}")
+    query = f"Sounds like: {args.audio}" if args.audio is not None else f"Query: {args.query!r}"
+    print(f"{query}  {_precisions(pipe, args)}")
     for rank, hit in enumerate(hits, start=1):
         span = f"  {hit['start']:.2f}-{hit['end']:.2f} s" if "start" in hit else ""
         caption = f"  ({hit['caption']})" if "caption" in hit else ""
@@ -129,6 +137,18 @@ def _run_query_file(pipe: Any, queries: list[str], args: argparse.Namespace) -> 
             f'hf-atr search: {failed} of {len(queries)} queries failed (see their "error").', file=sys.stderr
         )
     return 1 if failed else 0
+
+
+def _precisions(pipe: Any, args: argparse.Namespace) -> str:
+    """The dtype the searched index's embeddings were computed in (its metadata) and, when it differs, the query's."""
+    from hf_atr.data.audio import looks_like_audio_path
+    from hf_atr.pipelines.index_storage import model_dtype
+
+    audio_query = args.audio is None and looks_like_audio_path(args.query)
+    index = pipe.text_index if audio_query else pipe.audio_index
+    query_dtype = model_dtype(pipe.model)
+    queries = "" if index.embedding_dtype == query_dtype else f", the query in {query_dtype}"
+    return f"(index embeddings computed in {index.embedding_dtype}{queries})"
 
 
 def _search_error(error: Exception, query: str | None, args: argparse.Namespace) -> str:

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from .common import load_retrieval_pipeline
+from .common import add_dtype_argument, load_retrieval_pipeline, model_dtype_arguments
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_TOP_K = 10
@@ -47,6 +47,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--top-k", type=int, default=DEFAULT_TOP_K, help=f"files listed per query (default: {DEFAULT_TOP_K})"
     )
+    add_dtype_argument(parser)
     parser.set_defaults(handler=run_serve)
     return parser
 
@@ -75,7 +76,7 @@ def run_serve(args: argparse.Namespace) -> int:
             f"`hf-atr index --model {model} --audio-dir DIR --out {index}`."
         )
     _check_address(args.host, args.port)
-    pipe = load_retrieval_pipeline(args.model, index_dir=index_dir)
+    pipe = load_retrieval_pipeline(args.model, index_dir=index_dir, **model_dtype_arguments(args))
     if pipe.audio_index is None:
         raise SystemExit(
             f"--index {args.index} holds captions only; the search page searches audio files: build an index of "

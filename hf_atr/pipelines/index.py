@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,10 @@ class EmbeddingIndex:
         nprobe: IVF cells searched per query (default 16).
         hnsw_m: HNSW neighbours per node (default 32).
         ef_search / ef_construction: HNSW candidate-list sizes (defaults 64 / 80).
-        fingerprint: identifies the model whose embeddings these are (:func:`model_fingerprint`).
+        fingerprint: identifies the model whose embeddings these are: its :func:`model_fingerprint` in
+            ``embedding_dtype``, or its fingerprints by dtype (:func:`~.index_storage.model_fingerprints`).
+        embedding_dtype: the dtype the model computed the embeddings in (``"float32"``, ``"bfloat16"``,
+            ``"float16"``); the stored vectors are float32 whatever it is.
         root: the directory relative ids resolve from (:meth:`path_of`); ``None`` for items that are not files.
         device / search_dtype: search exactly on this torch device, the vectors held there in ``"float32"`` or
             ``"float16"`` (:meth:`search_on`); ``None``: faiss on the CPU.
@@ -99,7 +102,8 @@ class EmbeddingIndex:
         hnsw_m: int = 32,
         ef_search: int = 64,
         ef_construction: int = 80,
-        fingerprint: str | None = None,
+        fingerprint: str | Mapping[str, str] | None = None,
+        embedding_dtype: str = "float32",
         root: str | os.PathLike | None = None,
         device: str | torch.device | None = None,
         search_dtype: str = "float32",
@@ -129,7 +133,15 @@ class EmbeddingIndex:
         self.hnsw_m = hnsw_m
         self.ef_search = ef_search
         self.ef_construction = ef_construction
-        self.fingerprint = fingerprint
+        self.embedding_dtype = embedding_dtype
+        self.fingerprints = (
+            {}
+            if fingerprint is None
+            else {embedding_dtype: fingerprint}
+            if isinstance(fingerprint, str)
+            else dict(fingerprint)
+        )
+        """``{dtype: fingerprint}`` of the model that computed the embeddings."""
         self.root = None if root is None else str(root)
         self.frame_seconds = None if frame_seconds is None else float(frame_seconds)
         self.ids: list[str] = []
@@ -145,6 +157,11 @@ class EmbeddingIndex:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The fingerprint of the model that computed the embeddings, in ``embedding_dtype``."""
+        return self.fingerprints.get(self.embedding_dtype)
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -326,7 +343,8 @@ class EmbeddingIndex:
             metric=self.metric,
             kind=self.kind,
             parameters=self._parameters(),
-            fingerprint=self.fingerprint,
+            fingerprint=self.fingerprints,
+            embedding_dtype=self.embedding_dtype,
         )
 
     @classmethod
@@ -336,7 +354,7 @@ class EmbeddingIndex:
         name: str,
         *,
         expected_dim: int | None = None,
-        expected_fingerprint: str | None = None,
+        expected_fingerprint: str | Mapping[str, str] | None = None,
     ) -> EmbeddingIndex:
         """Read an index written by :meth:`save`, checking it against the model that will query it
         (:func:`~hf_atr.pipelines.index_storage.read_index_files`).
@@ -354,7 +372,8 @@ class EmbeddingIndex:
             stored.vectors.shape[1],
             metric=stored.metric,
             kind=stored.kind,
-            fingerprint=stored.fingerprint,
+            fingerprint=stored.fingerprints,
+            embedding_dtype=stored.embedding_dtype,
             root=entries["root"],
             frame_seconds=entries["frame_seconds"],
             **stored.parameters,

@@ -10,6 +10,11 @@ leaves the previous file whole), with the permissions of any new file (``0o666``
 Format versions: ``"1"`` (ids and captions) is read as ``"2"`` without spans or root (:data:`MIGRATIONS`);
 ``"2"`` adds ``spans`` and ``root``; ``"3"`` adds ``frame_seconds``: the resolution of entries pooled from a
 model's frame-level embeddings (``None``: window or clip entries, what every earlier index holds).
+
+The metadata also records the dtype the model computed the embeddings in (``embedding_dtype``: ``"float32"``,
+``"bfloat16"``, ``"float16"``; the vectors themselves are float32 whatever it is) and the model's fingerprint in that
+dtype and in each coarser half precision (``fingerprints``), so that the same weights loaded in another precision
+are recognised (:func:`model_fingerprints`). An index without them was computed in float32.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +34,18 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ..file_permissions import apply_umask
+from ..lazy import get_logger
+
+logger = get_logger(__name__)
 
 METRICS = ("inner_product", "l2")
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 FORMAT_VERSION = "3"
 _VECTORS_KEY = "embeddings"
+HALF_DTYPES = ("bfloat16", "float16")
+"""The half precisions a float32 model's fingerprint is also recorded in (its weights rounded to each)."""
+EMBEDDING_DTYPES = ("float64", "float32", *HALF_DTYPES)
+"""The dtypes an index's embeddings may have been computed in."""
 
 
 def _entries_v1_to_v2(entries: dict[str, Any]) -> dict[str, Any]:
@@ -74,12 +86,23 @@ class IndexMismatchError(IndexFormatError):
         super().__init__(f"{problem} Rebuild it with `pipe.index(...)`.")
 
 
-def model_fingerprint(model: Any) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``: how an index names a dtype."""
+    return str(dtype).removeprefix("torch.")
+
+
+def model_dtype(model: Any) -> str:
+    """The name of the dtype ``model`` computes in (that of its weights, ``PreTrainedModel.dtype``)."""
+    return dtype_name(model.dtype)
+
+
+def model_fingerprint(model: Any, dtype: str | None = None) -> str:
     """A short hash of what fixes the embedding space of ``model``.
 
     Covers the architecture (backbone types, projection size, scoring) and the values of the
     projections and the scoring head, which change whenever the model is trained: an index built with
-    other weights is stale even when its dimension fits.
+    other weights is stale even when its dimension fits. ``dtype`` (``"bfloat16"``, ``"float16"``): the weights
+    rounded to it first, which is what the same weights loaded in that dtype give (default: as they are).
     """
     config = model.config
     digest = hashlib.sha256()
@@ -92,9 +115,31 @@ def model_fingerprint(model: Any) -> str:
     digest.update(json.dumps(architecture, sort_keys=True).encode())
     for module in (model.audio_projection, model.text_projection, model.scoring_head):
         for name, tensor in sorted(module.state_dict().items()):
+            values = tensor.detach().to("cpu")
+            if dtype is not None:
+                values = values.to(getattr(torch, dtype))
             digest.update(name.encode())
-            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+            digest.update(values.to(torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+def model_fingerprints(model: Any) -> dict[str, str]:
+    """``{dtype: fingerprint}`` of ``model`` in its own dtype and in each :data:`HALF_DTYPES` coarser than it (a
+    float32 model: all three; a half-precision one: its own only, as its weights cannot be rounded to the other)."""
+    own = model_dtype(model)
+    coarser = [name for name in HALF_DTYPES if _bits(name) < _bits(own)]
+    return {own: model_fingerprint(model), **{name: model_fingerprint(model, name) for name in coarser}}
+
+
+def _bits(name: str) -> int:
+    return torch.finfo(getattr(torch, name)).bits
+
+
+def _fingerprints(fingerprint: str | Mapping[str, str] | None, embedding_dtype: str) -> dict[str, str]:
+    """A fingerprint given as one string (that of ``embedding_dtype``) or by dtype, as ``{dtype: fingerprint}``."""
+    if fingerprint is None:
+        return {}
+    return {embedding_dtype: fingerprint} if isinstance(fingerprint, str) else dict(fingerprint)
 
 
 @dataclass(frozen=True)
@@ -104,7 +149,9 @@ class StoredIndex:
     Attributes:
         vectors: ``(n, dim)`` float32.
         metric / kind / parameters: the index's metric, kind and faiss parameters (``nlist``, ``nprobe``, ...).
-        fingerprint: the model's (:func:`model_fingerprint`), ``None`` when none was recorded.
+        fingerprint: the model's (:func:`model_fingerprint`) in ``embedding_dtype``, ``None`` when none was recorded.
+        embedding_dtype: the dtype the model computed the embeddings in (``"float32"`` when none was recorded).
+        fingerprints: ``{dtype: fingerprint}`` (:func:`model_fingerprints`).
         entries: ``ids``, ``captions``, ``spans`` (``(start, end)`` tuples or ``None``), ``root``,
             ``frame_seconds``.
     """
@@ -115,6 +162,8 @@ class StoredIndex:
     parameters: dict[str, int | None]
     fingerprint: str | None
     entries: dict[str, Any]
+    embedding_dtype: str = "float32"
+    fingerprints: dict[str, str] | None = None
 
 
 def write_index_files(
@@ -126,10 +175,15 @@ def write_index_files(
     metric: str,
     kind: str,
     parameters: dict[str, int | None],
-    fingerprint: str | None,
+    fingerprint: str | Mapping[str, str] | None,
+    embedding_dtype: str = "float32",
 ) -> list[Path]:
     """Write ``<directory>/<name>.safetensors`` (``vectors: (n, dim)`` float32 and the metadata) and
-    ``<directory>/<name>.json`` (``entries``), each replaced atomically; returns both paths."""
+    ``<directory>/<name>.json`` (``entries``), each replaced atomically; returns both paths.
+
+    ``fingerprint``: the model's in ``embedding_dtype`` (the dtype it computed the vectors in), or by dtype
+    (:func:`model_fingerprints`)."""
+    fingerprints = _fingerprints(fingerprint, embedding_dtype)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors_path, ids_path = directory / f"{name}.safetensors", directory / f"{name}.json"
@@ -140,7 +194,9 @@ def write_index_files(
         "metric": metric,
         "kind": kind,
         "parameters": json.dumps(parameters),
-        "fingerprint": fingerprint or "",
+        "fingerprint": fingerprints.get(embedding_dtype, ""),
+        "fingerprints": json.dumps(fingerprints, sort_keys=True),
+        "embedding_dtype": embedding_dtype,
         "count": str(len(vectors)),
         "ids_sha256": hashlib.sha256(ids_text.encode()).hexdigest(),
     }
@@ -156,9 +212,14 @@ def read_index_files(
     name: str,
     *,
     expected_dim: int | None = None,
-    expected_fingerprint: str | None = None,
+    expected_fingerprint: str | Mapping[str, str] | None = None,
 ) -> StoredIndex:
     """Read the files :func:`write_index_files` wrote, checking them against the model that will query them.
+
+    ``expected_fingerprint``: the querying model's, one string (compared in the index's ``embedding_dtype``) or by
+    dtype (:func:`model_fingerprints`, compared in every dtype both record). When they share no dtype (an index
+    computed in bfloat16 and a model in float16, or one that records float32 only and a half-precision model), the
+    model cannot be checked against the index: a warning says so and the index is read.
 
     Raises:
         IndexFormatError: missing or corrupt file, ids that do not belong to the vectors, or a format version
@@ -192,12 +253,19 @@ def read_index_files(
             "it was built with another model.",
         )
     stored_fingerprint = metadata["fingerprint"] or None
-    if expected_fingerprint is not None and stored_fingerprint not in (None, expected_fingerprint):
-        raise IndexMismatchError(
-            directory,
+    embedding_dtype = metadata.get("embedding_dtype", "float32")
+    stored_fingerprints = (
+        json.loads(metadata["fingerprints"])
+        if "fingerprints" in metadata
+        else _fingerprints(stored_fingerprint, embedding_dtype)
+    )
+    if expected_fingerprint is not None:
+        _check_fingerprints(
+            tensors_path,
             name,
-            f"Index {tensors_path} was built with a model of fingerprint {stored_fingerprint}, but this "
-            f"model's fingerprint is {expected_fingerprint} (other architecture or weights).",
+            stored_fingerprints,
+            _fingerprints(expected_fingerprint, embedding_dtype),
+            embedding_dtype,
         )
     entries = json.loads(ids_text)
     version = metadata["format_version"]
@@ -213,7 +281,38 @@ def read_index_files(
         parameters=json.loads(metadata["parameters"]),
         fingerprint=stored_fingerprint,
         entries=entries,
+        embedding_dtype=embedding_dtype,
+        fingerprints=stored_fingerprints,
     )
+
+
+def _check_fingerprints(
+    tensors_path: Path,
+    name: str,
+    stored: Mapping[str, str],
+    expected: Mapping[str, str],
+    embedding_dtype: str,
+) -> None:
+    """Raise :class:`IndexMismatchError` when a dtype both record has two fingerprints (the index's own dtype
+    compared first); warn when they share none."""
+    shared = sorted(
+        (dtype for dtype in expected if dtype in stored), key=lambda dtype: dtype != embedding_dtype
+    )
+    for dtype in shared:
+        if stored[dtype] != expected[dtype]:
+            precision = "" if dtype == embedding_dtype else f" (the weights rounded to {dtype})"
+            raise IndexMismatchError(
+                tensors_path.parent,
+                name,
+                f"Index {tensors_path} was built with a model of fingerprint {stored[dtype]}, but this "
+                f"model's fingerprint is {expected[dtype]}{precision} (other architecture or weights).",
+            )
+    if stored and not shared:
+        logger.warning(
+            f"Index {tensors_path} records its model's fingerprint in {', '.join(sorted(stored))}, and this model "
+            f"computes in {', '.join(sorted(expected))}: the weights cannot be compared across these precisions, so "
+            "the index is used unchecked. Load the model in float32 to check it, or rebuild the index with this one."
+        )
 
 
 def _metadata_problems(
@@ -231,6 +330,12 @@ def _metadata_problems(
         return [f"unknown metric {metadata['metric']!r} or kind {metadata['kind']!r}"]
     if set(tensors) != {_VECTORS_KEY}:
         return [f"expected one tensor {_VECTORS_KEY!r}, found {sorted(tensors)}"]
+    if metadata.get("embedding_dtype", "float32") not in EMBEDDING_DTYPES:
+        return [
+            f"unknown embedding dtype {metadata['embedding_dtype']!r}; expected one of {list(EMBEDDING_DTYPES)}"
+        ]
+    if "fingerprints" in metadata and not _is_fingerprint_table(metadata["fingerprints"]):
+        return [f"fingerprints {metadata['fingerprints']!r} are not a JSON object of dtype names to strings"]
     vectors = tensors[_VECTORS_KEY]
     problems = []
     if vectors.dtype != torch.float32 or vectors.ndim != 2 or str(vectors.shape[1]) != metadata["dim"]:
@@ -244,6 +349,16 @@ def _metadata_problems(
     if hashlib.sha256(ids_text.encode()).hexdigest() != metadata["ids_sha256"]:
         problems.append("the ids JSON file does not match the embeddings file (edited or from another index)")
     return problems
+
+
+def _is_fingerprint_table(text: str) -> bool:
+    try:
+        table = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(table, dict) and all(
+        dtype in EMBEDDING_DTYPES and isinstance(value, str) for dtype, value in table.items()
+    )
 
 
 @contextlib.contextmanager
@@ -267,11 +382,16 @@ __all__ = [
     "FORMAT_VERSION",
     "INDEX_KINDS",
     "IndexFormatError",
+    "EMBEDDING_DTYPES",
+    "HALF_DTYPES",
     "IndexMismatchError",
     "METRICS",
     "MIGRATIONS",
     "StoredIndex",
+    "dtype_name",
+    "model_dtype",
     "model_fingerprint",
+    "model_fingerprints",
     "read_index_files",
     "replaced_atomically",
     "write_index_files",

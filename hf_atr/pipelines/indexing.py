@@ -41,7 +41,7 @@ from hf_atr.encoding import (
 )
 from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring
-from hf_atr.pipelines.index_storage import model_fingerprint
+from hf_atr.pipelines.index_storage import model_dtype, model_fingerprints
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
 from hf_atr.processing_atr import AUDIO_INPUT_NAMES
 from hf_atr.windowing import Windowing
@@ -143,13 +143,14 @@ def index_corpus(
 
 
 def new_index(pipe: Any, root: str | None = None) -> EmbeddingIndex:
-    """An empty index for ``pipe``'s model: its dimension, its scoring's metric and its fingerprint, of the
-    pipeline's ``index_kind`` and ``index_options``, searched on its ``search_device``."""
+    """An empty index for ``pipe``'s model: its dimension, its scoring's metric, its dtype and its fingerprints, of
+    the pipeline's ``index_kind`` and ``index_options``, searched on its ``search_device``."""
     return EmbeddingIndex(
         pipe.model.config.projection_dim,
         metric=metric_for_scoring(pipe.model.config.scoring),
         kind=pipe.index_kind,
-        fingerprint=model_fingerprint(pipe.model),
+        fingerprint=model_fingerprints(pipe.model),
+        embedding_dtype=model_dtype(pipe.model),
         root=root,
         device=pipe.search_device,
         search_dtype=pipe.search_dtype,
@@ -163,6 +164,22 @@ def index_vectors(model: Any, embeds: torch.Tensor) -> torch.Tensor:
     (:meth:`~hf_atr.modeling_atr.AtrScoringHead.transform`), unchanged otherwise. Entries and queries alike."""
     head = model.scoring_head
     return head.transform(embeds.to(head.logit_scale.device)).float().cpu()
+
+
+def check_appendable(index: EmbeddingIndex, model: Any) -> None:
+    """Refuse to add embeddings that ``model`` computes in another dtype than those ``index`` holds (one index, one
+    precision: its ``embedding_dtype`` says what all of its entries are).
+
+    Raises:
+        ValueError: naming both dtypes and what to do.
+    """
+    dtype = model_dtype(model)
+    if index.embedding_dtype != dtype:
+        raise ValueError(
+            f"The index holds embeddings computed in {index.embedding_dtype}, and this model computes in {dtype}: "
+            f"load the model in {index.embedding_dtype} to add to it (dtype= in pipeline(), --dtype "
+            f"{index.embedding_dtype} for hf-atr index), or build a new index."
+        )
 
 
 def relative_id(path: str | os.PathLike, root: Path) -> str:
@@ -303,6 +320,7 @@ def _index_audio(
         frame_rate_of(pipe.model)  # a model without frames is refused before anything is encoded
     if options.append and pipe.audio_index is not None:
         index = pipe.audio_index
+        check_appendable(index, pipe.model)
         if root is not None and index.root is not None and Path(index.root) != Path(root):
             raise ValueError(
                 f"The audio index resolves its ids from {index.root}, not {root}: pass root={index.root!r} "
@@ -408,6 +426,7 @@ def _index_captions(
     pipe: Any, captions: Sequence[str], ids: Sequence[str], options: IndexingOptions
 ) -> EmbeddingIndex:
     index = pipe.text_index if options.append and pipe.text_index is not None else new_index(pipe)
+    check_appendable(index, pipe.model)
     _check_unique_ids(ids, [f"caption {caption!r}" for caption in captions], index)
     pipe.text_index = index
     batch_size = CAPTION_BATCH_FACTOR * options.batch_size
@@ -502,6 +521,7 @@ __all__ = [
     "CLIPS_PER_STEP",
     "IndexingOptions",
     "IndexingRun",
+    "check_appendable",
     "index_corpus",
     "index_vectors",
     "indexed_files",

@@ -230,6 +230,7 @@ def _stored_curve(
     rows = [position for position, stored in enumerate(index.ids) if stored == item_id]
     if len(rows) < 2:
         return None
+    pipe.note_query_dtype(index)
     scores = entry_scores(index.embeddings[rows], index.metric, index_vectors(pipe.model, text_embeds))
     return file_curves(index, rows, scores)[item_id]
 
@@ -245,6 +246,7 @@ def _index_moments(
             "`pipe.index(...)` with recordings, or `pipe.load_index(dir)`, or give a recording: "
             "pipe.moments(query, 'take.wav')."
         )
+    pipe.note_query_dtype(index)
     scores = entry_scores(index.embeddings, index.metric, index_vectors(pipe.model, text_embeds))
     hits = []
     for item_id, curve in file_curves(index, range(len(index)), scores).items():

@@ -19,7 +19,7 @@ from typing import Any
 from hf_atr.distributed import rank_and_world_size, wait_for_all
 from hf_atr.encoding import SkippedAudio
 from hf_atr.pipelines.index import EmbeddingIndex
-from hf_atr.pipelines.index_storage import model_fingerprint, replaced_atomically
+from hf_atr.pipelines.index_storage import model_fingerprints, replaced_atomically
 
 INDEX_DIRNAME = "retrieval_index"
 """Sub-folder of a model directory where ``pipe.save_index()`` writes by default."""
@@ -90,7 +90,7 @@ def load_indexes(
         raise FileNotFoundError(f"No {AUDIO_INDEX_NAME}.json or {TEXT_INDEX_NAME}.json in {directory}.")
     expected = {
         "expected_dim": model.config.projection_dim,
-        "expected_fingerprint": model_fingerprint(model),
+        "expected_fingerprint": model_fingerprints(model),
     }
     audio_index, text_index = (
         EmbeddingIndex.load(directory, name, **expected) if (directory / f"{name}.json").is_file() else None

@@ -34,6 +34,7 @@ process and every process ends with the same index as one process would build.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +46,11 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
 from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
-from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels
+from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels, float32_embeddings
 from hf_atr.moments.proposal import MomentProposalConfig
 from hf_atr.pipelines.device_search import checked_device, checked_dtype
 from hf_atr.pipelines.index import EmbeddingIndex
+from hf_atr.pipelines.index_storage import model_dtype
 from hf_atr.pipelines.indexing import IndexingOptions, index_corpus, index_vectors
 from hf_atr.pipelines.moment_scoring import DEFAULT_TOP_K, find_moments
 from hf_atr.pipelines.persistence import (
@@ -179,6 +181,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         self.skipped: list[SkippedAudio] = []
         """Audio left out of the audio index because it cannot be decoded (``name``: its path or row)."""
         self._said_rate_assumed = False
+        self._said_dtype: weakref.WeakSet[EmbeddingIndex] = weakref.WeakSet()
         if index_dir is None:
             index_dir = default_index_dir(self.model) or hub_index_dir(self.model)
             if index_dir is None or not holds_index(index_dir):
@@ -275,10 +278,11 @@ class AudioTextRetrievalPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, Any]) -> dict[str, Any]:
         modality, target = model_inputs.pop("modality"), model_inputs.pop("target")
+        # Embeddings leave the model as float32 whatever its dtype: the index and the scores keep one dtype.
         if modality == "text":
-            embeds = self.model.get_text_features(**model_inputs)
+            embeds = float32_embeddings(self.model.get_text_features(**model_inputs), self.model)
         else:
-            window_embeds = self.model.get_audio_features(**model_inputs)
+            window_embeds = float32_embeddings(self.model.get_audio_features(**model_inputs), self.model)
             embeds = pool_window_embeddings(
                 window_embeds,
                 self.windowing.pooling,
@@ -293,12 +297,27 @@ class AudioTextRetrievalPipeline(Pipeline):
             raise MissingIndexError(model_outputs["modality"], target)
         if self.search_device is not None:
             gallery.search_on(self.search_device, self.search_dtype)
+        self.note_query_dtype(gallery)
         scores, positions = gallery.search_files(index_vectors(self.model, model_outputs["embeds"]), top_k)
         return [
             self._hit(gallery, int(position), float(score))
             for score, position in zip(scores[0], positions[0])
             if position >= 0
         ]
+
+    def note_query_dtype(self, index: EmbeddingIndex) -> None:
+        """Say once per index when this pipeline's model computes its queries in another dtype than the one
+        ``index``'s embeddings were computed in (the search runs all the same: both are float32 vectors, and the
+        rankings differ from those of one precision by what that precision costs, docs/half-precision.md)."""
+        dtype = model_dtype(self.model)
+        if index.embedding_dtype == dtype or index in self._said_dtype:
+            return
+        self._said_dtype.add(index)
+        logger.warning(
+            f"The index's embeddings were computed in {index.embedding_dtype} and this model computes the queries in "
+            f"{dtype} (said once per index): the search runs, and its scores mix the two precisions. Load the model "
+            f"in {index.embedding_dtype} for queries of the index's own precision."
+        )
 
     @staticmethod
     def _hit(gallery: EmbeddingIndex, position: int, score: float) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from transformers.utils import logging
 
 from .. import hub
 from .index import EmbeddingIndex
-from .index_storage import model_fingerprint
+from .index_storage import model_fingerprints
 from .persistence import INDEX_DIRNAME, INDEX_NAMES, save_indexes
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def copy_checked_index(model: Any, source: Path, destination: Path) -> None:
         raise FileNotFoundError(
             f"No saved retrieval index in {source}; write one with `pipe.save_index(dir)`."
         )
-    fingerprint = model_fingerprint(model)
+    fingerprint = model_fingerprints(model)
     destination.mkdir(parents=True, exist_ok=True)
     for name in names:
         EmbeddingIndex.load(

@@ -49,7 +49,7 @@ def test_search_returns_files_with_their_span_as_json_and_by_example(model_dir, 
     assert run_cli(["search", "--model", str(model_dir), "--index", str(index), "--audio",
                     str(directory / "query.wav"), "--top-k", "1"]) == 0  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"Sounds like: {directory / 'query.wav'}"
+    assert lines[0] == f"Sounds like: {directory / 'query.wav'}  (index embeddings computed in float32)"
     name, span, _ = lines[1].split("  ")[1:4]
     start, end = (float(value) for value in span.removesuffix(" s").split("-"))
     assert name == "1. long take.wav" and start <= 20.2 and end >= 20.7
