@@ -170,10 +170,11 @@ def normalised_marginal(weights: torch.Tensor) -> torch.Tensor:
     return weights / weights.sum()
 
 
-def marginal_entropy(marginal: torch.Tensor) -> float:
-    """Shannon entropy ``−Σ u log u`` (nats) of a ``(dim,)`` probability vector; ``log dim`` when uniform."""
-    positive = marginal[marginal > 0]
-    return float(-(positive * positive.log()).sum())
+def marginal_entropy(marginal: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy ``−Σ u log u`` (nats, a 0-dim tensor) of a ``(dim,)`` probability vector; ``log dim`` when
+    uniform."""
+    marginal = marginal.detach()
+    return -torch.special.xlogy(marginal, marginal).sum()
 
 
 def _check_optional_int(value: Any, field: str, minimum: int) -> None:
@@ -456,8 +457,8 @@ class UnbalancedFeatureTransport(Objective):
         ).detach()
         loss = (cost * plan).sum()
         logs = {
-            "loss_uwd": loss.item(),
-            "uwd_transported_mass": plan.sum().item(),
+            "loss_uwd": loss.detach(),
+            "uwd_transported_mass": plan.sum(),
             "reliability_entropy": marginal_entropy(audio_marginal),
             "uwd_channels": float(cost.shape[0]),
         }
