@@ -5,9 +5,9 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections import defaultdict
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import IterableDataset as StreamedDataset
 from safetensors.torch import load_file, save_file
@@ -42,8 +42,26 @@ prepare (``"device"``), or by the collator itself (``"collator"``: precomputed f
 extractor run in the workers)."""
 
 
+NON_FINITE_TENSORS = ("audio_embeds", "text_embeds", "loss")
+"""What a step's non-finite code names: code ``i + 1`` for ``NON_FINITE_TENSORS[i]``, 0 for a finite step."""
+
+
 class NonFiniteLossError(FloatingPointError):
-    """Raised when the objective returns a NaN or infinite loss."""
+    """Raised when an embedding or the objective's loss holds NaN or infinity."""
+
+
+def finite_or_zero(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tensor with its NaN/inf entries replaced by 0, 0-dim bool: whether all entries were finite)``, on the
+    tensor's device, read by nobody: the step goes on and the host learns of the problem later.
+
+    Finite tensors pass through unchanged (values and gradient), so a finite step computes what it did before;
+    for a non-finite one, the objective sees finite embeddings, so that an OT solver (whose host-side checks
+    raise on a non-finite cost) never sees NaN.
+    """
+    finite = torch.isfinite(tensor.detach())
+    return torch.where(
+        finite, tensor, torch.zeros((), dtype=tensor.dtype, device=tensor.device)
+    ), finite.all()
 
 
 def _has_input_dependent_branches(model: Any) -> bool:
@@ -105,8 +123,10 @@ class AtrTrainer(Trainer):
     - ``compute_loss`` = model forward → (under several processes) gather the embeddings of every
       rank with gradient, so the objective sees the global batch → objective (built from
       ``model.config.objective`` unless an ``objective`` is passed) → loss; the objective's logs are
-      averaged between logging steps and appear in the trainer's logs. A NaN/inf embedding or loss
-      raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step).
+      summed on the device, averaged between logging steps and appear in the trainer's logs. A NaN/inf
+      embedding or loss raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step);
+      the check runs on the device and is read at the next logging step, or before a checkpoint is written,
+      whichever comes first, so that no checkpoint holds the weights of a non-finite step.
     - Objective state (buffers/parameters) is saved as ``objective.safetensors`` in every checkpoint and
       restored by ``train(resume_from_checkpoint=...)``.
     - A :class:`~hf_atr.ModelCardCallback` (added unless one is passed) records hyperparameters, the
@@ -151,7 +171,10 @@ class AtrTrainer(Trainer):
         eval_languages: caption languages for ``evaluate()`` (default English only).
         eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for ``evaluate()``.
         skip_non_finite: when an embedding or the loss is NaN/inf, skip the step (zero gradient, counted in
-            the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`.
+            the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`. Decided on
+            the device: the step's loss is zeroed and its gradients are set to zero after the backward (with
+            gradient accumulation, those of the earlier micro-batches of the same optimizer step too); the count
+            and a warning naming the steps come at the next logging step.
         audio_features: ``"device"`` or ``"collator"`` (:data:`AUDIO_FEATURE_SOURCES`); default ``"device"`` when
             the collator prepares waveforms (a ``WaveformCollator``, or a ``MultilingualCollator`` with
             ``waveforms``), ``"collator"`` otherwise.
@@ -255,8 +278,10 @@ class AtrTrainer(Trainer):
         self.skip_non_finite = skip_non_finite
         self.embedding_chunk_size = embedding_chunk_size
         self.skipped_non_finite_steps = 0
-        self._objective_log_sums: dict[str, float] = defaultdict(float)
-        self._objective_log_count = 0
+        self._objective_log_sums: dict[str, torch.Tensor] = {}
+        self._objective_log_count: torch.Tensor | int = 0
+        self._unchecked_steps: list[tuple[int, torch.Tensor, dict[str, Any]]] = []
+        self._step_finite: torch.Tensor | None = None
         self._process_stream: StreamingPairs | None = None
 
     def _freeze_unread_logit_scales(self, model: Any) -> None:
@@ -280,15 +305,15 @@ class AtrTrainer(Trainer):
         """The model inputs of a batch: waveforms featurised on the training device when the collator made them."""
         if self.device_features is None:
             return inputs
-        cropped = inputs.get(CROPPED)
+        cropped = inputs.get(CROPPED)  # a NumPy array on the host (device_features.CROPPED)
         if (
             not self._crops_logged
             and cropped is not None
-            and bool(cropped.any())
+            and np.any(cropped)
             and self._waveform_collator is not None
         ):
             logger.warning(
-                f"{int(cropped.sum())} of {cropped.numel()} clips in a training batch were longer than the feature "
+                f"{np.count_nonzero(cropped)} of {np.size(cropped)} clips in a training batch were longer than the feature "
                 f"extractor's window and were {self._waveform_collator.crop_description()}. Logged once."
             )
             self._crops_logged = True
@@ -316,20 +341,36 @@ class AtrTrainer(Trainer):
         if is_distributed():
             audio_embeds, text_embeds = gather_rows(audio_embeds), gather_rows(text_embeds)
             metadata = gather_batch_metadata(metadata)
-        problem = self._non_finite(audio_embeds=audio_embeds, text_embeds=text_embeds)
-        objective_output = None
-        if problem is None:
-            objective_output = self.objective(
-                audio_embeds, text_embeds, batch=metadata, model=self.accelerator.unwrap_model(model)
-            )
-            problem = self._non_finite(loss=objective_output.loss)
-        if problem is not None:
-            return self._handle_non_finite(model, problem, objective_output)
-        if model.training:
-            for key, value in objective_output.logs.items():
-                self._objective_log_sums[key] += float(value)
-            self._objective_log_count += 1
-        return objective_output.loss
+        audio_embeds, audio_finite = finite_or_zero(audio_embeds)
+        text_embeds, text_finite = finite_or_zero(text_embeds)
+        objective_output = self.objective(
+            audio_embeds, text_embeds, batch=metadata, model=self.accelerator.unwrap_model(model)
+        )
+        loss = objective_output.loss
+        if not model.training:
+            return loss
+        loss_finite = torch.isfinite(loss.detach())
+        code = torch.where(~audio_finite, 1, torch.where(~text_finite, 2, torch.where(~loss_finite, 3, 0)))
+        self._unchecked_steps.append((self.state.global_step, code, objective_output.logs))
+        finite = code == 0
+        self._add_objective_logs(objective_output.logs, finite, loss)
+        if not self.skip_non_finite:
+            return loss
+        self._step_finite = finite if self._step_finite is None else self._step_finite & finite
+        return torch.where(finite, loss, torch.zeros((), dtype=loss.dtype, device=loss.device))
+
+    def _add_objective_logs(self, logs: dict[str, Any], finite: torch.Tensor, like: torch.Tensor) -> None:
+        """Add a training step's objective logs to the sums of this logging period, on the device (floats made
+        0-dim tensors there); with ``skip_non_finite``, a non-finite step adds nothing and is not counted."""
+        for key, value in logs.items():
+            if not isinstance(value, torch.Tensor):
+                value = torch.full((), float(value), dtype=torch.float64, device=like.device)
+            value = value.detach()
+            if self.skip_non_finite:
+                value = torch.where(finite, value, torch.zeros((), dtype=value.dtype, device=value.device))
+            total = self._objective_log_sums.get(key)
+            self._objective_log_sums[key] = value if total is None else total + value
+        self._objective_log_count = self._objective_log_count + (finite.long() if self.skip_non_finite else 1)
 
     def training_step(
         self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None
@@ -343,7 +384,26 @@ class AtrTrainer(Trainer):
         accumulation cycle, as DDP would.
         """
         if self.embedding_chunk_size is None:
-            return super().training_step(model, inputs, num_items_in_batch)
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        else:
+            loss = self._cached_training_step(model, inputs)
+        if self._step_finite is not None:
+            self._zero_gradients_unless(model, self._step_finite)
+            self._step_finite = None
+        return loss
+
+    @staticmethod
+    def _zero_gradients_unless(model: Any, finite: torch.Tensor) -> None:
+        """Set every gradient to zero unless ``finite`` (a 0-dim bool on the device): a skipped step, decided
+        without reading the flag back (the gradients of a non-finite step may hold NaN, which a product with 0
+        would keep)."""
+        keep = finite.logical_not()
+        for parameter in model.parameters():
+            if parameter.grad is not None:
+                parameter.grad.masked_fill_(keep, 0.0)
+
+    def _cached_training_step(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        """One gradient-cached step (see :meth:`training_step`)."""
         model.train()
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
             self.optimizer.train()
@@ -431,34 +491,48 @@ class AtrTrainer(Trainer):
         self._process_stream.resume_after(batches_trained * self._train_batch_size)
         return epochs_trained, 0
 
-    @staticmethod
-    def _non_finite(**tensors: torch.Tensor) -> str | None:
-        """The name of the first tensor holding NaN/inf, or None."""
-        for name, tensor in tensors.items():
-            if not torch.isfinite(tensor.detach()).all():
-                return name
-        return None
-
-    def _handle_non_finite(self, model: Any, problem: str, objective_output: Any) -> torch.Tensor:
-        """Raise :class:`NonFiniteLossError`, or with ``skip_non_finite`` return a zero loss and count the skip."""
-        terms = "" if objective_output is None else f"; its terms were {objective_output.logs}"
-        message = f"Non-finite {problem} at step {self.state.global_step} (objective {self.objective.name!r}{terms})."
+    def _check_non_finite_steps(self) -> None:
+        """Read the non-finite codes of the steps since the last check (one read for all of them): raise
+        :class:`NonFiniteLossError` for the first non-finite step, or with ``skip_non_finite`` count the skipped
+        steps and name them in a warning."""
+        unchecked, self._unchecked_steps = self._unchecked_steps, []
+        if not unchecked:
+            return
+        codes = torch.stack([code for _, code, _ in unchecked]).tolist()
+        problems = [(step, code, logs) for (step, _, logs), code in zip(unchecked, codes) if code]
+        if not problems:
+            return
+        step, code, logs = problems[0]
+        problem = NON_FINITE_TENSORS[code - 1]
+        terms = f"; its terms were {_read_logs(logs)}" if problem == "loss" else ""
+        message = f"Non-finite {problem} at step {step} (objective {self.objective.name!r}{terms})."
         if not self.skip_non_finite:
             raise NonFiniteLossError(
                 f"{message} Lower the learning rate, check this batch's inputs, raise the objective's entropic "
-                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps."
+                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps. (Checked at step "
+                f"{self.state.global_step}, the first logging step or checkpoint after it; nothing was saved since.)"
             )
-        self.skipped_non_finite_steps += 1
-        logger.warning(f"{message} Step skipped ({self.skipped_non_finite_steps} so far).")
-        # A zero that still reaches every parameter, so backward and DDP's gradient reduction proceed.
-        return sum(parameter.sum() for parameter in model.parameters() if parameter.requires_grad) * 0.0
+        self.skipped_non_finite_steps += len(problems)
+        steps = sorted({step for step, _, _ in problems})
+        logger.warning(
+            f"{message} Skipped {len(problems)} step(s) since the last log, at step(s) {steps} "
+            f"({self.skipped_non_finite_steps} so far)."
+        )
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        self._check_non_finite_steps()
         if "loss" in logs and self.skip_non_finite:
             logs["skipped_non_finite_steps"] = self.skipped_non_finite_steps
-        if "loss" in logs and self._objective_log_count:
-            for key, total in self._objective_log_sums.items():
-                logs[f"{self.objective.name}/{key}"] = round(total / self._objective_log_count, 6)
+        if "loss" in logs and self._objective_log_sums:
+            names = list(self._objective_log_sums)
+            totals = torch.stack([self._objective_log_sums[name].to(torch.float64) for name in names])
+            count = torch.as_tensor(self._objective_log_count, dtype=torch.float64, device=totals.device)
+            *totals_read, count_read = torch.cat(
+                [totals, count.reshape(1)]
+            ).tolist()  # one read for all terms
+            if count_read > 0:
+                for name, total in zip(names, totals_read):
+                    logs[f"{self.objective.name}/{name}"] = round(total / count_read, 6)
             self._objective_log_sums.clear()
             self._objective_log_count = 0
         if "loss" in logs and (share := self.data_wait.pop_share()) is not None:
@@ -472,6 +546,7 @@ class AtrTrainer(Trainer):
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
         """Retrieval metrics on ``eval_dataset`` (or the trainer's), prefixed with ``metric_key_prefix``."""
+        self._check_non_finite_steps()
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("AtrTrainer.evaluate needs an eval_dataset.")
@@ -494,6 +569,7 @@ class AtrTrainer(Trainer):
         return metrics
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        self._check_non_finite_steps()
         super()._save_checkpoint(model, trial)
         if not self.args.should_save:
             return
@@ -518,6 +594,11 @@ class AtrTrainer(Trainer):
                 f"Checkpoint {resume_from_checkpoint} has no {OBJECTIVE_STATE_NAME}, but objective "
                 f"{self.objective.name!r} has state {sorted(self.objective.state_dict())} to restore."
             )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """``Trainer.save_model``, after checking the steps trained since the last check for non-finite values."""
+        self._check_non_finite_steps()
+        super().save_model(output_dir, _internal_call)
 
     def end(self) -> None:
         """Release the distributed wrapper, then destroy the process group (``Trainer.end``).
@@ -548,3 +629,8 @@ class AtrTrainer(Trainer):
         model = self.accelerator.unwrap_model(self.model)
         restored = type(model).from_pretrained(checkpoint_dir)
         model.load_state_dict(restored.state_dict())
+
+
+def _read_logs(logs: dict[str, Any]) -> dict[str, float]:
+    """An objective's logs as floats (read from the device)."""
+    return {key: float(value) for key, value in logs.items()}

@@ -237,11 +237,13 @@ def test_dart_logs_the_gradient_share_of_each_term():
     # A fresh term initialises its EMA from this batch, as the objective's did.
     uwd_gradient = torch.autograd.grad(UnbalancedFeatureTransport()(audio, text).loss, audio)[0]
     assert float(output.logs["base_gradient_norm"]) == pytest.approx(base_gradient.norm().item(), rel=1e-4)
-    assert float(output.logs["uwd_gradient_norm"]) == pytest.approx(0.5 * uwd_gradient.norm().item(), rel=1e-4)
+    assert float(output.logs["uwd_gradient_norm"]) == pytest.approx(
+        0.5 * uwd_gradient.norm().item(), rel=1e-4
+    )
     share = output.logs["uwd_gradient_norm"] / (
         output.logs["uwd_gradient_norm"] + output.logs["base_gradient_norm"]
     )
-    assert float(output.logs["uwd_gradient_share"]) == pytest.approx(share)
+    assert float(output.logs["uwd_gradient_share"]) == pytest.approx(float(share))
     output.loss.backward()  # the logging kept the graph
     torch.testing.assert_close(audio.grad, base_gradient + 0.5 * uwd_gradient, rtol=1e-4, atol=1e-7)
     assert "uwd_gradient_share" not in DartObjective(log_gradient_share=False)(audio, text).logs
@@ -415,7 +417,9 @@ def test_dart_is_iot_plus_half_uwd():
     uwd = UnbalancedFeatureTransport()(audio, text)
     assert output.loss.item() == pytest.approx(iot.loss.item() + 0.5 * uwd.loss.item(), rel=1e-5)
     for key in ("loss_iot", "iot_diagonal_mass", "loss_uwd", "uwd_transported_mass", "reliability_entropy"):
-        value = output.logs[key]  # 0-dim tensors on the embeddings' device, read by the trainer at logging steps
+        value = output.logs[
+            key
+        ]  # 0-dim tensors on the embeddings' device, read by the trainer at logging steps
         assert isinstance(value, torch.Tensor) and value.dim() == 0 and not value.requires_grad
 
 

@@ -265,6 +265,45 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
         torch.testing.assert_close(tensor, before[name], msg=f"{name} changed in a skipped step")
 
 
+def test_a_non_finite_step_raises_before_the_next_checkpoint_is_written(tmp_path):
+    """The check is read at the first logging step or checkpoint after the step, not inside it: with a checkpoint
+    every step, the error comes before checkpoint-1 exists."""
+    processor = make_processor()
+    objective = ExplodingObjective()
+    objective.name = "exploding"
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=4, logging_steps=3, save_strategy="steps", save_steps=1),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=objective,
+    )
+    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step 0 .* \(Checked at step 1,"):
+        trainer.train()
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_non_finite_embeddings_never_reach_an_ot_solver_and_the_step_is_skipped(tmp_path):
+    """The OT solvers raise on a non-finite cost (a host check): the trainer hands the objective finite
+    embeddings (NaN entries zeroed) and decides the skip on the device."""
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot"})
+    with torch.no_grad():
+        model.audio_projection.weight.fill_(float("nan"))
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=3, logging_steps=2, optim="sgd", weight_decay=0.0),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        skip_non_finite=True,
+    )
+    trainer.train()
+    assert trainer.skipped_non_finite_steps == 3
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, before[name], equal_nan=True, msg=f"{name} changed in a skipped step")
+
+
 def test_trainer_requires_a_processor(tmp_path):
     with pytest.raises(ValueError, match="needs `processing_class=AtrProcessor"):
         AtrTrainer(model=make_model(), args=training_args(tmp_path))
