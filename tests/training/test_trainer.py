@@ -301,7 +301,9 @@ def test_non_finite_embeddings_never_reach_an_ot_solver_and_the_step_is_skipped(
     trainer.train()
     assert trainer.skipped_non_finite_steps == 3
     for name, tensor in model.state_dict().items():
-        torch.testing.assert_close(tensor, before[name], equal_nan=True, msg=f"{name} changed in a skipped step")
+        torch.testing.assert_close(
+            tensor, before[name], equal_nan=True, msg=f"{name} changed in a skipped step"
+        )
 
 
 def test_trainer_requires_a_processor(tmp_path):
