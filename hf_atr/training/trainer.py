@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from ..model_card.facts import card_data
 from ..objectives.batch import CAPTIONS_PER_AUDIO, NEGATIVE_AUDIO, group_caption_embeds, pop_batch_metadata
 from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective, build_objective
 from .callbacks import ModelCardCallback
-from .collator import AtrDataCollator, CaptionPairDataset
+from .collator import AtrDataCollator, CaptionPairDataset, text_length_buckets
 from .data_wait import DATA_WAIT_LOG_KEY, DataWaitCallback, DataWaitMeter
 from .device_features import CROPPED, WAVEFORMS, featurize_waveforms
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
@@ -94,6 +95,43 @@ def _pins_memory(args: TrainingArguments) -> bool:
     return args.dataloader_pin_memory and args.device.type != "cpu"
 
 
+class _CompileTimeCallback(TrainerCallback):
+    """Logs, once, how long the first training step took under ``torch.compile`` (compilation included)."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.reported = False
+
+    def on_step_begin(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any):
+        if not self.reported and self.started is None:
+            self.started = time.perf_counter()
+
+    def on_step_end(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any):
+        if self.reported or self.started is None:
+            return
+        if args.device.type == "cuda":
+            torch.cuda.synchronize(args.device)  # once: the step's kernels, not only their launch
+        logger.warning(
+            f"torch.compile ({args.torch_compile_backend}): the first training step took "
+            f"{time.perf_counter() - self.started:.1f} s, compilation included; the next steps reuse the compiled "
+            "graphs (a new caption-length bucket or batch shape compiles once more)."
+        )
+        self.reported = True
+
+
+def _pad_captions_to_buckets(data_collator: Any, tokenizer: Any) -> tuple[int, ...] | None:
+    """Make the collator (or the clip collator inside it) pad captions to :func:`text_length_buckets` of its token
+    limit, unless it already has buckets; returns the buckets set, or None when there was nothing to set."""
+    for collator in (data_collator, getattr(data_collator, "clips", None)):
+        if collator is not None and hasattr(collator, "text_length_buckets"):
+            if collator.text_length_buckets is None:
+                limit = getattr(collator, "max_length", None) or tokenizer.model_max_length
+                collator.text_length_buckets = text_length_buckets(limit)
+                return collator.text_length_buckets
+            return None
+    return None
+
+
 class _ParameterProjectionCallback(TrainerCallback):
     """Calls ``model.project_parameters_()`` after every optimizer step, whatever the objective.
 
@@ -134,6 +172,11 @@ class AtrTrainer(Trainer):
       through) and the last evaluation with its protocol for the card that ``save_model`` writes.
     - Every logging step logs ``data_wait``, the share of the step time spent waiting for batches, and a
       warning names ``--dataloader_num_workers`` when the steps keep waiting (:mod:`~hf_atr.training.data_wait`).
+    - ``TrainingArguments(torch_compile=True)`` compiles the model (transformers does, through accelerate);
+      the collators then pad captions to a few fixed lengths
+      (:func:`~hf_atr.training.collator.text_length_buckets`), so that each compiles once, and the first step's
+      time, compilation included, is logged once. Saved weights are the module's own (no ``_orig_mod.`` prefix). Dropout draws its random
+      numbers differently under compilation, so a compiled run with dropout is not the eager run's twin.
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
@@ -245,6 +288,14 @@ class AtrTrainer(Trainer):
         self._crops_logged = False
         self.data_wait = DataWaitMeter()
         callbacks = [*(callbacks or []), _ParameterProjectionCallback(), DataWaitCallback(self.data_wait)]
+        if args.torch_compile:
+            callbacks.append(_CompileTimeCallback())
+            buckets = _pad_captions_to_buckets(data_collator, processing_class.tokenizer)
+            if buckets:
+                logger.info(
+                    f"torch.compile: captions are padded to one of the lengths {list(buckets)}, so that the "
+                    "compiled model sees a few caption lengths, not one per batch."
+                )
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)
