@@ -241,7 +241,8 @@ def test_non_finite_embeddings_are_named(tmp_path):
         trainer.train()
 
 
-def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
+@pytest.mark.parametrize("embedding_chunk_size", [None, 4], ids=["whole", "cached"])
+def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, embedding_chunk_size):
     processor = make_processor()
     model = make_model(processor=processor)
     objective = ExplodingObjective()
@@ -254,6 +255,7 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
         processing_class=processor,
         objective=objective,
         skip_non_finite=True,
+        embedding_chunk_size=embedding_chunk_size,
     )
     trainer.train()
     assert trainer.skipped_non_finite_steps == 4
