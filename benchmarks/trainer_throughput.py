@@ -620,6 +620,8 @@ def print_training(
         f"{'raw ms':>8} {'pairs/s':>8} {'MFU':>6} {'share':>6} {'1st step s (trainer/raw)':>25}"
     )
     print(header)
+    if args.compile:
+        print("  (compiled rows: the trainer runs first; the raw step then reuses the graphs it compiled)")
     for row in rows:
         print(
             f"  {row.input:<24} {row.workers:>7} {'compiled' if row.compiled else 'eager':>8} "
