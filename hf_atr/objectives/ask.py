@@ -268,7 +268,7 @@ class AskObjective(ContrastiveObjective):
         other_copies = other_copies_mask(audio_ids, batch_size, device)
         direction_losses = {"t2a": audio_embeds.new_zeros(()), "a2t": audio_embeds.new_zeros(())}
         modulations = {"t2a": audio_embeds.new_ones(()), "a2t": audio_embeds.new_ones(())}
-        logs: dict[str, float] = {"knowledge_base": 1.0}
+        logs: dict[str, torch.Tensor | float] = {"knowledge_base": 1.0}
         for granularity in self.granularities:
             retrieved = self._retrieve(audio_embeds.detach(), text_embeds.detach(), granularity, audio_ids)
             if self.use_injection:

@@ -14,7 +14,7 @@ from hf_atr import AtrTrainer
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.objectives.registry import Objective, ObjectiveOutput
 from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError, _pins_memory
+from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError, _pins_memory, finite_or_zero
 from hf_atr.training.waveform_collator import WaveformCollator
 
 
@@ -306,6 +306,17 @@ def test_non_finite_embeddings_never_reach_an_ot_solver_and_the_step_is_skipped(
         torch.testing.assert_close(
             tensor, before[name], equal_nan=True, msg=f"{name} changed in a skipped step"
         )
+
+
+def test_finite_or_zero_passes_finite_tensors_through_and_zeroes_the_rest():
+    finite = torch.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+    same, all_finite = finite_or_zero(finite)
+    assert torch.equal(same, finite) and all_finite.dim() == 0 and bool(all_finite)
+    same.sum().backward()
+    assert torch.equal(finite.grad, torch.ones(2, 2))
+    broken = torch.tensor([[1.0, float("nan")], [float("inf"), 4.0]])
+    cleaned, all_finite = finite_or_zero(broken)
+    assert cleaned.tolist() == [[1.0, 0.0], [0.0, 4.0]] and not bool(all_finite)
 
 
 def test_trainer_requires_a_processor(tmp_path):
