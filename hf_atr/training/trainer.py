@@ -43,6 +43,9 @@ prepare (``"device"``), or by the collator itself (``"collator"``: precomputed f
 extractor run in the workers)."""
 
 
+UNCHECKED_STEPS_LIMIT = 256
+"""Training steps whose non-finite codes may wait for a logging step or checkpoint; past this many (long runs that
+rarely log), they are read at once: one read per this many steps, and a bounded list of small device tensors."""
 NON_FINITE_TENSORS = ("audio_embeds", "text_embeds", "loss")
 """What a step's non-finite code names: code ``i + 1`` for ``NON_FINITE_TENSORS[i]``, 0 for a finite step."""
 
@@ -403,6 +406,8 @@ class AtrTrainer(Trainer):
         loss_finite = torch.isfinite(loss.detach())
         code = torch.where(~audio_finite, 1, torch.where(~text_finite, 2, torch.where(~loss_finite, 3, 0)))
         self._unchecked_steps.append((self.state.global_step, code, objective_output.logs))
+        if len(self._unchecked_steps) >= UNCHECKED_STEPS_LIMIT:
+            self._check_non_finite_steps()
         finite = code == 0
         self._add_objective_logs(objective_output.logs, finite, loss)
         if not self.skip_non_finite:
@@ -560,8 +565,9 @@ class AtrTrainer(Trainer):
         if not self.skip_non_finite:
             raise NonFiniteLossError(
                 f"{message} Lower the learning rate, check this batch's inputs, raise the objective's entropic "
-                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps. (Checked at step "
-                f"{self.state.global_step}, the first logging step or checkpoint after it; nothing was saved since.)"
+                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps. (The check is read "
+                f"at logging steps and before checkpoints; read at step {self.state.global_step}, no checkpoint was "
+                "written since.)"
             )
         self.skipped_non_finite_steps += len(problems)
         steps = sorted({step for step, _, _ in problems})

@@ -280,7 +280,9 @@ def test_a_non_finite_step_raises_before_the_next_checkpoint_is_written(tmp_path
         processing_class=processor,
         objective=objective,
     )
-    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step 0 .* \(Checked at step 1,"):
+    with pytest.raises(
+        NonFiniteLossError, match=r"Non-finite loss at step 0 .* read at step 1, no checkpoint"
+    ):
         trainer.train()
     assert not list(tmp_path.glob("checkpoint-*"))
 
@@ -317,6 +319,25 @@ def test_finite_or_zero_passes_finite_tensors_through_and_zeroes_the_rest():
     broken = torch.tensor([[1.0, float("nan")], [float("inf"), 4.0]])
     cleaned, all_finite = finite_or_zero(broken)
     assert cleaned.tolist() == [[1.0, 0.0], [0.0, 4.0]] and not bool(all_finite)
+
+
+def test_unchecked_steps_are_read_once_their_limit_is_reached(tmp_path, monkeypatch):
+    """A run that never logs (or saves) still raises, after ``UNCHECKED_STEPS_LIMIT`` steps at the latest."""
+    monkeypatch.setattr("hf_atr.training.trainer.UNCHECKED_STEPS_LIMIT", 2)
+    processor = make_processor()
+    objective = ExplodingObjective()
+    objective.name = "exploding"
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=6, logging_strategy="no"),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=objective,
+    )
+    with pytest.raises(
+        NonFiniteLossError, match=r"Non-finite loss at step 0 .* read at step 1, no checkpoint"
+    ):
+        trainer.train()
 
 
 def test_trainer_requires_a_processor(tmp_path):
