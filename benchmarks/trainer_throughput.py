@@ -600,8 +600,8 @@ def print_training(
     peak, peak_source = peak_tflops(device, args.peak_tflops)
     print(
         f"\nTraining step, model {args.model}, batch {args.batch_size}, {'bf16' if args.bf16 else 'fp32'}: "
-        f"median of {args.steps} timed steps after the first two (the first steps warm up, and compile with "
-        "--compile)."
+        f"{args.steps} steps timed per row, the median taken after the first two (which warm up, and compile "
+        "with --compile)."
     )
     rows = training_rows(args, tokenizer, work)
     print(
