@@ -15,12 +15,18 @@ Two parts, side by side in one run:
    optimizer (the Trainer's defaults), ``max_grad_norm`` and precision, on one batch already on the device; for
    precomputed features (``extract_audio_features``, saved and loaded back) and for raw audio with on-device
    features (``audio_features="device"``: the waveform collator in the workers, the batched features on the
-   device, counted in the raw step too). Printed as ms per step, pairs/s and the trainer's share of the raw step
-   (the median step after the first two; a trainer step is the time between two step ends, so it includes the
-   wait for its batch).
+   device, counted in the raw step too, and computed there outside autocast, as the trainer computes them). The
+   trainer runs with ``logging_nan_inf_filter=False``, as ``hf-atr train`` sets it. Printed as ms per step, pairs/s,
+   model FLOPs utilisation (MFU: the forward and backward FLOPs of the model and objective, counted once with
+   ``torch.utils.flop_counter.FlopCounterMode``, per second, over the device's bf16 dense peak: H100 and H200 989,
+   A100 312, L4 121 TFLOP/s, or ``--peak-tflops``) and the trainer's share of the raw step: the median of
+   ``--steps`` steps (default 20) after the first two (a trainer step is the time between two step ends, so it
+   includes the wait for its batch). ``--compile`` adds, per row, the same two compiled: ``AtrTrainer`` with
+   ``TrainingArguments(torch_compile=True)`` (inductor) and the raw step through ``torch.compile(model)``, with the
+   first step's seconds (the compilation). On CUDA, every timed interval ends with ``torch.cuda.synchronize``.
 
     OMP_NUM_THREADS=1 python benchmarks/trainer_throughput.py                         # CPU, tiny model
-    python benchmarks/trainer_throughput.py --device cuda --model clap --batch-size 256 --bf16 --workers 0 8
+    python benchmarks/trainer_throughput.py --device cuda --model clap --batch-size 256 --bf16 --workers 8 --compile
 
 ``--model clap`` is a random-init CLAP at ``laion/clap-htsat-unfused``'s sizes (HTS-AT + RoBERTa-base) on 10-s
 clips at 48 kHz; ``tiny`` the demo's AST + BERT on 2-s clips at 16 kHz. Audio is synthetic (tones in noise), made
@@ -36,13 +42,14 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import datasets
 import numpy as np
 import torch
 from datasets import Array3D, Audio, Dataset, Features, List, Value, load_from_disk
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+from torch.utils.flop_counter import FlopCounterMode
 from transformers import (
     ClapConfig,
     ClapFeatureExtractor,
@@ -71,6 +78,12 @@ CLAP_FEATURE_SHAPE = (1, 1001, 64)
 CAPTIONS_PER_CLIP = 5
 LEARNING_RATE = 1e-4
 MAX_GRAD_NORM = 1.0
+DEFAULT_STEPS = 20
+"""Steps timed per row by default; the median is taken after the first two. Fewer (the earlier default, 8) left a
+GPU trainer short of its steady state (71 % of the raw step with 8 workers, 90 % over 20 steps on an H200)."""
+BF16_DENSE_PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0}
+"""Dense bfloat16 peak of common accelerators (TFLOP/s, without sparsity), matched in the device name (H200
+before H100: an H200's name may not contain "H100", but the longer keys are tried first anyway)."""
 
 
 def roberta_size_tokenizer(seed: int = 0) -> RobertaTokenizerFast:
@@ -293,8 +306,65 @@ class StepClock(TrainerCallback):
         self.ends.append(time.perf_counter())
 
 
+def peak_tflops(device: torch.device, given: float | None) -> tuple[float | None, str]:
+    """``(peak TFLOP/s or None, where it comes from)``: ``--peak-tflops``, else the bf16 dense peak of
+    :data:`BF16_DENSE_PEAK_TFLOPS` whose key the CUDA device's name contains."""
+    if given is not None:
+        return given, "--peak-tflops"
+    if device.type != "cuda":
+        return None, "no peak for this device: give --peak-tflops"
+    name = torch.cuda.get_device_name(device)
+    for key in sorted(BF16_DENSE_PEAK_TFLOPS, key=len, reverse=True):
+        if key in name:
+            return BF16_DENSE_PEAK_TFLOPS[key], f"{key} bf16 dense peak"
+    return None, f"{name!r} is not in the table of peaks: give --peak-tflops"
+
+
+def utilisation(flops: int, seconds: float, peak: float | None) -> str:
+    """Model FLOPs utilisation: achieved FLOP/s over the peak, as a percentage (``-`` without a peak)."""
+    return "-" if peak is None else f"{flops / seconds / (peak * 1e12):.1%}"
+
+
 def median_after_two(durations: list[float]) -> float:
     return statistics.median(durations[2:] if len(durations) > 3 else durations)
+
+
+def prepared_batch(batch: dict[str, Any], device: torch.device) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(model inputs, objective metadata)`` of a collated batch, tensors moved to ``device``."""
+    batch = dict(batch)
+    metadata = pop_batch_metadata(batch)
+    metadata = {key: value.to(device) if torch.is_tensor(value) else value for key, value in metadata.items()}
+    inputs = {key: value.to(device) if torch.is_tensor(value) else value for key, value in batch.items()}
+    return inputs, metadata
+
+
+def model_inputs_of(inputs: dict[str, Any], features: Any, device: torch.device) -> dict[str, Any]:
+    """The model's inputs: the on-device features of the waveforms (``features``), computed outside autocast as
+    the trainer computes them (inside it, the features' float32 arithmetic would run in bfloat16), or the batch's
+    precomputed ones."""
+    return featurize_waveforms(inputs, features, device=device) if features is not None else inputs
+
+
+def step_flops(
+    model: AtrDualEncoderModel, batch: dict[str, Any], features: Any, device: torch.device, bf16: bool
+) -> int:
+    """FLOPs of one training step's forward and backward (model and objective; not the features, the clipping or
+    the optimizer), counted once by ``torch.utils.flop_counter.FlopCounterMode`` on a copy of the model."""
+    model = copy.deepcopy(model).to(device).train()
+    objective = build_objective(model.config).to(device)
+    inputs, metadata = prepared_batch(batch, device)
+    model_inputs = model_inputs_of(inputs, features, device)
+    with FlopCounterMode(display=False) as counter:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            outputs = model(**model_inputs)
+        objective(outputs.audio_embeds, outputs.text_embeds, batch=metadata, model=model).loss.backward()
+    return counter.get_total_flops()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU), so that a clock read after it counts that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def raw_step_seconds(
@@ -304,38 +374,37 @@ def raw_step_seconds(
     device: torch.device,
     bf16: bool,
     steps: int,
-) -> float:
-    """Median seconds of the raw step: forward (after the on-device features, when ``features``), the model's
-    objective, backward, gradient clipping at :data:`MAX_GRAD_NORM` and an AdamW step, on ``batch`` on the device."""
+    compile_model: bool = False,
+) -> tuple[float, float]:
+    """``(median seconds, first step's seconds)`` of the raw step: the on-device features (when ``features``)
+    outside autocast, the forward under autocast (``torch.compile``-d with ``compile_model``: the first step
+    compiles), the model's objective, backward, gradient clipping at :data:`MAX_GRAD_NORM` and an AdamW step, on
+    ``batch`` on the device."""
     model.to(device).train()
     objective = build_objective(model.config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
-    batch = dict(batch)
-    metadata = pop_batch_metadata(batch)
-    metadata = {key: value.to(device) if torch.is_tensor(value) else value for key, value in metadata.items()}
-    inputs = {key: value.to(device) if torch.is_tensor(value) else value for key, value in batch.items()}
+    inputs, metadata = prepared_batch(batch, device)
     parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    forward = torch.compile(model) if compile_model else model
 
     def step() -> None:
+        model_inputs = model_inputs_of(inputs, features, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            model_inputs = (
-                featurize_waveforms(inputs, features, device=device) if features is not None else inputs
-            )
-            outputs = model(**model_inputs)
+            outputs = forward(**model_inputs)
         loss = objective(outputs.audio_embeds, outputs.text_embeds, batch=metadata, model=model).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(parameters, MAX_GRAD_NORM)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(device)
 
     durations = []
+    synchronize(device)
     for _ in range(steps):
         start = time.perf_counter()
         step()
         durations.append(time.perf_counter() - start)
-    return median_after_two(durations)
+    return median_after_two(durations), durations[0]
 
 
 def trainer_step_seconds(
@@ -346,9 +415,12 @@ def trainer_step_seconds(
     args: argparse.Namespace,
     workers: int,
     output_dir: Path,
-) -> tuple[float, dict[str, Any], Any]:
-    """Median seconds between two step ends of ``AtrTrainer``, one batch its own collator made (for the raw step)
-    and its on-device features (``None`` for precomputed features)."""
+    compile_model: bool = False,
+) -> tuple[float, float, dict[str, Any], Any]:
+    """``AtrTrainer``'s median seconds between two step ends, its first step's seconds (from the start of
+    ``train()``: with ``compile_model``, ``TrainingArguments(torch_compile=True)``, the compilation), one batch its
+    own collator made (for the raw step: captions padded to the compile buckets when compiling) and its on-device
+    features (``None`` for precomputed features)."""
     device = torch.device(args.device)
     clock = StepClock(device)
     training = TrainingArguments(
@@ -365,6 +437,8 @@ def trainer_step_seconds(
         report_to=[],
         disable_tqdm=True,
         seed=0,
+        logging_nan_inf_filter=False,  # as hf-atr train sets it: no per-step read of the loss
+        torch_compile=compile_model,
     )
     trainer = AtrTrainer(
         model=model,
@@ -377,12 +451,28 @@ def trainer_step_seconds(
     trainer.remove_callback(PrinterCallback)
 
     batch = trainer.data_collator([trainer.train_dataset[index] for index in range(args.batch_size)])
+    synchronize(device)
+    start = time.perf_counter()
     trainer.train()
-    return median_after_two(list(np.diff(clock.ends))), batch, trainer.device_features
+    first = clock.ends[0] - start
+    return median_after_two(list(np.diff(clock.ends))), first, batch, trainer.device_features
 
 
-def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path) -> list[tuple]:
-    """Part 2: (input, workers, trainer ms, trainer pairs/s, raw ms, raw pairs/s, share) per input and worker count."""
+class TrainingRow(NamedTuple):
+    """One row of part 2: an input, a worker count, eager or compiled; seconds per step and FLOPs per step."""
+
+    input: str
+    workers: int
+    compiled: bool
+    trainer_seconds: float
+    trainer_first_seconds: float
+    raw_seconds: float
+    raw_first_seconds: float
+    flops: int
+
+
+def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path) -> list[TrainingRow]:
+    """Part 2: one :class:`TrainingRow` per input, worker count and (with ``--compile``) eager and compiled."""
     device = torch.device(args.device)
     model, processor, seconds = build_model(args.model, tokenizer)
     rate = processor.sampling_rate
@@ -412,28 +502,32 @@ def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, wor
         f"raw {rate // 1000}-kHz audio": ("device", "raw"),
     }
     rows = []
+    variants = [False, True] if args.compile else [False]
     for label, (audio_features, folder) in inputs.items():
         clips = load_from_disk(str(work / folder))
+        flops = None
         for workers in args.workers:
-            initial = copy.deepcopy(model)
-            trained, batch, features = trainer_step_seconds(
-                initial, processor, clips, audio_features, args, workers, work / "trainer"
-            )
-            raw_seconds = raw_step_seconds(
-                copy.deepcopy(model), batch, features, device, args.bf16, args.steps
-            )
-            rows.append(
-                (
-                    label,
+            for compiled in variants:
+                trained, trained_first, batch, features = trainer_step_seconds(
+                    copy.deepcopy(model),
+                    processor,
+                    clips,
+                    audio_features,
+                    args,
                     workers,
-                    1000 * trained,
-                    args.batch_size / trained,
-                    1000 * raw_seconds,
-                    args.batch_size / raw_seconds,
-                    raw_seconds / trained,
+                    work / "trainer",
+                    compiled,
                 )
-            )
-            del initial
+                if flops is None:
+                    flops = step_flops(model, batch, features, device, args.bf16)
+                raw_seconds, raw_first = raw_step_seconds(
+                    copy.deepcopy(model), batch, features, device, args.bf16, args.steps, compiled
+                )
+                rows.append(
+                    TrainingRow(
+                        label, workers, compiled, trained, trained_first, raw_seconds, raw_first, flops
+                    )
+                )
     return rows
 
 
@@ -445,7 +539,21 @@ def main() -> None:
     parser.add_argument("--model", choices=("tiny", "clap"), default="tiny")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument(
-        "--steps", type=int, default=8, help="steps timed per row (the first two not counted)"
+        "--steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        help=f"steps timed per row, median after the first two (default {DEFAULT_STEPS}, at least 5)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time each row compiled: AtrTrainer with torch_compile=True against torch.compile(model)",
+    )
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's peak TFLOP/s for the utilisation (default: the bf16 dense peak of H100, H200, A100, L4)",
     )
     parser.add_argument("--clip-batches", type=int, default=3, help="clips in the training set, in batches")
     parser.add_argument("--workers", type=int, nargs="+", default=[0], help="dataloader_num_workers per row")
@@ -456,6 +564,10 @@ def main() -> None:
     parser.add_argument("--skip-collate", action="store_true")
     parser.add_argument("--skip-training", action="store_true")
     args = parser.parse_args()
+    if args.steps < 5:
+        parser.error(
+            f"--steps must be at least 5 (the median is taken after the first two), got {args.steps}."
+        )
     device = torch.device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(1)
@@ -478,21 +590,47 @@ def main() -> None:
             for label, milliseconds in tokenise_ms(tokenizer, args.collate_batch_size):
                 print(f"  {label:<62} {milliseconds:>8.1f} ms")
         if not args.skip_training:
-            print(
-                f"\nTraining step, model {args.model}, batch {args.batch_size}, "
-                f"{'bf16' if args.bf16 else 'fp32'}, median of {args.steps} steps after the first two"
-            )
-            print(
-                f"  {'input':<24} {'workers':>7} {'trainer ms':>10} {'pairs/s':>8} {'raw ms':>8} {'pairs/s':>8} "
-                f"{'share':>6}"
-            )
-            for label, workers, trained_ms, trained_rate, raw_ms, raw_rate, share in training_rows(
-                args, tokenizer, work
-            ):
-                print(
-                    f"  {label:<24} {workers:>7} {trained_ms:>10.1f} {trained_rate:>8.1f} {raw_ms:>8.1f} "
-                    f"{raw_rate:>8.1f} {share:>6.0%}"
-                )
+            print_training(args, tokenizer, work, device)
+
+
+def print_training(
+    args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path, device: torch.device
+) -> None:
+    """Part 2's table: per row, the trainer's and the raw step's ms, pairs/s and model FLOPs utilisation."""
+    peak, peak_source = peak_tflops(device, args.peak_tflops)
+    print(
+        f"\nTraining step, model {args.model}, batch {args.batch_size}, {'bf16' if args.bf16 else 'fp32'}: "
+        f"{args.steps} steps timed per row, the median taken after the first two (which warm up, and compile "
+        "with --compile)."
+    )
+    rows = training_rows(args, tokenizer, work)
+    print(
+        "Model FLOPs per step (forward + backward of the model and objective, FlopCounterMode, counted once): "
+        + ", ".join(
+            f"{row.input} {row.flops / 1e9:,.1f} GFLOP"
+            for row in rows
+            if row.workers == args.workers[0] and not row.compiled
+        )
+    )
+    print(
+        f"MFU = FLOPs per step / step time / peak; peak {peak if peak is not None else '-'} TFLOP/s ({peak_source})"
+    )
+    header = (
+        f"  {'input':<24} {'workers':>7} {'mode':>8} {'trainer ms':>10} {'pairs/s':>8} {'MFU':>6} "
+        f"{'raw ms':>8} {'pairs/s':>8} {'MFU':>6} {'share':>6} {'1st step s (trainer/raw)':>25}"
+    )
+    print(header)
+    if args.compile:
+        print("  (compiled rows: the trainer runs first; the raw step then reuses the graphs it compiled)")
+    for row in rows:
+        print(
+            f"  {row.input:<24} {row.workers:>7} {'compiled' if row.compiled else 'eager':>8} "
+            f"{1000 * row.trainer_seconds:>10.1f} {args.batch_size / row.trainer_seconds:>8.1f} "
+            f"{utilisation(row.flops, row.trainer_seconds, peak):>6} {1000 * row.raw_seconds:>8.1f} "
+            f"{args.batch_size / row.raw_seconds:>8.1f} {utilisation(row.flops, row.raw_seconds, peak):>6} "
+            f"{row.raw_seconds / row.trainer_seconds:>6.0%} "
+            f"{f'{row.trainer_first_seconds:.1f} / {row.raw_first_seconds:.1f}':>25}"
+        )
 
 
 if __name__ == "__main__":

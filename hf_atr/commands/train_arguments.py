@@ -44,6 +44,17 @@ DATALOADER_WORKERS_HELP = (
     "was chosen are written to OUTPUT_DIR/metrics.json (data_loading). The training log's data_wait is the share "
     "of each step spent waiting for batches"
 )
+TORCH_COMPILE_CHOICES = {"auto": None, "true": True, "false": False}
+"""``--torch_compile``'s values; ``auto`` (the default, ``None`` until resolved) compiles on CUDA devices only."""
+TORCH_COMPILE_HELP = (
+    "compile the model with torch.compile: auto (the default: on a CUDA device, not on a CPU), true or false. The "
+    "first step compiles (its time is logged); captions are padded to a few fixed lengths so that each compiles "
+    "once. Dropout draws its random numbers differently under compilation"
+)
+NAN_INF_FILTER_HELP = (
+    "transformers' per-step NaN/inf check of the loss, which reads the loss back every step; off by default here, "
+    "since the trainer's own check (skipped or raised at the next logging step) covers it"
+)
 FEATURES_CACHE_SUBDIRECTORY = "hf_atr_features"
 """Default home of the extracted features: this folder of the datasets cache (``HF_DATASETS_CACHE``)."""
 
@@ -512,6 +523,27 @@ def resolve_dataloader_workers(scale: ScaleArguments, training: TrainingArgument
     }
 
 
+def torch_compile_choice(value: str | bool) -> bool | None:
+    """``--torch_compile``'s value: ``auto`` → ``None`` (resolved by :func:`resolve_torch_compile`), ``true`` /
+    ``false`` (any case) → a bool."""
+    if isinstance(value, bool):
+        return value
+    choice = str(value).strip().lower()
+    if choice not in TORCH_COMPILE_CHOICES:
+        raise ValueError(f"--torch_compile must be one of {list(TORCH_COMPILE_CHOICES)}, got {value!r}.")
+    return TORCH_COMPILE_CHOICES[choice]
+
+
+def resolve_torch_compile(training: TrainingArguments) -> None:
+    """``--torch_compile auto`` (left ``None`` by the parser): compile when training on a CUDA device, with the
+    backend ``--torch_compile_backend`` names (inductor by default), as ``TrainingArguments`` does for ``true``."""
+    if training.torch_compile is not None:
+        return
+    training.torch_compile = training.device.type == "cuda"
+    if training.torch_compile and training.torch_compile_backend is None:
+        training.torch_compile_backend = "inductor"
+
+
 def argument_parser() -> HfArgumentParser:
     """The parser of ``hf-atr train``: the dataclasses above and ``TrainingArguments`` (whose
     ``--dataloader_num_workers`` defaults to :data:`AUTO_WORKERS` here)."""
@@ -534,10 +566,17 @@ def argument_parser() -> HfArgumentParser:
         "--output_dir, the final model to OUTPUT_DIR/model and the test metrics with their protocol to "
         "OUTPUT_DIR/metrics.json. Runs unchanged under torchrun or accelerate launch -m hf_atr.cli train.",
     )
-    parser.set_defaults(dataloader_num_workers=AUTO_WORKERS)
+    parser.set_defaults(
+        dataloader_num_workers=AUTO_WORKERS, torch_compile="auto", logging_nan_inf_filter=False
+    )
     for action in parser._actions:
         if action.dest == "dataloader_num_workers":
             action.help = DATALOADER_WORKERS_HELP
+        elif action.dest == "torch_compile":
+            action.type, action.help = torch_compile_choice, TORCH_COMPILE_HELP
+            action.metavar = "{auto,true,false}"
+        elif action.dest == "logging_nan_inf_filter":
+            action.help = NAN_INF_FILTER_HELP
     return parser
 
 
@@ -564,6 +603,7 @@ def parse_train_arguments(argv: Sequence[str]) -> TrainArguments:
     try:
         arguments = TrainArguments(*parser.parse_args_into_dataclasses(argv, look_for_args_file=False))
         resolve_dataloader_workers(arguments.scale, arguments.training)
+        resolve_torch_compile(arguments.training)
     except ValueError as error:  # a dataclass's own check (ours or TrainingArguments')
         parser.error(str(error))
     return arguments
@@ -601,5 +641,7 @@ __all__ = [
     "parse_train_arguments",
     "read_config_file",
     "resolve_dataloader_workers",
+    "resolve_torch_compile",
+    "torch_compile_choice",
     "usable_cores",
 ]

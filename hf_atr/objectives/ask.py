@@ -268,7 +268,7 @@ class AskObjective(ContrastiveObjective):
         other_copies = other_copies_mask(audio_ids, batch_size, device)
         direction_losses = {"t2a": audio_embeds.new_zeros(()), "a2t": audio_embeds.new_zeros(())}
         modulations = {"t2a": audio_embeds.new_ones(()), "a2t": audio_embeds.new_ones(())}
-        logs: dict[str, float] = {"knowledge_base": 1.0}
+        logs: dict[str, torch.Tensor | float] = {"knowledge_base": 1.0}
         for granularity in self.granularities:
             retrieved = self._retrieve(audio_embeds.detach(), text_embeds.detach(), granularity, audio_ids)
             if self.use_injection:
@@ -289,7 +289,7 @@ class AskObjective(ContrastiveObjective):
             for direction, direction_similarity in (("t2a", similarity), ("a2t", similarity_a2t)):
                 term = self._nt_xent(direction_similarity, scale, other_copies)
                 direction_losses[direction] = direction_losses[direction] + term
-                logs[f"loss_{direction}_{granularity}"] = term.item()
+                logs[f"loss_{direction}_{granularity}"] = term.detach()
             if self.use_reliability:
                 # T→A: audio side of the text-retrieved pairs, checked against the audio retrieved by u_i (Eq. 10-12).
                 log_potential_t2a = log_knowledge_potential(
@@ -307,12 +307,12 @@ class AskObjective(ContrastiveObjective):
                     modulations[direction] = (
                         modulations[direction] + self.granularity_weights[granularity] * reliability_term
                     )
-                    logs[f"reliability_{direction}_{granularity}"] = reliability_term.item()
+                    logs[f"reliability_{direction}_{granularity}"] = reliability_term.detach()
         modulated = {
             direction: modulations[direction] * direction_losses[direction] for direction in direction_losses
         }
         loss = (modulated["t2a"] + modulated["a2t"]) / 2  # Eq. 18
         for direction in ("t2a", "a2t"):
-            logs[f"loss_{direction}"] = modulated[direction].item()
-            logs[f"modulation_{direction}"] = modulations[direction].item()
+            logs[f"loss_{direction}"] = modulated[direction].detach()
+            logs[f"modulation_{direction}"] = modulations[direction].detach()
         return ObjectiveOutput(loss=loss, logs=logs)

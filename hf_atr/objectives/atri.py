@@ -197,8 +197,8 @@ class KclObjective(AtriContrastiveObjective):
         return ObjectiveOutput(
             loss=loss,
             logs={
-                "loss_a2t": audio_to_text.sum().item() / total_pairs,
-                "loss_t2a": text_to_audio.sum().item() / total_pairs,
+                "loss_a2t": audio_to_text.detach().sum() / total_pairs,
+                "loss_t2a": text_to_audio.detach().sum() / total_pairs,
                 "present_fraction": total_pairs / (batch_size * languages),
             },
         )
@@ -272,7 +272,7 @@ class CaclObjective(AtriContrastiveObjective):
             raise ValueError(f"Objective {self.name!r}: batch['language_mask'] marks no caption as present.")
         pair_losses = forward_nll + backward_nll
         loss = pair_losses.sum() / (2 * total_pairs)  # ATRI Eq. (12): 1/(6N) when nothing is missing
-        per_pair = (pair_losses / (2 * pairs.clamp(min=1))).tolist()
+        per_pair = pair_losses.detach() / (2 * pairs.clamp(min=1))
         return ObjectiveOutput(
             loss=loss,
             logs={

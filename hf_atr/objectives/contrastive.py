@@ -136,5 +136,5 @@ class ContrastiveObjective(Objective):
         loss = (text_to_audio + audio_to_text) / 2
         return ObjectiveOutput(
             loss=loss,
-            logs={"loss_t2a": text_to_audio.item(), "loss_a2t": audio_to_text.item()},
+            logs={"loss_t2a": text_to_audio.detach(), "loss_a2t": audio_to_text.detach()},
         )

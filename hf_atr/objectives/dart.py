@@ -170,10 +170,11 @@ def normalised_marginal(weights: torch.Tensor) -> torch.Tensor:
     return weights / weights.sum()
 
 
-def marginal_entropy(marginal: torch.Tensor) -> float:
-    """Shannon entropy ``−Σ u log u`` (nats) of a ``(dim,)`` probability vector; ``log dim`` when uniform."""
-    positive = marginal[marginal > 0]
-    return float(-(positive * positive.log()).sum())
+def marginal_entropy(marginal: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy ``−Σ u log u`` (nats, a 0-dim tensor) of a ``(dim,)`` probability vector; ``log dim`` when
+    uniform."""
+    marginal = marginal.detach()
+    return -torch.special.xlogy(marginal, marginal).sum()
 
 
 def _check_optional_int(value: Any, field: str, minimum: int) -> None:
@@ -456,8 +457,8 @@ class UnbalancedFeatureTransport(Objective):
         ).detach()
         loss = (cost * plan).sum()
         logs = {
-            "loss_uwd": loss.item(),
-            "uwd_transported_mass": plan.sum().item(),
+            "loss_uwd": loss.detach(),
+            "uwd_transported_mass": plan.sum(),
             "reliability_entropy": marginal_entropy(audio_marginal),
             "uwd_channels": float(cost.shape[0]),
         }
@@ -591,24 +592,24 @@ class DartObjective(Objective):
 
     def _gradient_share(
         self, base_loss: torch.Tensor, uwd_loss: torch.Tensor, embeds: tuple[torch.Tensor, ...]
-    ) -> dict[str, float]:
-        """Norms of ``∇L_base`` and ``λ∇L_UWD-R`` with respect to the embeddings (no graph kept for them)."""
+    ) -> dict[str, torch.Tensor]:
+        """Norms of ``∇L_base`` and ``λ∇L_UWD-R`` with respect to the embeddings (no graph kept for them), as 0-dim
+        tensors on the embeddings' device."""
         inputs = [tensor for tensor in embeds if tensor.requires_grad]
         if not (torch.is_grad_enabled() and inputs):
             return {}
 
-        def gradient_norm(loss: torch.Tensor) -> float:
+        def gradient_norm(loss: torch.Tensor) -> torch.Tensor:
             if not loss.requires_grad:
-                return 0.0
+                return torch.zeros((), dtype=loss.dtype, device=loss.device)
             gradients = torch.autograd.grad(loss, inputs, retain_graph=True, allow_unused=True)
-            return math.sqrt(
-                sum(float(gradient.square().sum()) for gradient in gradients if gradient is not None)
-            )
+            squares = [gradient.detach().square().sum() for gradient in gradients if gradient is not None]
+            return torch.stack(squares).sum().sqrt() if squares else torch.zeros((), device=loss.device)
 
         base_norm, uwd_norm = gradient_norm(base_loss), self.uwd_weight * gradient_norm(uwd_loss)
         total = base_norm + uwd_norm
         return {
             "base_gradient_norm": base_norm,
             "uwd_gradient_norm": uwd_norm,
-            "uwd_gradient_share": uwd_norm / total if total > 0 else 0.0,
+            "uwd_gradient_share": torch.where(total > 0, uwd_norm / total, torch.zeros_like(total)),
         }

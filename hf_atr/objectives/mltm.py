@@ -187,9 +187,9 @@ class InverseOTObjective(Objective):
         with torch.no_grad():
             plan = log_plan.detach().exp()
             logs = {
-                "loss_iot": loss.item(),
-                "iot_diagonal_mass": plan.diagonal().sum().item(),
-                "iot_transported_mass": plan.sum().item(),
+                "loss_iot": loss.detach(),
+                "iot_diagonal_mass": plan.diagonal().sum(),
+                "iot_transported_mass": plan.sum(),
             }
         return ObjectiveOutput(loss=loss, logs=logs)
 

@@ -71,11 +71,15 @@ class ObjectiveOutput:
 
     Args:
         loss: scalar tensor to back-propagate.
-        logs: floats for the trainer's logs (already detached), e.g. ``{"loss_itc": 0.7}``.
+        logs: terms for the trainer's logs, e.g. ``{"loss_itc": loss_itc.detach()}``: detached 0-dim tensors
+            (on the loss's device) or Python floats. :class:`~hf_atr.AtrTrainer` sums them on the device and reads
+            them back only at logging steps, so an objective that logs tensors adds no host-device synchronisation
+            to a training step; ``.item()`` or ``float()`` inside ``forward`` makes the host wait for the device
+            in the middle of the step. Floats keep working (earlier versions required them).
     """
 
     loss: torch.Tensor
-    logs: dict[str, float] = field(default_factory=dict)
+    logs: dict[str, torch.Tensor | float] = field(default_factory=dict)
 
 
 def compute_dtype(tensor: torch.Tensor) -> torch.dtype:

@@ -83,7 +83,7 @@ class SigmoidObjective(Objective):
             positive_loss = pair_losses[positives].sum() / batch_size
         return ObjectiveOutput(
             loss=loss,
-            logs={"loss_positives": positive_loss.item(), "loss_negatives": (loss - positive_loss).item()},
+            logs={"loss_positives": positive_loss, "loss_negatives": (loss.detach() - positive_loss)},
         )
 
 

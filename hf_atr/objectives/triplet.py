@@ -81,7 +81,7 @@ class TripletObjective(Objective):
         return ObjectiveOutput(
             loss=loss,
             logs={
-                "loss_text_anchor": text_anchor_loss.mean().item(),
-                "loss_audio_anchor": audio_anchor_loss.mean().item(),
+                "loss_text_anchor": text_anchor_loss.mean().detach(),
+                "loss_audio_anchor": audio_anchor_loss.mean().detach(),
             },
         )

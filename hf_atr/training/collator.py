@@ -14,6 +14,13 @@ from ..data.schema import ENGLISH, captions_in_language, check_caption
 from ..objectives.batch import AUDIO_IDS, CAPTION_INDICES, CAPTION_LANGUAGES
 from ..processing_atr import AtrProcessor, audio_batch
 
+SMALLEST_TEXT_BUCKET = 16
+"""The shortest caption length of :func:`text_length_buckets`."""
+UNSET_MODEL_MAX_LENGTH = 1_000_000
+"""A tokenizer ``model_max_length`` at or above this is transformers' "no limit" placeholder (``int(1e30)``)."""
+LARGEST_UNLIMITED_BUCKET = 512
+"""The longest bucket when neither the collator nor the tokenizer sets a token limit."""
+
 EPOCH = "epoch"
 """Item entry: the epoch an item was drawn in (:meth:`CaptionPairDataset.set_epoch`, the streaming epochs of
 :class:`~hf_atr.training.streaming.StreamingPairs`), which seeds per-epoch random choices in DataLoader workers
@@ -33,6 +40,11 @@ class AtrDataCollator:
     (``"random"``; not exactly reproducible on resume, because the Trainer's dataloader collates one
     batch ahead of the RNG state it checkpoints).
 
+    ``text_length_buckets`` (``None``: captions padded to the batch's longest) pads the captions to the
+    smallest of these lengths that holds the batch's longest (:func:`pad_to_length_bucket`): a compiled model then
+    meets a few caption lengths instead of one per batch, each compiled once. :class:`~hf_atr.AtrTrainer` sets
+    :func:`text_length_buckets` when ``TrainingArguments(torch_compile=True)``.
+
     Returns ``input_values``/``input_features`` ``(batch, ...)``, ``input_ids`` and ``attention_mask``
     ``(batch, seq)``, and metadata for the objective: ``audio_ids`` (list of ``batch`` str; equal ids are
     the same clip and are never negatives of each other), ``caption_indices`` ``(batch,)`` and
@@ -43,6 +55,7 @@ class AtrDataCollator:
     caption_selection: str = "random"
     max_length: int | None = None
     caption_column: str = "captions"
+    text_length_buckets: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.caption_selection not in ("random", "first"):
@@ -78,6 +91,7 @@ class AtrDataCollator:
             caption_indices,
             languages,
             self.max_length,
+            self.text_length_buckets,
         )
 
     def audio_inputs(self, rows: Sequence[dict[str, Any]], audio_ids: Sequence[str]) -> dict[str, Any]:
@@ -93,19 +107,59 @@ def pair_batch(
     caption_indices: list[int],
     languages: list[Any],
     max_length: int | None,
+    text_length_buckets: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """The model inputs (``audio_inputs``, the batch's audio part, plus the tokenised ``captions``) and the
-    objective's metadata (:mod:`hf_atr.objectives.batch`): ``audio_ids``, ``caption_indices`` ``(n_captions,)``
-    and ``languages``."""
+    """The model inputs (``audio_inputs``, the batch's audio part, plus the tokenised ``captions``, padded to a
+    length of ``text_length_buckets`` when given) and the objective's metadata (:mod:`hf_atr.objectives.batch`):
+    ``audio_ids``, ``caption_indices`` ``(n_captions,)`` and ``languages``."""
     batch = dict(audio_inputs)
     # Tokenised into NumPy, then shared with torch: torch.tensor on the tokenizer's nested lists is several times
     # slower than NumPy's conversion (benchmarks/trainer_throughput.py); the values and dtypes are the same.
     text = processor(text=captions, max_length=max_length, return_tensors="np")
+    if text_length_buckets:
+        text = pad_to_length_bucket(text, text_length_buckets, processor.tokenizer)
     batch.update({name: torch.from_numpy(np.asarray(values)) for name, values in text.items()})
     batch[AUDIO_IDS] = audio_ids
     batch[CAPTION_INDICES] = torch.tensor(caption_indices)
     batch[CAPTION_LANGUAGES] = languages
     return batch
+
+
+def text_length_buckets(max_length: int | None) -> tuple[int, ...]:
+    """Caption lengths to pad to under compilation: 16, 32, 64, ... below ``max_length``, then ``max_length``
+    (the collator's token limit, else the tokenizer's); up to 512 when there is none (``None`` or transformers'
+    unset placeholder).
+
+    >>> text_length_buckets(77)
+    (16, 32, 64, 77)
+    """
+    if max_length is None or max_length >= UNSET_MODEL_MAX_LENGTH:
+        max_length = LARGEST_UNLIMITED_BUCKET
+    buckets, length = [], SMALLEST_TEXT_BUCKET
+    while length < max_length:
+        buckets.append(length)
+        length *= 2
+    return (*buckets, max_length)
+
+
+def pad_to_length_bucket(encoded: Any, buckets: Sequence[int], tokenizer: Any) -> dict[str, np.ndarray]:
+    """Tokenised captions ``{name: (captions, seq)}`` padded to the smallest length of ``buckets`` that is at least
+    ``seq`` (unchanged when ``seq`` exceeds every bucket), on the tokenizer's ``padding_side``: ``input_ids`` with
+    its ``pad_token_id``, every other entry (``attention_mask``, ``token_type_ids``) with 0."""
+    encoded = {name: np.asarray(values) for name, values in encoded.items()}
+    length = encoded["input_ids"].shape[1]
+    target = min((bucket for bucket in buckets if bucket >= length), default=length)
+    if target == length:
+        return encoded
+    side = (0, target - length) if tokenizer.padding_side == "right" else (target - length, 0)
+    return {
+        name: np.pad(
+            values,
+            ((0, 0), side),
+            constant_values=tokenizer.pad_token_id if name == "input_ids" else 0,
+        )
+        for name, values in encoded.items()
+    }
 
 
 def caption_columns(clips: Any, languages: Sequence[str]) -> tuple[list, list]:

@@ -23,7 +23,9 @@ WAVEFORM_LENGTHS = "waveform_lengths"
 RANDOM_CHOICES = "feature_random_choices"
 """Batch entry: the extractor's random choices drawn in the worker (a dict of ``(batch, ...)`` tensors)."""
 CROPPED = "waveform_cropped"
-"""Batch entry: ``(batch,)`` bool, True for the clips that were longer than the window and were cut to it."""
+"""Batch entry: ``(batch,)`` bool NumPy array, True for the clips that were longer than the window and were cut to
+it. NumPy, so that the batch's move to the training device leaves it on the host, where the trainer's crop notice
+reads it without waiting for the device."""
 
 
 def featurize_waveforms(

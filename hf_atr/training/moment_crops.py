@@ -283,6 +283,7 @@ class MomentCropCollator:
             [0] * len(items),
             [ENGLISH] * len(items),
             self.clips.max_length,
+            self.clips.text_length_buckets,
         )
         if negatives:
             batch[NEGATIVE_AUDIO] = torch.arange(len(audio_ids)) >= len(items)

@@ -84,6 +84,8 @@ class MultilingualCollator:
             ``"eng"`` and at least one other.
         mode: ``"kcl"`` or ``"cacl"``.
         max_length: token limit for captions (the tokenizer's by default).
+        text_length_buckets: caption lengths to pad to (:func:`~hf_atr.training.collator.text_length_buckets`;
+            ``None``: the batch's longest), set by :class:`~hf_atr.AtrTrainer` when it compiles the model.
         waveforms: a :class:`~hf_atr.training.waveform_collator.WaveformCollator` that builds the audio part from
             raw ``audio`` (decoded, resampled and cropped in the DataLoader workers; features computed on the
             training device by :class:`~hf_atr.AtrTrainer`); ``None`` stacks precomputed features.
@@ -94,6 +96,7 @@ class MultilingualCollator:
     mode: str = "kcl"
     max_length: int | None = None
     waveforms: WaveformCollator | None = None
+    text_length_buckets: tuple[int, ...] | None = None
 
     @property
     def features(self) -> BatchedFeatureExtractor | None:
@@ -152,6 +155,7 @@ class MultilingualCollator:
             caption_indices,
             row_languages,
             self.max_length,
+            self.text_length_buckets,
         )
         batch[CAPTIONS_PER_AUDIO] = self.captions_per_audio
         batch[LANGUAGE_MASK] = torch.tensor(language_mask, dtype=torch.bool)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections import defaultdict
+import time
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import IterableDataset as StreamedDataset
 from safetensors.torch import load_file, save_file
@@ -22,7 +23,7 @@ from ..model_card.facts import card_data
 from ..objectives.batch import CAPTIONS_PER_AUDIO, NEGATIVE_AUDIO, group_caption_embeds, pop_batch_metadata
 from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective, build_objective
 from .callbacks import ModelCardCallback
-from .collator import AtrDataCollator, CaptionPairDataset
+from .collator import AtrDataCollator, CaptionPairDataset, text_length_buckets
 from .data_wait import DATA_WAIT_LOG_KEY, DataWaitCallback, DataWaitMeter
 from .device_features import CROPPED, WAVEFORMS, featurize_waveforms, global_generator
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
@@ -42,8 +43,29 @@ prepare (``"device"``), or by the collator itself (``"collator"``: precomputed f
 extractor run in the workers)."""
 
 
+UNCHECKED_STEPS_LIMIT = 256
+"""Training steps whose non-finite codes may wait for a logging step or checkpoint; past this many (long runs that
+rarely log), they are read at once: one read per this many steps, and a bounded list of small device tensors."""
+NON_FINITE_TENSORS = ("audio_embeds", "text_embeds", "loss")
+"""What a step's non-finite code names: code ``i + 1`` for ``NON_FINITE_TENSORS[i]``, 0 for a finite step."""
+
+
 class NonFiniteLossError(FloatingPointError):
-    """Raised when the objective returns a NaN or infinite loss."""
+    """Raised when an embedding or the objective's loss holds NaN or infinity."""
+
+
+def finite_or_zero(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tensor with its NaN/inf entries replaced by 0, 0-dim bool: whether all entries were finite)``, on the
+    tensor's device, read by nobody: the step goes on and the host learns of the problem later.
+
+    Finite tensors pass through unchanged (values and gradient), so a finite step computes what it did before;
+    for a non-finite one, the objective sees finite embeddings, so that an OT solver (whose host-side checks
+    raise on a non-finite cost) never sees NaN.
+    """
+    finite = torch.isfinite(tensor.detach())
+    return torch.where(
+        finite, tensor, torch.zeros((), dtype=tensor.dtype, device=tensor.device)
+    ), finite.all()
 
 
 def _has_input_dependent_branches(model: Any) -> bool:
@@ -76,6 +98,43 @@ def _pins_memory(args: TrainingArguments) -> bool:
     return args.dataloader_pin_memory and args.device.type != "cpu"
 
 
+class _CompileTimeCallback(TrainerCallback):
+    """Logs, once, how long the first training step took under ``torch.compile`` (compilation included)."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.reported = False
+
+    def on_step_begin(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any):
+        if not self.reported and self.started is None:
+            self.started = time.perf_counter()
+
+    def on_step_end(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any):
+        if self.reported or self.started is None:
+            return
+        if args.device.type == "cuda":
+            torch.cuda.synchronize(args.device)  # once: the step's kernels, not only their launch
+        logger.warning(
+            f"torch.compile ({args.torch_compile_backend}): the first training step took "
+            f"{time.perf_counter() - self.started:.1f} s, compilation included; the next steps reuse the compiled "
+            "graphs (a new caption-length bucket or batch shape compiles once more)."
+        )
+        self.reported = True
+
+
+def _pad_captions_to_buckets(data_collator: Any, tokenizer: Any) -> tuple[int, ...] | None:
+    """Make the collator (or the clip collator inside it) pad captions to :func:`text_length_buckets` of its token
+    limit, unless it already has buckets; returns the buckets set, or None when there was nothing to set."""
+    for collator in (data_collator, getattr(data_collator, "clips", None)):
+        if collator is not None and hasattr(collator, "text_length_buckets"):
+            if collator.text_length_buckets is None:
+                limit = getattr(collator, "max_length", None) or tokenizer.model_max_length
+                collator.text_length_buckets = text_length_buckets(limit)
+                return collator.text_length_buckets
+            return None
+    return None
+
+
 class _ParameterProjectionCallback(TrainerCallback):
     """Calls ``model.project_parameters_()`` after every optimizer step, whatever the objective.
 
@@ -105,8 +164,10 @@ class AtrTrainer(Trainer):
     - ``compute_loss`` = model forward → (under several processes) gather the embeddings of every
       rank with gradient, so the objective sees the global batch → objective (built from
       ``model.config.objective`` unless an ``objective`` is passed) → loss; the objective's logs are
-      averaged between logging steps and appear in the trainer's logs. A NaN/inf embedding or loss
-      raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step).
+      summed on the device, averaged between logging steps and appear in the trainer's logs. A NaN/inf
+      embedding or loss raises :class:`NonFiniteLossError` naming the step and the tensor (or skips the step);
+      the check runs on the device and is read at the next logging step, or before a checkpoint is written,
+      whichever comes first, so that no checkpoint holds the weights of a non-finite step.
     - Objective state (buffers/parameters) is saved as ``objective.safetensors`` in every checkpoint and
       restored by ``train(resume_from_checkpoint=...)``.
     - A :class:`~hf_atr.ModelCardCallback` (added unless one is passed) records hyperparameters, the
@@ -114,6 +175,11 @@ class AtrTrainer(Trainer):
       through) and the last evaluation with its protocol for the card that ``save_model`` writes.
     - Every logging step logs ``data_wait``, the share of the step time spent waiting for batches, and a
       warning names ``--dataloader_num_workers`` when the steps keep waiting (:mod:`~hf_atr.training.data_wait`).
+    - ``TrainingArguments(torch_compile=True)`` compiles the model (transformers does, through accelerate);
+      the collators then pad captions to a few fixed lengths
+      (:func:`~hf_atr.training.collator.text_length_buckets`), so that each compiles once, and the first step's
+      time, compilation included, is logged once. Saved weights are the module's own (no ``_orig_mod.`` prefix). Dropout draws its random
+      numbers differently under compilation, so a compiled run with dropout is not the eager run's twin.
     - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
       (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
 
@@ -151,7 +217,10 @@ class AtrTrainer(Trainer):
         eval_languages: caption languages for ``evaluate()`` (default English only).
         eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for ``evaluate()``.
         skip_non_finite: when an embedding or the loss is NaN/inf, skip the step (zero gradient, counted in
-            the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`.
+            the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`. Decided on
+            the device: the step's loss is zeroed and its gradients are set to zero after the backward (with
+            gradient accumulation, those of the earlier micro-batches of the same optimizer step too); the count
+            and a warning naming the steps come at the next logging step.
         audio_features: ``"device"`` or ``"collator"`` (:data:`AUDIO_FEATURE_SOURCES`); default ``"device"`` when
             the collator prepares waveforms (a ``WaveformCollator``, or a ``MultilingualCollator`` with
             ``waveforms``), ``"collator"`` otherwise.
@@ -222,6 +291,14 @@ class AtrTrainer(Trainer):
         self._crops_logged = False
         self.data_wait = DataWaitMeter()
         callbacks = [*(callbacks or []), _ParameterProjectionCallback(), DataWaitCallback(self.data_wait)]
+        if args.torch_compile:
+            callbacks.append(_CompileTimeCallback())
+            buckets = _pad_captions_to_buckets(data_collator, processing_class.tokenizer)
+            if buckets:
+                logger.info(
+                    f"torch.compile: captions are padded to one of the lengths {list(buckets)}, so that the "
+                    "compiled model sees a few caption lengths, not one per batch."
+                )
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
         train_dataset = kwargs.pop("train_dataset", None)
@@ -255,8 +332,10 @@ class AtrTrainer(Trainer):
         self.skip_non_finite = skip_non_finite
         self.embedding_chunk_size = embedding_chunk_size
         self.skipped_non_finite_steps = 0
-        self._objective_log_sums: dict[str, float] = defaultdict(float)
-        self._objective_log_count = 0
+        self._objective_log_sums: dict[str, torch.Tensor] = {}
+        self._objective_log_count: torch.Tensor | int = 0
+        self._unchecked_steps: list[tuple[int, torch.Tensor, dict[str, Any]]] = []
+        self._step_finite: torch.Tensor | None = None
         self._process_stream: StreamingPairs | None = None
 
     def _freeze_unread_logit_scales(self, model: Any) -> None:
@@ -280,15 +359,15 @@ class AtrTrainer(Trainer):
         """The model inputs of a batch: waveforms featurised on the training device when the collator made them."""
         if self.device_features is None:
             return inputs
-        cropped = inputs.get(CROPPED)
+        cropped = inputs.get(CROPPED)  # a NumPy array on the host (device_features.CROPPED)
         if (
             not self._crops_logged
             and cropped is not None
-            and bool(cropped.any())
+            and np.any(cropped)
             and self._waveform_collator is not None
         ):
             logger.warning(
-                f"{int(cropped.sum())} of {cropped.numel()} clips in a training batch were longer than the feature "
+                f"{np.count_nonzero(cropped)} of {np.size(cropped)} clips in a training batch were longer than the feature "
                 f"extractor's window and were {self._waveform_collator.crop_description()}. Logged once."
             )
             self._crops_logged = True
@@ -319,20 +398,38 @@ class AtrTrainer(Trainer):
         if is_distributed():
             audio_embeds, text_embeds = gather_rows(audio_embeds), gather_rows(text_embeds)
             metadata = gather_batch_metadata(metadata)
-        problem = self._non_finite(audio_embeds=audio_embeds, text_embeds=text_embeds)
-        objective_output = None
-        if problem is None:
-            objective_output = self.objective(
-                audio_embeds, text_embeds, batch=metadata, model=self.accelerator.unwrap_model(model)
-            )
-            problem = self._non_finite(loss=objective_output.loss)
-        if problem is not None:
-            return self._handle_non_finite(model, problem, objective_output)
-        if model.training:
-            for key, value in objective_output.logs.items():
-                self._objective_log_sums[key] += float(value)
-            self._objective_log_count += 1
-        return objective_output.loss
+        audio_embeds, audio_finite = finite_or_zero(audio_embeds)
+        text_embeds, text_finite = finite_or_zero(text_embeds)
+        objective_output = self.objective(
+            audio_embeds, text_embeds, batch=metadata, model=self.accelerator.unwrap_model(model)
+        )
+        loss = objective_output.loss
+        if not model.training:
+            return loss
+        loss_finite = torch.isfinite(loss.detach())
+        code = torch.where(~audio_finite, 1, torch.where(~text_finite, 2, torch.where(~loss_finite, 3, 0)))
+        self._unchecked_steps.append((self.state.global_step, code, objective_output.logs))
+        if len(self._unchecked_steps) >= UNCHECKED_STEPS_LIMIT:
+            self._check_non_finite_steps()
+        finite = code == 0
+        self._add_objective_logs(objective_output.logs, finite, loss)
+        if not self.skip_non_finite:
+            return loss
+        self._step_finite = finite if self._step_finite is None else self._step_finite & finite
+        return torch.where(finite, loss, torch.zeros((), dtype=loss.dtype, device=loss.device))
+
+    def _add_objective_logs(self, logs: dict[str, Any], finite: torch.Tensor, like: torch.Tensor) -> None:
+        """Add a training step's objective logs to the sums of this logging period, on the device (floats made
+        0-dim tensors there); with ``skip_non_finite``, a non-finite step adds nothing and is not counted."""
+        for key, value in logs.items():
+            if not isinstance(value, torch.Tensor):
+                value = torch.full((), float(value), dtype=torch.float64, device=like.device)
+            value = value.detach()
+            if self.skip_non_finite:
+                value = torch.where(finite, value, torch.zeros((), dtype=value.dtype, device=value.device))
+            total = self._objective_log_sums.get(key)
+            self._objective_log_sums[key] = value if total is None else total + value
+        self._objective_log_count = self._objective_log_count + (finite.long() if self.skip_non_finite else 1)
 
     def training_step(
         self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None
@@ -346,7 +443,26 @@ class AtrTrainer(Trainer):
         accumulation cycle, as DDP would.
         """
         if self.embedding_chunk_size is None:
-            return super().training_step(model, inputs, num_items_in_batch)
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        else:
+            loss = self._cached_training_step(model, inputs)
+        if self._step_finite is not None:
+            self._zero_gradients_unless(model, self._step_finite)
+            self._step_finite = None
+        return loss
+
+    @staticmethod
+    def _zero_gradients_unless(model: Any, finite: torch.Tensor) -> None:
+        """Set every gradient to zero unless ``finite`` (a 0-dim bool on the device): a skipped step, decided
+        without reading the flag back (the gradients of a non-finite step may hold NaN, which a product with 0
+        would keep)."""
+        keep = finite.logical_not()
+        for parameter in model.parameters():
+            if parameter.grad is not None:
+                parameter.grad.masked_fill_(keep, 0.0)
+
+    def _cached_training_step(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        """One gradient-cached step (see :meth:`training_step`)."""
         model.train()
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
             self.optimizer.train()
@@ -434,34 +550,49 @@ class AtrTrainer(Trainer):
         self._process_stream.resume_after(batches_trained * self._train_batch_size)
         return epochs_trained, 0
 
-    @staticmethod
-    def _non_finite(**tensors: torch.Tensor) -> str | None:
-        """The name of the first tensor holding NaN/inf, or None."""
-        for name, tensor in tensors.items():
-            if not torch.isfinite(tensor.detach()).all():
-                return name
-        return None
-
-    def _handle_non_finite(self, model: Any, problem: str, objective_output: Any) -> torch.Tensor:
-        """Raise :class:`NonFiniteLossError`, or with ``skip_non_finite`` return a zero loss and count the skip."""
-        terms = "" if objective_output is None else f"; its terms were {objective_output.logs}"
-        message = f"Non-finite {problem} at step {self.state.global_step} (objective {self.objective.name!r}{terms})."
+    def _check_non_finite_steps(self) -> None:
+        """Read the non-finite codes of the steps since the last check (one read for all of them): raise
+        :class:`NonFiniteLossError` for the first non-finite step, or with ``skip_non_finite`` count the skipped
+        steps and name them in a warning."""
+        unchecked, self._unchecked_steps = self._unchecked_steps, []
+        if not unchecked:
+            return
+        codes = torch.stack([code for _, code, _ in unchecked]).tolist()
+        problems = [(step, code, logs) for (step, _, logs), code in zip(unchecked, codes) if code]
+        if not problems:
+            return
+        step, code, logs = problems[0]
+        problem = NON_FINITE_TENSORS[code - 1]
+        terms = f"; its terms were {_read_logs(logs)}" if problem == "loss" else ""
+        message = f"Non-finite {problem} at step {step} (objective {self.objective.name!r}{terms})."
         if not self.skip_non_finite:
             raise NonFiniteLossError(
                 f"{message} Lower the learning rate, check this batch's inputs, raise the objective's entropic "
-                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps."
+                "regularisation, or pass skip_non_finite=True to AtrTrainer to skip such steps. (The check is read "
+                f"at logging steps and before checkpoints; read at step {self.state.global_step}, no checkpoint was "
+                "written since.)"
             )
-        self.skipped_non_finite_steps += 1
-        logger.warning(f"{message} Step skipped ({self.skipped_non_finite_steps} so far).")
-        # A zero that still reaches every parameter, so backward and DDP's gradient reduction proceed.
-        return sum(parameter.sum() for parameter in model.parameters() if parameter.requires_grad) * 0.0
+        self.skipped_non_finite_steps += len(problems)
+        steps = sorted({step for step, _, _ in problems})
+        logger.warning(
+            f"{message} Skipped {len(problems)} step(s) since the last log, at step(s) {steps} "
+            f"({self.skipped_non_finite_steps} so far)."
+        )
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        self._check_non_finite_steps()
         if "loss" in logs and self.skip_non_finite:
             logs["skipped_non_finite_steps"] = self.skipped_non_finite_steps
-        if "loss" in logs and self._objective_log_count:
-            for key, total in self._objective_log_sums.items():
-                logs[f"{self.objective.name}/{key}"] = round(total / self._objective_log_count, 6)
+        if "loss" in logs and self._objective_log_sums:
+            names = list(self._objective_log_sums)
+            totals = torch.stack([self._objective_log_sums[name].to(torch.float64) for name in names])
+            count = torch.as_tensor(self._objective_log_count, dtype=torch.float64, device=totals.device)
+            *totals_read, count_read = torch.cat(
+                [totals, count.reshape(1)]
+            ).tolist()  # one read for all terms
+            if count_read > 0:
+                for name, total in zip(names, totals_read):
+                    logs[f"{self.objective.name}/{name}"] = round(total / count_read, 6)
             self._objective_log_sums.clear()
             self._objective_log_count = 0
         if "loss" in logs and (share := self.data_wait.pop_share()) is not None:
@@ -475,6 +606,7 @@ class AtrTrainer(Trainer):
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
         """Retrieval metrics on ``eval_dataset`` (or the trainer's), prefixed with ``metric_key_prefix``."""
+        self._check_non_finite_steps()
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("AtrTrainer.evaluate needs an eval_dataset.")
@@ -497,6 +629,7 @@ class AtrTrainer(Trainer):
         return metrics
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        self._check_non_finite_steps()
         super()._save_checkpoint(model, trial)
         if not self.args.should_save:
             return
@@ -521,6 +654,11 @@ class AtrTrainer(Trainer):
                 f"Checkpoint {resume_from_checkpoint} has no {OBJECTIVE_STATE_NAME}, but objective "
                 f"{self.objective.name!r} has state {sorted(self.objective.state_dict())} to restore."
             )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """``Trainer.save_model``, after checking the steps trained since the last check for non-finite values."""
+        self._check_non_finite_steps()
+        super().save_model(output_dir, _internal_call)
 
     def end(self) -> None:
         """Release the distributed wrapper, then destroy the process group (``Trainer.end``).
@@ -551,3 +689,8 @@ class AtrTrainer(Trainer):
         model = self.accelerator.unwrap_model(self.model)
         restored = type(model).from_pretrained(checkpoint_dir)
         model.load_state_dict(restored.state_dict())
+
+
+def _read_logs(logs: dict[str, Any]) -> dict[str, float]:
+    """An objective's logs as floats (read from the device)."""
+    return {key: float(value) for key, value in logs.items()}

@@ -68,7 +68,8 @@ class WaveformCollator(AtrDataCollator):
 
     Returns, besides the captions and metadata of :class:`AtrDataCollator`: ``waveforms: (batch,
     samples)`` zero-padded, ``int16`` PCM when every clip of the batch was read as stored, else float32,
-    ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict of ``(batch, ...)`` tensors) and ``waveform_cropped: (batch,)`` bool (clips cut to the window).
+    ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict of ``(batch, ...)`` tensors) and
+    ``waveform_cropped: (batch,)``, a bool NumPy array (clips cut to the window; it stays on the host).
     :func:`~hf_atr.training.device_features.featurize_waveforms` turns them into model inputs on the device.
 
     Raises:
@@ -123,7 +124,7 @@ class WaveformCollator(AtrDataCollator):
             WAVEFORMS: padded,
             WAVEFORM_LENGTHS: lengths,
             RANDOM_CHOICES: random_choices,
-            CROPPED: source_lengths > lengths,
+            CROPPED: (source_lengths > lengths).numpy(),
         }
 
     def crop_description(self) -> str:

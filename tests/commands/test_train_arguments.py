@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from hf_atr.cli import main
-from hf_atr.commands.train_arguments import default_dataloader_workers, parse_train_arguments
+from hf_atr.commands.train_arguments import (
+    default_dataloader_workers,
+    parse_train_arguments,
+    resolve_torch_compile,
+)
 
 
 def parse_error(argv, capsys) -> str:
@@ -274,3 +280,26 @@ def test_the_default_worker_count_is_documented_in_the_help(capsys):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "Unset (or -1): min(8, usable cores per process - 1)" in text and "(os.sched_getaffinity)" in text
+
+
+def test_torch_compile_is_auto_by_default_and_compiles_on_cuda_only(tmp_path):
+    base = ["--dataset", "synthcaps", "--output_dir", str(tmp_path)]
+    training = parse_train_arguments(base).training
+    assert training.torch_compile is False and training.torch_compile_backend is None  # auto, on this CPU
+    assert training.logging_nan_inf_filter is False  # the trainer's own non-finite check covers it
+    for flags, expected in ((["--torch_compile", "true"], True), (["--torch_compile", "FALSE"], False),
+                            (["--torch_compile"], True), (["--torch_compile", "auto"], False)):  # fmt: skip
+        assert parse_train_arguments([*base, *flags]).training.torch_compile is expected, flags
+    config = tmp_path / "run.yaml"
+    config.write_text(f"dataset: synthcaps\noutput_dir: {tmp_path}\ntorch_compile: true\n")
+    assert parse_train_arguments([str(config)]).training.torch_compile is True
+    on_cuda = SimpleNamespace(torch_compile=None, torch_compile_backend=None, device=torch.device("cuda"))
+    resolve_torch_compile(on_cuda)
+    assert (on_cuda.torch_compile, on_cuda.torch_compile_backend) == (True, "inductor")
+
+
+def test_a_bad_torch_compile_value_is_named(tmp_path, capsys):
+    message = parse_error(
+        ["--dataset", "synthcaps", "--output_dir", str(tmp_path), "--torch_compile", "maybe"], capsys
+    )
+    assert "--torch_compile" in message and "'maybe'" in message

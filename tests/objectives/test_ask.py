@@ -182,7 +182,7 @@ def test_loss_matches_direct_computation(knowledge_base, hyperparameters, refere
         assert f"loss_t2a_{granularity}" in output.logs and f"loss_a2t_{granularity}" in output.logs
         has_reliability = hyperparameters.get("use_reliability", True)
         assert (f"reliability_t2a_{granularity}" in output.logs) == has_reliability
-    assert output.logs["loss_t2a"] + output.logs["loss_a2t"] == pytest.approx(
+    assert output.logs["loss_t2a"] + float(output.logs["loss_a2t"]) == pytest.approx(
         2 * output.loss.item(), rel=1e-6
     )
 

@@ -151,7 +151,7 @@ def test_unpaired_negative_audio_rows_are_negatives_of_every_caption_only():
     assert output.loss.item() == pytest.approx(expected, rel=1e-10)
     # The audio→text term does not see the negatives; the text→audio term grows with them.
     plain = objective(audio, text, batch={"audio_ids": audio_ids})
-    assert output.logs["loss_a2t"] == pytest.approx(plain.logs["loss_a2t"], rel=1e-12)
+    assert float(output.logs["loss_a2t"]) == pytest.approx(float(plain.logs["loss_a2t"]), rel=1e-12)
     assert output.logs["loss_t2a"] > plain.logs["loss_t2a"]
     # Gradient reaches the negatives (they are pushed away from the captions).
     rows.requires_grad_(True)

@@ -158,9 +158,9 @@ def test_uwd_uniform_value_and_gradient_match_pot_plan():
     uniform = np.full(6, 1 / 6)
     reference, plan = pot_uwd(cost, uniform, uniform)
     assert output.loss.item() == pytest.approx(reference, rel=1e-6)
-    assert output.logs["loss_uwd"] == pytest.approx(reference, rel=1e-6)
-    assert output.logs["uwd_transported_mass"] == pytest.approx(plan.sum(), rel=1e-6)
-    assert output.logs["reliability_entropy"] == pytest.approx(math.log(6))
+    assert float(output.logs["loss_uwd"]) == pytest.approx(reference, rel=1e-6)
+    assert float(output.logs["uwd_transported_mass"]) == pytest.approx(plan.sum(), rel=1e-6)
+    assert float(output.logs["reliability_entropy"]) == pytest.approx(math.log(6))
 
     # Gradient through the cost only (plan detached): that of ⟨C(audio), P_POT⟩.
     output.loss.backward()
@@ -179,7 +179,7 @@ def test_uwd_reliability_marginals_match_numpy_scores_and_pot_plan():
     reference, _ = pot_uwd(brute_force_feature_cost(audio.numpy(), text.numpy()), marginal, marginal)
     assert output.loss.item() == pytest.approx(reference, rel=1e-5)
     entropy = -(marginal * np.log(marginal)).sum()
-    assert output.logs["reliability_entropy"] == pytest.approx(entropy, rel=1e-5)
+    assert float(output.logs["reliability_entropy"]) == pytest.approx(entropy, rel=1e-5)
 
 
 def test_uwd_entropic_term_is_kl_to_the_marginal_product_not_the_entropy():
@@ -215,14 +215,14 @@ def test_rms_feature_cost_is_eq_7_over_root_batch_and_keeps_the_mass_at_any_batc
     cost = brute_force_feature_cost(audio.numpy(), text.numpy()) / math.sqrt(audio.shape[0])
     reference, plan = pot_uwd(cost, np.full(6, 1 / 6), np.full(6, 1 / 6))
     assert output.loss.item() == pytest.approx(reference, rel=1e-6)
-    assert output.logs["uwd_transported_mass"] == pytest.approx(plan.sum(), rel=1e-6)
+    assert float(output.logs["uwd_transported_mass"]) == pytest.approx(plan.sum(), rel=1e-6)
 
     def mass(batch: int, kind: str) -> float:
         generator = torch.Generator().manual_seed(batch)
         audio, text = (
             torch.nn.functional.normalize(torch.randn(batch, 128, generator=generator), dim=-1) for _ in "at"
         )
-        return UnbalancedFeatureTransport(feature_cost=kind)(audio, text).logs["uwd_transported_mass"]
+        return float(UnbalancedFeatureTransport(feature_cost=kind)(audio, text).logs["uwd_transported_mass"])
 
     assert mass(128, "euclidean") < 0.2 * mass(16, "euclidean")  # Eq. 7's costs grow like √batch
     assert mass(128, "rms") == pytest.approx(mass(16, "rms"), rel=0.2) and mass(128, "rms") > 0.2
@@ -236,12 +236,14 @@ def test_dart_logs_the_gradient_share_of_each_term():
     base_gradient = torch.autograd.grad(InverseOTObjective(reg=0.03)(audio, text).loss, audio)[0]
     # A fresh term initialises its EMA from this batch, as the objective's did.
     uwd_gradient = torch.autograd.grad(UnbalancedFeatureTransport()(audio, text).loss, audio)[0]
-    assert output.logs["base_gradient_norm"] == pytest.approx(base_gradient.norm().item(), rel=1e-4)
-    assert output.logs["uwd_gradient_norm"] == pytest.approx(0.5 * uwd_gradient.norm().item(), rel=1e-4)
+    assert float(output.logs["base_gradient_norm"]) == pytest.approx(base_gradient.norm().item(), rel=1e-4)
+    assert float(output.logs["uwd_gradient_norm"]) == pytest.approx(
+        0.5 * uwd_gradient.norm().item(), rel=1e-4
+    )
     share = output.logs["uwd_gradient_norm"] / (
         output.logs["uwd_gradient_norm"] + output.logs["base_gradient_norm"]
     )
-    assert output.logs["uwd_gradient_share"] == pytest.approx(share)
+    assert float(output.logs["uwd_gradient_share"]) == pytest.approx(float(share))
     output.loss.backward()  # the logging kept the graph
     torch.testing.assert_close(audio.grad, base_gradient + 0.5 * uwd_gradient, rtol=1e-4, atol=1e-7)
     assert "uwd_gradient_share" not in DartObjective(log_gradient_share=False)(audio, text).logs
@@ -415,7 +417,10 @@ def test_dart_is_iot_plus_half_uwd():
     uwd = UnbalancedFeatureTransport()(audio, text)
     assert output.loss.item() == pytest.approx(iot.loss.item() + 0.5 * uwd.loss.item(), rel=1e-5)
     for key in ("loss_iot", "iot_diagonal_mass", "loss_uwd", "uwd_transported_mass", "reliability_entropy"):
-        assert isinstance(output.logs[key], float)
+        value = output.logs[
+            key
+        ]  # 0-dim tensors on the embeddings' device, read by the trainer at logging steps
+        assert isinstance(value, torch.Tensor) and value.dim() == 0 and not value.requires_grad
 
 
 @pytest.mark.parametrize(

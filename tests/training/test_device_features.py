@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from synthetic_audio import synthetic_clips
@@ -27,7 +28,7 @@ def test_waveform_entries_become_the_model_inputs_and_the_rest_of_the_batch_stay
         WAVEFORMS: waveforms,
         WAVEFORM_LENGTHS: lengths,
         RANDOM_CHOICES: {},
-        CROPPED: torch.tensor([False, False]),
+        CROPPED: np.array([False, False]),
         "input_ids": torch.ones(2, 5, dtype=torch.long),
         "audio_ids": ["short", "long"],
     }

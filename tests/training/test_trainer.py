@@ -14,7 +14,7 @@ from hf_atr import AtrTrainer
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.objectives.registry import Objective, ObjectiveOutput
 from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError, _pins_memory
+from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError, _pins_memory, finite_or_zero
 from hf_atr.training.waveform_collator import WaveformCollator
 
 
@@ -241,7 +241,8 @@ def test_non_finite_embeddings_are_named(tmp_path):
         trainer.train()
 
 
-def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
+@pytest.mark.parametrize("embedding_chunk_size", [None, 4], ids=["whole", "cached"])
+def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path, embedding_chunk_size):
     processor = make_processor()
     model = make_model(processor=processor)
     objective = ExplodingObjective()
@@ -254,6 +255,7 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
         processing_class=processor,
         objective=objective,
         skip_non_finite=True,
+        embedding_chunk_size=embedding_chunk_size,
     )
     trainer.train()
     assert trainer.skipped_non_finite_steps == 4
@@ -263,6 +265,79 @@ def test_non_finite_steps_can_be_skipped_and_are_counted(tmp_path):
     ]
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(tensor, before[name], msg=f"{name} changed in a skipped step")
+
+
+def test_a_non_finite_step_raises_before_the_next_checkpoint_is_written(tmp_path):
+    """The check is read at the first logging step or checkpoint after the step, not inside it: with a checkpoint
+    every step, the error comes before checkpoint-1 exists."""
+    processor = make_processor()
+    objective = ExplodingObjective()
+    objective.name = "exploding"
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=4, logging_steps=3, save_strategy="steps", save_steps=1),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=objective,
+    )
+    with pytest.raises(
+        NonFiniteLossError, match=r"Non-finite loss at step 0 .* read at step 1, no checkpoint"
+    ):
+        trainer.train()
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
+def test_non_finite_embeddings_never_reach_an_ot_solver_and_the_step_is_skipped(tmp_path):
+    """The OT solvers raise on a non-finite cost (a host check): the trainer hands the objective finite
+    embeddings (NaN entries zeroed) and decides the skip on the device."""
+    processor = make_processor()
+    model = make_model(processor=processor, objective={"name": "iot"})
+    with torch.no_grad():
+        model.audio_projection.weight.fill_(float("nan"))
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    trainer = AtrTrainer(
+        model=model,
+        args=training_args(tmp_path, max_steps=3, logging_steps=2, optim="sgd", weight_decay=0.0),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        skip_non_finite=True,
+    )
+    trainer.train()
+    assert trainer.skipped_non_finite_steps == 3
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(
+            tensor, before[name], equal_nan=True, msg=f"{name} changed in a skipped step"
+        )
+
+
+def test_finite_or_zero_passes_finite_tensors_through_and_zeroes_the_rest():
+    finite = torch.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+    same, all_finite = finite_or_zero(finite)
+    assert torch.equal(same, finite) and all_finite.dim() == 0 and bool(all_finite)
+    same.sum().backward()
+    assert torch.equal(finite.grad, torch.ones(2, 2))
+    broken = torch.tensor([[1.0, float("nan")], [float("inf"), 4.0]])
+    cleaned, all_finite = finite_or_zero(broken)
+    assert cleaned.tolist() == [[1.0, 0.0], [0.0, 4.0]] and not bool(all_finite)
+
+
+def test_unchecked_steps_are_read_once_their_limit_is_reached(tmp_path, monkeypatch):
+    """A run that never logs (or saves) still raises, after ``UNCHECKED_STEPS_LIMIT`` steps at the latest."""
+    monkeypatch.setattr("hf_atr.training.trainer.UNCHECKED_STEPS_LIMIT", 2)
+    processor = make_processor()
+    objective = ExplodingObjective()
+    objective.name = "exploding"
+    trainer = AtrTrainer(
+        model=make_model(processor=processor),
+        args=training_args(tmp_path, max_steps=6, logging_strategy="no"),
+        train_dataset=feature_dataset(16),
+        processing_class=processor,
+        objective=objective,
+    )
+    with pytest.raises(
+        NonFiniteLossError, match=r"Non-finite loss at step 0 .* read at step 1, no checkpoint"
+    ):
+        trainer.train()
 
 
 def test_trainer_requires_a_processor(tmp_path):

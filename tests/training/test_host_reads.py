@@ -1,0 +1,130 @@
+"""hf-atr's own code reads nothing back from the device inside a training step (between two logging steps).
+
+Every read of a tensor's values into Python (``bool``, ``item``, ``float``, ``int``, ``__index__``, ``tolist``,
+``cpu``, ``nonzero``) makes the host wait for the device. On a CPU there is no device to wait for, so the reads
+are counted instead: the methods are wrapped, and a read counts when the code that calls it is hf-atr's (not
+torch's, transformers' or the tests'). Reads at logging steps (``AtrTrainer.log``: the objective's terms, the
+non-finite check) and in checkpoints are expected; the steps in between must make none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import make_model, make_processor, raw_audio_dataset, training_args
+from training_setups import objective_setup
+from transformers import TrainerCallback
+
+import hf_atr
+from hf_atr import AtrTrainer
+from hf_atr.objectives.registry import build_objective
+
+READ_METHODS = ("__bool__", "item", "__float__", "__int__", "__index__", "tolist", "cpu", "nonzero")
+PACKAGE = str(Path(hf_atr.__file__).parent)
+LOGGING_STEPS = 2
+
+
+class HostReads(TrainerCallback):
+    """Counts hf-atr's host reads per training step, outside the logging and saving that follow a step."""
+
+    def __init__(self) -> None:
+        self.in_step = False
+        self.step = 0
+        self.reads: Counter[tuple[int, str]] = Counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.in_step, self.step = True, state.global_step + 1
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.in_step = False
+
+    def record(self, frame) -> None:
+        if self.in_step and frame.f_code.co_filename.startswith(PACKAGE):
+            where = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}"
+            self.reads[(self.step, where)] += 1
+
+    def between_logging_steps(self, max_steps: int) -> Counter[str]:
+        """Reads in the steps that are not logging steps (nor the first, whose batch starts the DataLoader)."""
+        quiet = {step for step in range(2, max_steps + 1) if step % LOGGING_STEPS}
+        counts: Counter[str] = Counter()
+        for (step, where), count in self.reads.items():
+            if step in quiet:
+                counts[where] += count
+        return counts
+
+
+@contextlib.contextmanager
+def counting(reads: HostReads):
+    originals = {name: getattr(torch.Tensor, name) for name in READ_METHODS}
+
+    def wrap(name):
+        original = originals[name]
+
+        def counted(self, *args, **kwargs):
+            reads.record(sys._getframe(1))
+            return original(self, *args, **kwargs)
+
+        return counted
+
+    for name in READ_METHODS:
+        setattr(torch.Tensor, name, wrap(name))
+    try:
+        yield reads
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def count_reads(
+    tmp_path, name: str = "contrastive", audio_features: str | None = None, max_steps: int = 5
+) -> Counter[str]:
+    """hf-atr's host reads (``file:line function`` → count) in the non-logging steps of ``max_steps`` steps of
+    objective ``name``, with precomputed features, or with ``audio_features="device"`` (clips of 0.6 and 1.4 s, so
+    that some are cut to the window)."""
+    processor = make_processor()
+    if audio_features == "device":
+        objective, dataset, collator, callbacks = (
+            build_objective({"name": name}),
+            raw_audio_dataset([0.6, 1.4] * 8),
+            None,
+            [],
+        )
+    else:
+        objective, dataset, collator, callbacks = objective_setup(name, processor, num_clips=16)
+    reads = HostReads()
+    trainer = AtrTrainer(
+        model=make_model(processor=processor, objective={"name": name}),
+        args=training_args(
+            tmp_path,
+            max_steps=max_steps,
+            logging_steps=LOGGING_STEPS,
+            logging_nan_inf_filter=False,
+            per_device_train_batch_size=4,
+        ),
+        train_dataset=dataset,
+        processing_class=processor,
+        objective=objective,
+        data_collator=collator,
+        callbacks=[*callbacks, reads],
+        audio_features=audio_features,
+    )
+    with counting(reads):
+        trainer.train()
+    return reads.between_logging_steps(max_steps)
+
+
+@pytest.mark.parametrize("name", ["contrastive", "triplet", "sigmoid", "random_language"])
+def test_a_step_with_precomputed_features_reads_nothing_back(tmp_path, name):
+    assert count_reads(tmp_path, name) == Counter()
+
+
+def test_the_count_sees_the_host_loop_of_an_ot_solver(tmp_path):
+    """The OT solvers iterate on the host (a convergence test per iteration), so ``iot`` reads in every step: the
+    count above is zero because there is nothing to read, not because reads go unseen."""
+    reads = count_reads(tmp_path, "iot")
+    assert any("ot/" in where or where.startswith(("balanced.py", "utils.py")) for where in reads), reads
