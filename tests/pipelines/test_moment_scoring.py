@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
-from frame_planting import plant_tone_caption
+from pe_audio_planting import plant_tone_caption
 from pipeline_setups import save_model
 from synthetic_audio import recording_with_event
 from tiny_models import PE_AUDIO_SAMPLING_RATE, SAMPLING_RATE, save_converted_pe_audio
@@ -233,7 +233,7 @@ PE_FRAME = 1 / 25
 @pytest.fixture(scope="module")
 def frame_pipe(tmp_path_factory):
     """A pipeline on a tiny PE-Audio frame-level model planted to score the tone's frames highest
-    (:func:`frame_planting.plant_tone_caption`), with its 20-s recording and a 3-s one."""
+    (:func:`pe_audio_planting.plant_tone_caption`), with its 20-s recording and a 3-s one."""
     directory = tmp_path_factory.mktemp("pe-frames")
     model_dir = save_converted_pe_audio(directory, frame_level=True)
     register_pipeline()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from frame_planting import plant_tone_caption
+from pe_audio_planting import plant_tone_caption
 from synthetic_audio import recording_with_event
 from tiny_models import PE_AUDIO_SAMPLING_RATE, save_converted_pe_audio, save_tiny_pe_audio_checkpoint
 from transformers import PeAudioFrameLevelModel, PeAudioProcessor, pipeline
