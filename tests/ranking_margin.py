@@ -78,6 +78,28 @@ def clear_top_k(
     return order[0, :k] if single else order[:, :k]
 
 
+def clear_best_among(
+    scores, candidates, *, min_gap: float = MIN_RELATIVE_GAP, scale: float | None = None
+) -> int:
+    """The position of the highest of ``(items,)`` ``scores``, after asserting that the best of ``candidates`` (a
+    boolean mask or positions: several windows holding one event) leads every other item by ``min_gap`` of the
+    scale. The order among the candidates is not read."""
+    (row,), single = _as_rows(scores)
+    if not single:
+        raise ValueError(f"scores must be (items,), got shape {np.shape(scores)}")
+    inside = np.zeros(row.size, dtype=bool)
+    inside[np.asarray(candidates)] = True
+    if not inside.any() or inside.all():
+        raise ValueError(
+            f"candidates must hold some items and leave some out, got {inside.sum()} of {row.size}"
+        )
+    positions = np.arange(row.size)
+    best_inside = positions[inside][np.argmax(row[inside])]
+    best_outside = positions[~inside][np.argmax(row[~inside])]
+    _assert_gap(row, best_inside, best_outside, scale, min_gap, None)
+    return int(best_inside)
+
+
 def clear_argmax(scores, *, min_gap: float = MIN_RELATIVE_GAP, scale: float | None = None):
     """The position of the highest score (an ``int``; a ``(queries,)`` array for rows), after asserting that it
     leads the second by ``min_gap`` of the scale."""

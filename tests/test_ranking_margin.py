@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ranking_margin import MIN_RELATIVE_GAP, clear_argmax, clear_ranking, clear_top_k
+from ranking_margin import MIN_RELATIVE_GAP, clear_argmax, clear_best_among, clear_ranking, clear_top_k
 
 NEAR_TIE = "near-tie.*Build a clearer case"
 
@@ -78,3 +78,13 @@ def test_scores_of_another_shape_are_refused():
         ValueError, match=r"scores must be \(items,\) or \(queries, items\), got shape \(1, 2, 2\)"
     ):
         clear_argmax(np.zeros((1, 2, 2)))
+
+
+def test_the_best_among_candidates_needs_a_wide_lead_over_the_rest_only():
+    windows = np.array([0.1, 0.8, 0.8 + 1e-9, 0.3])  # two windows hold the event and tie
+    assert clear_best_among(windows, [1, 2]) == 2
+    assert clear_best_among(windows, windows > 0.5) == 2
+    with pytest.raises(AssertionError, match=NEAR_TIE):
+        clear_best_among(windows, [0, 1])  # the event's best, 1, ties with 2, outside
+    with pytest.raises(ValueError, match="candidates must hold some items and leave some out, got 4 of 4"):
+        clear_best_among(windows, windows > 0)
