@@ -11,8 +11,8 @@ import faiss
 import numpy as np
 import pytest
 import torch
-from safetensors import safe_open
 from ranking_margin import clear_ranking
+from safetensors import safe_open
 from tiny_models import make_model
 from transformers import pipeline
 
