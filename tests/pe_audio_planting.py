@@ -10,15 +10,18 @@ import torch
 from hf_atr import AtrDualEncoderModel, AtrProcessor
 
 
-def plant_caption_embedding(
-    model: AtrDualEncoderModel, processor: AtrProcessor, caption: str, direction: torch.Tensor
+def plant_caption_embeddings(
+    model: AtrDualEncoderModel, processor: AtrProcessor, captions: list[str], directions: torch.Tensor
 ) -> None:
-    """Set ``model``'s text projection in place so that ``caption``'s (unnormalised) embedding is ``direction``
-    ``(projection_dim,)``."""
+    """Set ``model``'s text projection in place so that the (unnormalised) embedding of ``captions[i]`` is
+    ``directions[i]``: ``directions`` ``(len(captions), projection_dim)``, at most as many captions as the text
+    model is wide."""
     with torch.no_grad():
-        _, text_output = model.get_text_features(**processor(text=[caption]), return_backbone_output=True)
-        normed = model.text_projection.layer_norm(text_output.last_hidden_state[0, 0])
-        model.text_projection.proj.weight.copy_(torch.outer(direction, normed) / normed.dot(normed))
+        _, text_output = model.get_text_features(
+            **processor(text=list(captions), padding=True), return_backbone_output=True
+        )
+        normed = model.text_projection.layer_norm(text_output.last_hidden_state[:, 0])  # (captions, hidden)
+        model.text_projection.proj.weight.copy_(directions.T @ torch.linalg.pinv(normed.T))
 
 
 def plant_tone_caption(
@@ -35,7 +38,9 @@ def plant_tone_caption(
     times = (torch.arange(frames.shape[1]) + 0.5) / model.config.audio_frame_rate
     tone = (times > 0.3) & (times < 0.7)
     quiet = (times < 0.2) | (times > 0.8)
-    plant_caption_embedding(model, processor, caption, frames[0, tone].mean(0) - frames[0, quiet].mean(0))
+    plant_caption_embeddings(
+        model, processor, [caption], (frames[0, tone].mean(0) - frames[0, quiet].mean(0))[None]
+    )
 
 
 def plant_tone_window_caption(
@@ -48,4 +53,4 @@ def plant_tone_window_caption(
     with torch.no_grad():
         model.audio_model.patch_embedder.class_embedding.zero_()
         tone, noise = model.get_audio_features(**processor(audio=[query, quiet]))
-    plant_caption_embedding(model, processor, caption, tone - noise)
+    plant_caption_embeddings(model, processor, [caption], (tone - noise)[None])

@@ -23,7 +23,8 @@ MIN_RELATIVE_GAP = 1e-4
 
 
 def _as_rows(scores) -> tuple[np.ndarray, bool]:
-    """``scores`` as float64 ``(queries, items)``, and whether they were one row ``(items,)``."""
+    """``scores`` as float64 ``(queries, items)``, and whether they were one row ``(items,)`` (refused where
+    neither)."""
     if isinstance(scores, torch.Tensor):
         scores = scores.detach().cpu().double()
     array = np.asarray(scores, dtype=np.float64)
@@ -84,9 +85,10 @@ def clear_best_among(
     """The position of the highest of ``(items,)`` ``scores``, after asserting that the best of ``candidates`` (a
     boolean mask or positions: several windows holding one event) leads every other item by ``min_gap`` of the
     scale. The order among the candidates is not read."""
-    (row,), single = _as_rows(scores)
+    rows, single = _as_rows(scores)
     if not single:
-        raise ValueError(f"scores must be (items,), got shape {np.shape(scores)}")
+        raise ValueError(f"scores must be (items,), got shape {rows.shape}")
+    (row,) = rows
     inside = np.zeros(row.size, dtype=bool)
     inside[np.asarray(candidates)] = True
     if not inside.any() or inside.all():
@@ -98,6 +100,29 @@ def clear_best_among(
     best_outside = positions[~inside][np.argmax(row[~inside])]
     _assert_gap(row, best_inside, best_outside, scale, min_gap, None)
     return int(best_inside)
+
+
+def clear_rank_of(
+    scores, items, *, min_gap: float = MIN_RELATIVE_GAP, scale: float | None = None
+) -> np.ndarray:
+    """The rank (1 for the best) of ``items[q]`` in row ``q`` of ``(queries, items)`` ``scores`` (a relevant item
+    per query), after asserting that its score is ``min_gap`` of the scale apart from every other score of its row
+    (above or below). The order among the other items is not read. Returns ``(queries,)``."""
+    rows, single = _as_rows(scores)
+    if single:
+        raise ValueError(f"scores must be (queries, items), got shape ({rows.shape[1]},)")
+    items = np.asarray(items)
+    ranks = np.empty(len(rows), dtype=int)
+    for query, (row, item) in enumerate(zip(rows, items)):
+        others = np.delete(np.arange(row.size), item)
+        above = others[row[others] >= row[item]]
+        below = others[row[others] < row[item]]
+        if above.size:
+            _assert_gap(row, above[np.argmin(row[above])], item, scale, min_gap, query)
+        if below.size:
+            _assert_gap(row, item, below[np.argmax(row[below])], scale, min_gap, query)
+        ranks[query] = above.size + 1
+    return ranks
 
 
 def clear_argmax(scores, *, min_gap: float = MIN_RELATIVE_GAP, scale: float | None = None):

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ranking_margin import MIN_RELATIVE_GAP, clear_argmax, clear_best_among, clear_ranking, clear_top_k
+from ranking_margin import (
+    MIN_RELATIVE_GAP,
+    clear_argmax,
+    clear_best_among,
+    clear_rank_of,
+    clear_ranking,
+    clear_top_k,
+)
 
 NEAR_TIE = "near-tie.*Build a clearer case"
 
@@ -88,3 +95,12 @@ def test_the_best_among_candidates_needs_a_wide_lead_over_the_rest_only():
         clear_best_among(windows, [0, 1])  # the event's best, 1, ties with 2, outside
     with pytest.raises(ValueError, match="candidates must hold some items and leave some out, got 4 of 4"):
         clear_best_among(windows, windows > 0)
+
+
+def test_the_rank_of_a_relevant_item_needs_its_score_apart_from_every_other_only():
+    scores = torch.tensor([[0.9, 0.5, 0.5 + 1e-9], [0.1, 0.2, 0.3]])  # the others of query 0 tie
+    assert clear_rank_of(scores, [0, 1]).tolist() == [1, 2]
+    with pytest.raises(AssertionError, match=rf"query 0: {NEAR_TIE}"):
+        clear_rank_of(scores, [1, 1])  # item 1 ties with item 2
+    with pytest.raises(ValueError, match=r"scores must be \(queries, items\), got shape \(3,\)"):
+        clear_rank_of(scores[0], [0])
