@@ -34,13 +34,19 @@ def _as_rows(scores) -> tuple[np.ndarray, bool]:
 
 
 def _assert_gap(
-    row: np.ndarray, higher: int, lower: int, scale: float | None, min_gap: float, query: int | None
+    row: np.ndarray,
+    higher: int,
+    lower: int,
+    scale: float | None,
+    min_gap: float,
+    query: int | None,
+    exact_ties: bool = False,
 ) -> None:
     """Assert that ``row[higher]`` leads ``row[lower]`` by ``min_gap`` of ``scale`` (``row``'s largest absolute
-    score for ``None``)."""
+    score for ``None``), or equals it exactly with ``exact_ties``."""
     scale = np.abs(row).max() if scale is None else scale
     gap = row[higher] - row[lower]
-    if not gap >= min_gap * scale:
+    if not (gap >= min_gap * scale or (exact_ties and gap == 0)):
         where = "" if query is None else f"query {query}: "
         raise AssertionError(
             f"{where}near-tie: the order relies on score {row[higher]:.9g} (item {higher}) leading "
@@ -103,25 +109,34 @@ def clear_best_among(
 
 
 def clear_rank_of(
-    scores, items, *, min_gap: float = MIN_RELATIVE_GAP, scale: float | None = None
+    scores,
+    relevant,
+    *,
+    min_gap: float = MIN_RELATIVE_GAP,
+    scale: float | None = None,
+    exact_ties: bool = False,
 ) -> np.ndarray:
-    """The rank (1 for the best) of ``items[q]`` in row ``q`` of ``(queries, items)`` ``scores`` (a relevant item
-    per query), after asserting that its score is ``min_gap`` of the scale apart from every other score of its row
-    (above or below). The order among the other items is not read. Returns ``(queries,)``."""
+    """The rank (1 for the best) of the best relevant item of each row of ``(queries, items)`` ``scores``:
+    ``relevant[q]`` is an item, or several. Asserts first that each relevant item's score is ``min_gap`` of the
+    scale apart from every irrelevant score of its row (above or below): what retrieval metrics count. The order
+    among the relevant items, and among the others, is not read. With ``exact_ties``, scores exactly equal are
+    accepted too: items with identical inputs (a clip stored twice) tie on every CPU, and the metric's tie rule
+    decides. Returns ``(queries,)``."""
     rows, single = _as_rows(scores)
     if single:
         raise ValueError(f"scores must be (queries, items), got shape ({rows.shape[1]},)")
-    items = np.asarray(items)
     ranks = np.empty(len(rows), dtype=int)
-    for query, (row, item) in enumerate(zip(rows, items)):
-        others = np.delete(np.arange(row.size), item)
-        above = others[row[others] >= row[item]]
-        below = others[row[others] < row[item]]
-        if above.size:
-            _assert_gap(row, above[np.argmin(row[above])], item, scale, min_gap, query)
-        if below.size:
-            _assert_gap(row, item, below[np.argmax(row[below])], scale, min_gap, query)
-        ranks[query] = above.size + 1
+    for query, row in enumerate(rows):
+        items = np.atleast_1d(np.asarray(relevant[query]))
+        others = np.setdiff1d(np.arange(row.size), items)
+        for item in items:
+            above = others[row[others] >= row[item]]
+            below = others[row[others] < row[item]]
+            if above.size:
+                _assert_gap(row, above[np.argmin(row[above])], item, scale, min_gap, query, exact_ties)
+            if below.size:
+                _assert_gap(row, item, below[np.argmax(row[below])], scale, min_gap, query, exact_ties)
+        ranks[query] = (row[others] >= row[items].max()).sum() + 1
     return ranks
 
 

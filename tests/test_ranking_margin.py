@@ -104,3 +104,19 @@ def test_the_rank_of_a_relevant_item_needs_its_score_apart_from_every_other_only
         clear_rank_of(scores, [1, 1])  # item 1 ties with item 2
     with pytest.raises(ValueError, match=r"scores must be \(queries, items\), got shape \(3,\)"):
         clear_rank_of(scores[0], [0])
+
+
+def test_several_relevant_items_each_need_their_score_apart_from_the_irrelevant_ones():
+    scores = np.array([[0.9, 0.9 + 1e-9, 0.5, 0.7], [0.1, 0.2, 0.3, 0.4]])
+    assert clear_rank_of(scores, [[0, 1], [0, 2]]).tolist() == [1, 2]  # the relevant 0 and 1 may tie
+    with pytest.raises(AssertionError, match=rf"query 0: {NEAR_TIE}"):
+        clear_rank_of(scores, [[0, 3], [0]])  # relevant 0 ties with irrelevant 1
+
+
+def test_exact_ties_of_identical_inputs_pass_where_allowed_and_near_ties_still_fail():
+    scores = np.array([[0.5, 0.5, 0.1], [0.5, 0.5 - 1e-9, 0.1]])  # row 0: a clip stored twice
+    assert clear_rank_of(scores[:1], [0], exact_ties=True).tolist() == [2]  # the tie counts against it
+    with pytest.raises(AssertionError, match=NEAR_TIE):
+        clear_rank_of(scores[:1], [0])
+    with pytest.raises(AssertionError, match=rf"query 1: {NEAR_TIE}"):
+        clear_rank_of(scores, [0, 0], exact_ties=True)
