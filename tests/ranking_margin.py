@@ -120,8 +120,9 @@ def clear_rank_of(
     ``relevant[q]`` is an item, or several. Asserts first that each relevant item's score is ``min_gap`` of the
     scale apart from every irrelevant score of its row (above or below): what retrieval metrics count. The order
     among the relevant items, and among the others, is not read. With ``exact_ties``, scores exactly equal are
-    accepted too: items with identical inputs (a clip stored twice) tie on every CPU, and the metric's tie rule
-    decides. Returns ``(queries,)``."""
+    accepted too (identical inputs, decided by the metric's tie rule); identical inputs at other batch positions
+    may still differ in the last bit at another vector level, which then fails as a near-tie: give the items
+    inputs that differ. Returns ``(queries,)``."""
     rows, single = _as_rows(scores)
     if single:
         raise ValueError(f"scores must be (queries, items), got shape ({rows.shape[1]},)")
