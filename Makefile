@@ -1,7 +1,9 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   install into .venv (with the plots extra), then run the main job (train -> evaluate -> save -> search)
 #   make test   install into .venv with the [dev] extra, then run the whole test suite
-#   make test-min   the same suite in .venv-min, at the lowest versions pyproject.toml admits (constraints-min.txt)
+#   make test-min   the same suite in .venv-min, at the lowest versions pyproject.toml admits (constraints-min.txt),
+#                   with the CPU's vector units held at SSE level: CI runs two numeric paths (pytest's header
+#                   prints the level in force, so a red run says whether the floors or the numerics failed)
 # Both are idempotent: a second run reuses .venv and only reinstalls when pyproject.toml changed.
 # The generated card of the reference model in model_cards/ is refreshed with:
 #   make model-cards   run the demo, then copy the card it wrote (results table, citation, training run and its curves)
@@ -11,6 +13,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 VENV_MIN ?= .venv-min
 BIN_MIN := $(VENV_MIN)/bin
+# make test runs at the CPU's own vector level (AVX-512 or AVX2); make test-min holds torch's kernels, oneDNN and MKL
+# (Intel CPUs only) at SSE level.
+VECTOR_LEVEL_MIN ?= ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2
 # torch first, pinned: here it is a local CPU wheel; letting pip resolve torch itself pulls CUDA builds.
 TORCH_SPEC ?= torch==2.13.0
 
@@ -52,11 +57,12 @@ model-cards: demo
 	mkdir -p model_cards/demo-contrastive
 	cp outputs/demo/model/README.md outputs/demo/model/training_curves.png model_cards/demo-contrastive/
 
+# Not -q: pytest's header names the vector level in force (tests/vector_level.py).
 test: install-dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest
 
 test-min: $(VENV_MIN)/.installed-min
-	$(BIN_MIN)/python -m pytest -q
+	$(VECTOR_LEVEL_MIN) $(BIN_MIN)/python -m pytest
 
 lint: install-dev
 	$(BIN)/ruff check hf_atr tests benchmarks examples datasets_scripts

@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ranking_margin import clear_best_among
 from synthetic_audio import recording_with_event
 from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
 
 from hf_atr.cli import main
 from hf_atr.data.audio import encode_wav
+from hf_atr.encoding import encode_audio, encode_audio_windows
+from hf_atr.windowing import Windowing
 
 LONG_RECORDING = "field/long take.wav"
 EVENT_AT = 20.2
@@ -29,7 +32,8 @@ class SoundLibrary:
 def make_sound_library(root: Path) -> SoundLibrary:
     model_dir, audio_dir, index_dir = root / "model", root / "audio", root / "index"
     processor = make_processor()
-    make_model(processor=processor).save_pretrained(model_dir)
+    model = make_model(processor=processor)
+    model.save_pretrained(model_dir)
     processor.save_pretrained(model_dir)
     (audio_dir / "field").mkdir(parents=True)
     recording, query = recording_with_event(30, EVENT_AT, SAMPLING_RATE)
@@ -41,4 +45,22 @@ def make_sound_library(root: Path) -> SoundLibrary:
         main(["index", "--model", str(model_dir), "--audio-dir", str(audio_dir), "--out", str(index_dir)])
         == 0
     )
-    return SoundLibrary(model_dir, audio_dir, index_dir, root / "query.wav")
+    library = SoundLibrary(model_dir, audio_dir, index_dir, root / "query.wav")
+    _assert_the_query_clearly_finds_the_tone(library, model, processor)
+    return library
+
+
+def _assert_the_query_clearly_finds_the_tone(library: SoundLibrary, model, processor) -> None:
+    """The windows of the long recording that hold the tone score highest for the query, by a wide margin over
+    every other window (brute force): tests read the best hit as the tone's on every CPU."""
+    files = sorted(library.audio_dir.rglob("*.wav"))
+    rows = [{"audio": str(path)} for path in files]
+    encoded = encode_audio_windows(model, processor, rows, windowing=Windowing())
+    query = encode_audio(model, processor, [{"audio": str(library.query)}])
+    long_recording = files.index(library.audio_dir / LONG_RECORDING)
+    holds_tone = (
+        (encoded.clip_indices == long_recording)
+        & (encoded.starts <= EVENT_AT)
+        & (encoded.ends >= EVENT_AT + 0.5)
+    )
+    clear_best_among((query @ encoded.embeddings.T)[0], holds_tone)

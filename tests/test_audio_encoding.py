@@ -9,6 +9,7 @@ import tempfile
 import pytest
 import torch
 from datasets import Dataset
+from ranking_margin import clear_best_among
 from synthetic_audio import recording_with_event, synthetic_clip
 from tiny_models import SAMPLING_RATE, feature_dataset, make_model, make_processor, save_tiny_clap_checkpoint
 
@@ -46,9 +47,10 @@ def test_a_long_recording_is_encoded_window_by_window_with_spans_and_pooled(raw_
     with torch.no_grad():
         reference = model.get_audio_features(**processor(audio=[recording[slice(*bounds[80])]]))
     torch.testing.assert_close(encoded.embeddings[80:81], reference, rtol=1e-5, atol=1e-6)
-    # The event at 40.2-40.7 s: the best window for the query is the one that holds it.
+    # The event at 40.2-40.7 s: the best window for the query is one that holds it, by a wide margin.
     query_embed = encode_audio(model, processor, [{"audio": query}])
-    best = int((encoded.embeddings @ query_embed.T).argmax())
+    holds_event = (encoded.starts <= 40.2) & (encoded.ends >= 40.7)
+    best = clear_best_among((encoded.embeddings @ query_embed.T)[:, 0], holds_event)
     assert encoded.starts[best] <= 40.2 and encoded.ends[best] >= 40.7
     # The clip embedding pools every window: not the first window (all the model's own protocol reads).
     pooled = encode_audio(model, processor, [{"audio": recording}], windowing=windowing)

@@ -4,10 +4,12 @@ import csv
 import logging
 import sys
 
+import numpy as np
 import pytest
 import torch
 from datasets import concatenate_datasets
 from ot_problems import pot_log_plan
+from ranking_margin import clear_rank_of
 from tiny_models import make_model, make_processor, raw_audio_dataset
 from tiny_models import translated_feature_dataset as _clips
 
@@ -21,6 +23,20 @@ from hf_atr.metrics.retrieval import TIE_RULE, retrieval_metrics, retrieval_metr
 from hf_atr.windowing import Windowing
 
 
+def assert_clear_ranks(scores: torch.Tensor, relevant: list) -> None:
+    """The ranks that retrieval metrics count on ``(captions, clips)`` ``scores`` are clear of rounding, both ways
+    (tests/ranking_margin.py): ``relevant[i]`` is caption ``i``'s clip, or its clips. Exact ties are those of
+    captions the tiny tokenizer reads alike (it reads no digits: "a dog barks 0" and "a dog barks 4"); they held
+    exact at AVX-512, AVX2 and SSE level here."""
+    relevant = [np.atleast_1d(np.asarray(clips)) for clips in relevant]
+    clear_rank_of(scores, relevant, exact_ties=True)
+    captions_of = [
+        [row for row, clips in enumerate(relevant) if clip in clips] for clip in range(scores.shape[1])
+    ]
+    has_captions = [bool(rows) for rows in captions_of]
+    clear_rank_of(scores.T[has_captions], [rows for rows in captions_of if rows], exact_ties=True)
+
+
 @pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])
 def test_evaluator_equals_metrics_on_directly_encoded_embeddings(scoring):
     processor = make_processor()
@@ -30,6 +46,7 @@ def test_evaluator_equals_metrics_on_directly_encoded_embeddings(scoring):
     table = caption_table(clips, ["eng", "fra"])
     audio = encode_audio(model, processor, clips)
     text = encode_text(model, processor, table.captions)
+    assert_clear_ranks(head_similarity(model)(text, audio), table.text_to_audio.tolist())
     expected = retrieval_metrics(
         head_similarity(model)(text, audio),
         table.text_to_audio,
@@ -56,9 +73,11 @@ def test_evaluator_ot_plan_mode_ranks_by_pots_plan_and_bad_mode(monkeypatch):
     evaluator = RetrievalEvaluator(clips, processor, scoring="ot_plan", ot_reg=0.5)
     metrics = evaluator(model)
     cost = model.scoring_head.distance(text, audio).detach().double().numpy()
-    assert metrics == pytest.approx(
-        retrieval_metrics(pot_log_plan(cost, 0.5), table.text_to_audio), abs=1e-12
-    )
+    plan = pot_log_plan(cost, 0.5)
+    # The ranks the metrics count are clear of rounding, under the plan and under the head's distances.
+    clear_rank_of(plan, table.text_to_audio)
+    clear_rank_of(-cost, table.text_to_audio)
+    assert metrics == pytest.approx(retrieval_metrics(plan, table.text_to_audio), abs=1e-12)
     head_metrics = retrieval_metrics(-cost, table.text_to_audio)
     assert metrics["t2a_R@1"] == 1.0 and head_metrics["t2a_R@1"] == pytest.approx(7 / 12)
     assert evaluator.protocol["scoring"] == "ot_plan" and evaluator.protocol["ot_reg"] == 0.5
@@ -202,10 +221,12 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
     ]
     audio = encode_audio(model, processor, clips)
     text = encode_text(model, processor, [table.captions[row] for row in rows])
+    judged_clips = [judged[english_of_group[int(table.caption_groups[row])]] for row in rows]
+    assert_clear_ranks(head_similarity(model)(text, audio), judged_clips)
     expected = retrieval_metrics_from_embeddings(
         audio,
         text,
-        [judged[english_of_group[int(table.caption_groups[row])]] for row in rows],
+        judged_clips,
         languages=[table.languages[row] for row in rows],
         caption_groups=table.caption_groups[rows],
         map_cutoffs=(16,),
@@ -254,9 +275,9 @@ def test_window_pooling_encodes_long_clips_whole_and_is_recorded():
     metrics = evaluator(model)
     table = caption_table(clips)
     audio = encode_audio(model, processor, clips, windowing=windowing)
-    expected = retrieval_metrics_from_embeddings(
-        audio, encode_text(model, processor, table.captions), table.text_to_audio
-    )
+    text = encode_text(model, processor, table.captions)
+    assert_clear_ranks(head_similarity(model)(text, audio), table.text_to_audio.tolist())
+    expected = retrieval_metrics_from_embeddings(audio, text, table.text_to_audio)
     assert metrics == pytest.approx(expected)
     assert evaluator.protocol["window_pooling"] == {
         "pooling": "max",
@@ -273,7 +294,8 @@ def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplo
     processor = make_processor()
     model = make_model(processor=processor)
     clips = raw_audio_dataset([1.0] * 5, broken={1, 3})
-    judged = {"a dog barks 0": [0, 1], "a siren wails 3": [3], "a dog barks 4": [4, 2]}
+    # Judged captions the tiny tokenizer tells apart (it reads no digits): two equal captions tie to rounding.
+    judged = {"a dog barks 0": [0, 1], "a siren wails 3": [3], "a siren wails 4": [4, 2]}
     evaluator = RetrievalEvaluator(clips, processor, relevance=judged, split="test")
     with caplog.at_level(logging.WARNING):
         metrics = evaluator(model)
@@ -283,7 +305,8 @@ def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplo
     )
     kept = clips.select([0, 2, 4])
     audio = encode_audio(model, processor, kept)
-    text = encode_text(model, processor, ["a dog barks 0", "a dog barks 4"])
+    text = encode_text(model, processor, ["a dog barks 0", "a siren wails 4"])
+    assert_clear_ranks(head_similarity(model)(text, audio), [[0], [2, 1]])
     expected = retrieval_metrics_from_embeddings(
         audio, text, [[0], [2, 1]]
     )  # clip rows re-indexed to 0, 1, 2

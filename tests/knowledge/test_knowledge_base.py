@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from ranking_margin import clear_argmax, clear_best_among, clear_ranking
 from safetensors.torch import save_file
 from tiny_models import feature_dataset, make_model, make_processor
 
@@ -62,12 +63,23 @@ def clip_pairs(clips: int, captions_per_clip: int, dim: int = 16, seed: int = 0)
 
 
 def brute_force_distinct_clips(keys, audio_ids, query, own_id, k):
-    """Best pair of each clip other than ``own_id``, clips by that score, descending; ties to the first pair."""
+    """Best pair of each clip other than ``own_id``, clips by that score, descending; ties to the first pair.
+
+    Asserts the margins this order relies on (tests/ranking_margin.py): the clips' order, and each chosen clip's
+    best pair over its other pairs (the copies of one key tie exactly, and go to the first)."""
+    scores = keys @ query
     best: dict[str, int] = {}
-    for index in np.argsort(-(keys @ query), kind="stable"):
+    for index in np.argsort(-scores, kind="stable"):
         if audio_ids[index] != own_id and audio_ids[index] not in best:
             best[audio_ids[index]] = int(index)
-    return list(best.values())[:k]
+    chosen = [best[clip] for clip in np.array(list(best))[clear_ranking(scores[list(best.values())], k=k)]]
+    ids = np.array(audio_ids)
+    for index in chosen:
+        pairs = np.flatnonzero(ids == ids[index])
+        copies = (keys[pairs] == keys[index]).all(axis=1)
+        if not copies.all():
+            clear_best_among(scores[pairs], copies)
+    return chosen
 
 
 @pytest.mark.parametrize("backend", ["torch", "faiss"])
@@ -177,7 +189,7 @@ def test_prototypes_are_max_pooled_clusters():
     }
     assert prototype_audio.shape == prototype_text.shape == (4, 8)
     for row in range(4):
-        group = int(prototype_audio[row, :4].argmax())  # which centre this prototype belongs to
+        group = clear_argmax(prototype_audio[row, :4])  # which centre this prototype belongs to
         torch.testing.assert_close(prototype_audio[row], expected[group][0])
         torch.testing.assert_close(prototype_text[row], expected[group][1])
 
@@ -188,7 +200,7 @@ def test_prototype_count_is_clamped_to_the_number_of_pairs():
     assert base.num_prototypes == 5
     # One pair per cluster: each prototype is that pair itself.
     order_audio = base.tensors["coarse_audio"] @ audio.T
-    matched = order_audio.argmax(dim=1)
+    matched = torch.from_numpy(clear_argmax(order_audio))
     assert sorted(matched.tolist()) == list(range(5))
     torch.testing.assert_close(base.tensors["coarse_audio"], audio[matched])
     torch.testing.assert_close(base.tensors["coarse_text"], text[matched])

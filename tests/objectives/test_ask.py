@@ -9,6 +9,7 @@ import ot as pot
 import pytest
 import torch
 import torch.nn.functional as F
+from ranking_margin import clear_best_among, clear_top_k
 
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
 from hf_atr.objectives.ask import (
@@ -106,14 +107,25 @@ def reference_ask_loss(
         keys_text = base.tensors[f"{granularity}_text"].double().numpy()
 
         def top(keys, query, i, granularity=granularity):
-            order = np.argsort(-(keys @ query), kind="stable")
+            """The K neighbours (a set: their keys are averaged), after asserting that the set is clear of
+            rounding (tests/ranking_margin.py): the K-th leads the next, and each clip's best pair its others."""
+            scores = keys @ query
             if granularity == "coarse" or base_audio_ids is None:
-                return order[: min(k, len(keys))]
+                return clear_top_k(scores, min(k, len(keys)))
             best = {}
-            for index in order:
+            for index in np.argsort(-scores, kind="stable"):
                 if base_audio_ids[index] != audio_ids[i] and base_audio_ids[index] not in best:
                     best[base_audio_ids[index]] = index
-            return np.array(list(best.values())[:k])
+            chosen = np.array(list(best.values()))[
+                clear_top_k(scores[list(best.values())], min(k, len(best)))
+            ]
+            clips = np.array(base_audio_ids)
+            for index in chosen:
+                pairs = np.flatnonzero(clips == clips[index])
+                copies = (keys[pairs] == keys[index]).all(axis=1)
+                if not copies.all():
+                    clear_best_among(scores[pairs], copies)
+            return chosen
 
         by_audio = [top(keys_audio, u[i], i) for i in range(n)]
         by_text = [top(keys_text, v[i], i) for i in range(n)]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from pipeline_setups import bad_folder, clips_dataset, save_model, write_clips
+from ranking_margin import clear_argmax, clear_best_among, clear_ranking
 from tiny_models import SAMPLING_RATE, random_waveforms
 from transformers import pipeline
 
@@ -36,22 +37,24 @@ def test_a_long_recording_is_found_at_the_span_of_its_event(pipe, recordings, mo
     monkeypatch.chdir(tmp_path)  # paths must not depend on where the index is searched from
     pipe.index([str(path) for path in files], root=directory, show_progress=False)
     assert pipe.audio_index.ids.count("field/long take 1.wav") > 100  # kept window by window
+    encoded = encode_audio_windows(
+        pipe.model, pipe.processor, [{"audio": str(path)} for path in files], windowing=Windowing()
+    )
+    # The query holds the tone: a window of the long take that holds it beats every other window by a wide margin.
+    query = encode_audio(pipe.model, pipe.processor, [{"audio": str(directory / "query.wav")}])
+    holds_tone = (encoded.clip_indices == 0) & (encoded.starts <= 40.2) & (encoded.ends >= 40.7)
+    clear_best_among((query @ encoded.embeddings.T)[0], holds_tone)
     hits = pipe(audio=str(directory / "query.wav"), top_k=3)
     assert [hit["id"] for hit in hits][0] == "field/long take 1.wav" and len(hits) == 3
     assert hits[0]["start"] <= 40.2 and hits[0]["end"] >= 40.7
     assert hits[0]["path"] == str(directory / "field" / "long take 1.wav")
     # A text query ranks files by their best window, as brute force over every window does.
-    encoded = encode_audio_windows(
-        pipe.model, pipe.processor, [{"audio": str(path)} for path in files], windowing=Windowing()
-    )
     with torch.no_grad():
         text = pipe.model.get_text_features(**pipe.processor(text=["a dog barks"]))
     scores = (text @ encoded.embeddings.T)[0]
-    best = {
-        clip: max(range(len(scores)), key=lambda i: scores[i] if encoded.clip_indices[i] == clip else -2)
-        for clip in range(3)
-    }
-    expected = sorted(best.items(), key=lambda item: -float(scores[item[1]]))
+    windows = [torch.nonzero(encoded.clip_indices == clip)[:, 0] for clip in range(3)]
+    best = [int(clip_windows[clear_argmax(scores[clip_windows])]) for clip_windows in windows]
+    expected = [(clip, best[clip]) for clip in clear_ranking(scores[best])]
     hits = pipe("a dog barks", top_k=3)
     assert [hit["id"] for hit in hits] == [
         pipe.audio_index.ids[0] if clip == 0 else f"noise{clip - 1}.wav" for clip, _ in expected

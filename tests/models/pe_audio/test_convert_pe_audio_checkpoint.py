@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from ranking_margin import clear_ranking
 from safetensors.torch import load_file, save_file
 from tiny_models import (
     PE_AUDIO_HOP,
@@ -157,12 +158,16 @@ def test_a_scale_that_is_not_positive_is_converted_with_a_warning(tmp_path, capl
         audio=_clips(), text=CAPTIONS, sampling_rate=PE_AUDIO_SAMPLING_RATE, return_tensors="pt"
     )
     with torch.no_grad():
+        # Hand-set: without the random class token (it outweighs the audio: similarities within 1e-5 of each
+        # other), the embeddings read the clips, and each row's order is clear of rounding.
+        model.audio_model.patch_embedder.class_embedding.zero_()
         output = model(**inputs)
     similarity = output.text_embeds @ output.audio_embeds.T
     if scale == 0:
         torch.testing.assert_close(output.logits_per_text, torch.full_like(similarity, -1.5))
     else:  # the logits order every row the other way round
-        assert torch.equal(output.logits_per_text.argsort(dim=1), similarity.argsort(dim=1, descending=True))
+        order = clear_ranking(similarity)
+        np.testing.assert_array_equal(clear_ranking(-output.logits_per_text), order)
 
 
 def test_a_positive_scale_converts_without_a_warning(pe_dir, caplog):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from frame_planting import plant_tone_caption
+from pe_audio_planting import plant_tone_caption
+from ranking_margin import clear_best_among
 from synthetic_audio import recording_with_event
 from tiny_models import PE_AUDIO_SAMPLING_RATE, save_converted_pe_audio, save_tiny_pe_audio_checkpoint
 from transformers import PeAudioFrameLevelModel, PeAudioProcessor, pipeline
@@ -83,7 +84,10 @@ def test_an_event_in_a_60_s_recording_is_found_within_one_frame(frame_dir, tmp_p
     inside = (spans[:, 0] >= CONTEXT_SECONDS) & (spans[:, 1] <= 60 - CONTEXT_SECONDS)
     text = pipe.model.get_text_features(**pipe.processor(text=[CAPTION]))[0].detach()
     scores = (torch.from_numpy(index.embeddings) @ text).numpy()
-    best = spans[inside][scores[inside].argmax()]
+    in_event = (spans[inside, 0] >= EVENT_AT - ONE_FRAME) & (
+        spans[inside, 1] <= EVENT_AT + EVENT_SECONDS + ONE_FRAME
+    )
+    best = spans[inside][clear_best_among(scores[inside], in_event)]
     assert best[0] >= EVENT_AT - ONE_FRAME and best[1] <= EVENT_AT + EVENT_SECONDS + ONE_FRAME
     # Frames above half-way from the median (noise) to the best: the tone's 0.5 s, edges within a frame.
     halfway = (np.median(scores[inside]) + scores[inside].max()) / 2
@@ -99,7 +103,8 @@ def test_an_event_in_a_60_s_recording_is_found_within_one_frame(frame_dir, tmp_p
     coarse_spans = np.array(coarse_index.spans)
     np.testing.assert_allclose(coarse_spans[:, 0], np.arange(300) * 0.2, atol=1e-9)
     coarse_scores = (torch.from_numpy(coarse_index.embeddings) @ text).numpy()[5:-5]
-    start, end = coarse_spans[5:-5][coarse_scores.argmax()]
+    overlaps = (coarse_spans[5:-5, 0] < EVENT_AT + EVENT_SECONDS) & (coarse_spans[5:-5, 1] > EVENT_AT)
+    start, end = coarse_spans[5:-5][clear_best_among(coarse_scores, overlaps)]
     assert start < EVENT_AT + EVENT_SECONDS and end > EVENT_AT
     (hit,) = coarse(CAPTION, top_k=1)
     assert hit["end"] - hit["start"] == pytest.approx(0.2)

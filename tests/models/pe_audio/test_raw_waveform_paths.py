@@ -14,14 +14,16 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from synthetic_audio import synthetic_clip
+from pe_audio_planting import plant_caption_embeddings, plant_tone_window_caption
+from ranking_margin import clear_argmax, clear_rank_of
+from synthetic_audio import recording_with_event, synthetic_clip
 from tiny_models import PE_AUDIO_HOP, PE_AUDIO_SAMPLING_RATE, save_converted_pe_audio, training_args
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor, AtrTrainer, RetrievalEvaluator
 from hf_atr.app.results import search_text
 from hf_atr.cli import main
 from hf_atr.commands.common import load_retrieval_pipeline
-from hf_atr.data.audio import encode_wav
+from hf_atr.data.audio import decode_audio, encode_wav
 from hf_atr.data.schema import atr_features, finalize_audio_column
 from hf_atr.encoding import encode_audio_clips, encode_audio_windows
 from hf_atr.features import PeAudioWaveformFeatures
@@ -142,47 +144,87 @@ def test_windowed_encoding_pools_dot_product_embeddings_without_normalising_them
 
 
 def test_the_evaluator_ranks_by_pe_audio_s_scores(converted):
-    model, processor = converted
+    _, processor = converted
+    model = AtrDualEncoderModel.from_pretrained(converted[0].name_or_path).eval()
     dataset = _dataset(subtype="FLOAT")
-    metrics = RetrievalEvaluator(dataset, processor, ks=(1,))(model)
     decoded = processor.decode([row["audio"] for row in dataset])
+    # Hand-set, so that every rank below is clear of rounding (random weights put the logits within 1e-5 of each
+    # other): without the class token the embeddings read the clips; captions 0-2 point to clips 0-2 (centred),
+    # caption 3 to clip 0 at half the length, so that its own clip ranks lower.
+    with torch.no_grad():
+        model.audio_model.patch_embedder.class_embedding.zero_()
+        clips = model.get_audio_features(**processor(audio=decoded))
+    centred = clips - clips.mean(dim=0)
+    plant_caption_embeddings(model, processor, list(CAPTIONS), torch.stack([*centred[:3], 0.5 * centred[0]]))
+    metrics = RetrievalEvaluator(dataset, processor, ks=(1,))(model)
     with torch.no_grad():
         logits = model(**processor(audio=decoded, text=list(CAPTIONS))).logits_per_text
-    diagonal = logits.diagonal()[:, None]
-    # Ties count against the relevant clip (the evaluator's tie rule).
-    text_to_audio_rank = (logits >= diagonal).sum(dim=1)
-    audio_to_text_rank = (diagonal <= logits.T).sum(dim=1)
-    assert metrics["t2a_mean_rank"] == pytest.approx(text_to_audio_rank.float().mean().item())
-    assert metrics["a2t_mean_rank"] == pytest.approx(audio_to_text_rank.float().mean().item())
-    assert metrics["t2a_R@1"] == pytest.approx((text_to_audio_rank == 1).float().mean().item())
+    relevant = np.arange(len(CAPTIONS))  # caption i describes clip i
+    text_to_audio_rank = clear_rank_of(logits, relevant)
+    audio_to_text_rank = clear_rank_of(logits.T, relevant)
+    assert text_to_audio_rank.tolist()[:3] == [1, 1, 1] and text_to_audio_rank[3] > 1
+    assert metrics["t2a_mean_rank"] == pytest.approx(text_to_audio_rank.mean())
+    assert metrics["a2t_mean_rank"] == pytest.approx(audio_to_text_rank.mean())
+    assert metrics["t2a_R@1"] == pytest.approx((text_to_audio_rank == 1).mean())
 
 
-def test_index_search_and_the_search_page_on_long_recordings(converted, pe_dir, tmp_path, capsys):
+EVENT_AT = 1.5
+"""The long take's tone (:func:`recording_with_event`, 0.5 s) lies in its second window (1.0-2.5 s) and overlaps
+the third (1.8-3.3 s) by 0.2 s only."""
+
+
+@pytest.fixture(scope="module")
+def planted_dir(converted, tmp_path_factory):
+    """The converted model planted to find the tone (:func:`plant_tone_window_caption`), saved with its processor."""
     model, processor = converted
+    planted = AtrDualEncoderModel.from_pretrained(model.name_or_path).eval()
+    _, query = recording_with_event(1, None, RATE, seed=1)
+    quiet, _ = recording_with_event(1, None, RATE, seed=2)
+    plant_tone_window_caption(planted, processor, query, quiet, "a tone")
+    directory = tmp_path_factory.mktemp("planted")
+    planted.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory
+
+
+def test_index_search_and_the_search_page_on_long_recordings(converted, planted_dir, tmp_path, capsys):
+    _, processor = converted
+    model = AtrDualEncoderModel.from_pretrained(planted_dir).eval()
     library = tmp_path / "library"
     library.mkdir()
-    long_take = synthetic_clip(int(3.3 * RATE), RATE, seed=9)
-    (library / "long take.wav").write_bytes(encode_wav(long_take, RATE, subtype="PCM_16"))
+    recording, _ = recording_with_event(3.3, EVENT_AT, RATE)
+    (library / "long take.wav").write_bytes(encode_wav(recording, RATE, subtype="PCM_16"))
+    long_take = decode_audio(str(library / "long take.wav"))  # as the index reads it: rounded to 16 bits
     (library / "short.wav").write_bytes(encode_wav(_waveforms()[0], RATE, subtype="PCM_16"))
     index_dir = tmp_path / "index"
-    argv = ["--model", str(pe_dir), "--window-seconds", "1.5", "--hop-seconds", "1.0"]
+    argv = ["--model", str(planted_dir), "--window-seconds", "1.5", "--hop-seconds", "1.0"]
     assert main(["index", *argv, "--audio-dir", str(library), "--out", str(index_dir)]) == 0
     capsys.readouterr()
-    assert (
-        main(["search", "--model", str(pe_dir), "--index", str(index_dir), "--json", "--top-k", "2", "a dog"])
-        == 0
-    )
+    search = [
+        "search",
+        "--model",
+        str(planted_dir),
+        "--index",
+        str(index_dir),
+        "--json",
+        "--top-k",
+        "2",
+        "a tone",
+    ]
+    assert main(search) == 0
     hits = json.loads(capsys.readouterr().out)
     assert sorted(hit["id"] for hit in hits) == ["long take.wav", "short.wav"]
-    # The long take's best window: the one whose dot product with the caption (PE-Audio's score) is highest.
+    # The long take's best window: the one whose dot product with the caption (PE-Audio's score) is highest, by a
+    # wide margin: the window that holds the tone.
     starts = [0.0, 1.0, 1.8]
     spans = [long_take[round(start * RATE) : round((start + 1.5) * RATE)] for start in starts]
     with torch.no_grad():
         window_embeds = model.get_audio_features(**processor(audio=spans))
-        text_embeds = model.get_text_features(**processor(text=["a dog"]))
-    best = int((window_embeds @ text_embeds[0]).argmax())
+        text_embeds = model.get_text_features(**processor(text=["a tone"]))
+    best = clear_argmax(window_embeds @ text_embeds[0])
+    assert starts[best] == 1.0
     long_hit = next(hit for hit in hits if hit["id"] == "long take.wav")
     assert (long_hit["start"], long_hit["end"]) == pytest.approx((starts[best], starts[best] + 1.5))
     assert long_hit["score"] == pytest.approx(float(window_embeds[best] @ text_embeds[0]), rel=1e-5)
-    pipe = load_retrieval_pipeline(str(pe_dir), index_dir=index_dir)
-    assert search_text(pipe, "a dog", top_k=2).hits == hits
+    pipe = load_retrieval_pipeline(str(planted_dir), index_dir=index_dir)
+    assert search_text(pipe, "a tone", top_k=2).hits == hits
