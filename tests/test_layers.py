@@ -61,6 +61,8 @@ FLOORS = {
     "hf_atr.frame_encoding": 5,
     "hf_atr.evaluation": 5,
     "hf_atr.model_card": 5,
+    # 5 export: the model as a sentence-transformers folder and as ONNX graphs, and what runs those graphs
+    "hf_atr.export": 5,
     # 6 knowledge, 7 training
     "hf_atr.knowledge": 6,
     "hf_atr.training": 7,
