@@ -61,14 +61,15 @@ FLOORS = {
     "hf_atr.frame_encoding": 5,
     "hf_atr.evaluation": 5,
     "hf_atr.model_card": 5,
-    # 5 export: the model as a sentence-transformers folder and as ONNX graphs, and what runs those graphs
-    "hf_atr.export": 5,
     # 6 knowledge, 7 training
     "hf_atr.knowledge": 6,
     "hf_atr.training": 7,
     # 8 pipelines (the pipeline, its index, indexing, persistence, sharing), 9 the demo, the command line and the
     # search page it serves
     "hf_atr.pipelines": 8,
+    # 8 export: the model as a sentence-transformers folder and as ONNX graphs (with the index fingerprint), and what
+    # runs those graphs behind the model's methods (which the pipeline runs with backend="onnx")
+    "hf_atr.export": 8,
     "hf_atr.demo": 9,
     "hf_atr.cli": 9,
     "hf_atr.commands": 9,

@@ -57,3 +57,30 @@ def test_bad_command_lines_are_refused(saved_model, tmp_path, extra, message):
         (out / "stale.txt").write_text("x")
     with pytest.raises(SystemExit, match=message):
         main(["export", "--model", str(saved_model), "--out", str(out), *extra])
+
+
+def test_onnx_format_with_int8_reports_each_checked_graph(saved_model, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    out = tmp_path / "onnx"
+    assert (
+        main(
+            [
+                "export",
+                "--model",
+                str(saved_model),
+                "--format",
+                "onnx",
+                "--out",
+                str(out),
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "text_encoder.onnx (text, dynamo exporter): max |ONNX Runtime - torch|" in printed
+    assert "audio_encoder.int8.onnx (audio, int8 dynamic quantisation)" in printed
+    info = json.loads((out / "onnx_export.json").read_text())
+    assert info["quantized"] == {"text": "text_encoder.int8.onnx", "audio": "audio_encoder.int8.onnx"}
