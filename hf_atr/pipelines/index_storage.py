@@ -79,8 +79,12 @@ def model_fingerprint(model: Any) -> str:
 
     Covers the architecture (backbone types, projection size, scoring) and the values of the
     projections and the scoring head, which change whenever the model is trained: an index built with
-    other weights is stale even when its dimension fits.
+    other weights is stale even when its dimension fits. A model that carries the fingerprint of the torch model it
+    was exported from (:class:`~hf_atr.export.onnx_encoder.OnnxDualEncoder`'s ``fingerprint``) gives that one.
     """
+    recorded = getattr(model, "fingerprint", None)
+    if isinstance(recorded, str):
+        return recorded
     config = model.config
     digest = hashlib.sha256()
     architecture = {
