@@ -96,7 +96,12 @@ class OnnxDualEncoder(nn.Module):
 
     def _session(self, modality: str) -> Any:
         if modality not in self._sessions:
-            import onnxruntime
+            try:
+                import onnxruntime
+            except ImportError as error:
+                raise ImportError(
+                    "Running an ONNX export needs onnxruntime: pip install 'hf-atr[onnx]'."
+                ) from error
 
             options = onnxruntime.SessionOptions()
             if self.threads is not None:
