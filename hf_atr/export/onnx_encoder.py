@@ -34,6 +34,10 @@ ONNX_INPUT_TYPES = {
 """The NumPy dtype of each ONNX input type the graphs take (PE-Audio's padding mask is int32)."""
 
 
+class OnnxExportError(RuntimeError):
+    """An export that cannot be written, or whose graph does not reproduce the torch model in ONNX Runtime."""
+
+
 class OnnxDualEncoder(nn.Module):
     """The text and audio graphs of an ONNX export (ONNX Runtime, CPU) with the torch model's scoring head.
 
@@ -185,4 +189,11 @@ def scoring_head_from_export(export_info: dict[str, Any]) -> AtrScoringHead:
     return head.requires_grad_(False)
 
 
-__all__ = ["EXPORT_FILE", "PRECISIONS", "OnnxDualEncoder", "onnx_feed", "scoring_head_from_export"]
+__all__ = [
+    "EXPORT_FILE",
+    "OnnxExportError",
+    "PRECISIONS",
+    "OnnxDualEncoder",
+    "onnx_feed",
+    "scoring_head_from_export",
+]

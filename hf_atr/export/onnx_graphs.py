@@ -35,8 +35,9 @@ from torch import nn
 from ..modeling_atr import AtrDualEncoderModel
 from ..pipelines.index_storage import model_fingerprint
 from ..processing_atr import AtrProcessor
-from .onnx_encoder import EXPORT_FILE, onnx_feed
+from .onnx_encoder import EXPORT_FILE, OnnxExportError, onnx_feed
 from .sentence_transformers_format import metric_square_root
+from .waveform_graph import WAVEFORM_FAMILIES, WAVEFORM_GRAPH, export_waveform_graph
 
 TEXT_GRAPH = "text_encoder.onnx"
 AUDIO_GRAPH = "audio_encoder.onnx"
@@ -47,10 +48,6 @@ LEGACY_EXPORTER_FAMILIES = frozenset({"pe_audio_encoder"})
 """Audio tower types whose graph comes from torch's TorchScript exporter (``dynamo=False``): the dynamo exporter
 writes a graph ONNX Runtime rejects for them."""
 PROBE_CAPTIONS = ("a dog barks twice", "birds sing in the morning rain", "a siren")
-
-
-class OnnxExportError(RuntimeError):
-    """An export that cannot be written, or whose graph does not reproduce the torch model in ONNX Runtime."""
 
 
 def require_onnx() -> None:
@@ -149,16 +146,20 @@ def probe_text_inputs(processor: AtrProcessor) -> dict[str, torch.Tensor]:
     return dict(processor(text=list(PROBE_CAPTIONS), return_tensors="pt"))
 
 
-def probe_audio_inputs(
-    processor: AtrProcessor, seconds: tuple[float, ...] = (0.5, 0.3)
-) -> dict[str, torch.Tensor]:
-    """The processor's audio outputs for seeded noise clips of ``seconds`` (two lengths, within any window)."""
+def probe_clips(processor: AtrProcessor, seconds: tuple[float, ...] = (0.5, 0.3)) -> list[np.ndarray]:
+    """Seeded noise clips of ``seconds`` at the processor's rate (two lengths, within any window)."""
     generator = np.random.default_rng(0)
-    clips = [
+    return [
         (0.1 * generator.standard_normal(int(length * processor.sampling_rate))).astype(np.float32)
         for length in seconds
     ]
-    return dict(processor(audio=clips, return_tensors="pt"))
+
+
+def probe_audio_inputs(
+    processor: AtrProcessor, seconds: tuple[float, ...] = (0.5, 0.3)
+) -> dict[str, torch.Tensor]:
+    """The processor's audio outputs for :func:`probe_clips`."""
+    return dict(processor(audio=probe_clips(processor, seconds), return_tensors="pt"))
 
 
 def graph_audio_inputs(
@@ -330,6 +331,13 @@ def export_onnx(
             model.eval()  # the TorchScript exporter puts a module it wrapped back in train mode
             error = _checked_graph(out / file, inputs, expected, modality)
             graphs[modality] = GraphReport(file, list(inputs), axes, exporter, error)
+        if model.config.audio_config.model_type in WAVEFORM_FAMILIES:
+            error = export_waveform_graph(
+                model, processor, out, probe_clips(processor), tolerance=PARITY_TOLERANCE
+            )
+            graphs["waveform"] = GraphReport(
+                WAVEFORM_GRAPH, ["waveforms"], {"waveforms": {0: "batch"}}, "dynamo", error
+            )
     finally:
         model.train(was_training)
     report = OnnxExportReport(out, graphs)
@@ -400,6 +408,7 @@ __all__ = [
     "export_onnx",
     "graph_audio_inputs",
     "probe_audio_inputs",
+    "probe_clips",
     "probe_text_inputs",
     "require_onnx",
     "run_graph",
