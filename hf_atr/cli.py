@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from .commands.build_dataset import add_build_dataset_parser
 from .commands.demo import add_demo_parser
 from .commands.evaluate import add_evaluate_parser
+from .commands.export import add_export_parser
 from .commands.index import add_index_parser
 from .commands.search import add_search_parser
 from .commands.serve import add_serve_parser
@@ -26,6 +27,7 @@ SUBCOMMANDS = (
     add_search_parser,
     add_evaluate_parser,
     add_serve_parser,
+    add_export_parser,
     add_build_dataset_parser,
 )
 """The sub-commands in the order ``hf-atr --help`` lists them: each adds its parser to the root's subparsers."""

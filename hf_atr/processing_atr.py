@@ -7,7 +7,8 @@ importable from here too).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,74 @@ DECODE_ERROR_COLUMN = "_audio_decode_error"
 FEATURE_BACKENDS = ("transformers", "torch")
 
 logger = logging.get_logger(__name__)
+
+
+AUDIO_BATCH_PADDINGS = (True, "longest", "max_length")
+"""``audio_kwargs["padding"]`` values that ask for what :class:`AtrProcessor` always does: a stacked batch, each clip
+padded (or cut) as its extractor prepares clips for this model (sentence-transformers passes ``True``)."""
+
+
+@dataclass(frozen=True)
+class ModalityOptions:
+    """transformers 5's per-modality processor options, sorted for :class:`AtrProcessor`.
+
+    ``sampling_rate``: the rate of the audio arrays (``None``: the extractor's); ``audio``: further options for the
+    feature extractor; ``text``: options for the tokenizer; ``common``: ``return_tensors``, at most.
+    """
+
+    sampling_rate: int | None
+    audio: dict[str, Any]
+    text: dict[str, Any]
+    common: dict[str, Any]
+
+
+def modality_options(
+    text_kwargs: Mapping[str, Any] | None = None,
+    audio_kwargs: Mapping[str, Any] | None = None,
+    common_kwargs: Mapping[str, Any] | None = None,
+    images_kwargs: Mapping[str, Any] | None = None,
+    videos_kwargs: Mapping[str, Any] | None = None,
+    *,
+    sampling_rate: int | None = None,
+) -> ModalityOptions:
+    """Sort the per-modality keyword arguments of transformers 5's processors (``processor(audio=..., text_kwargs=...,
+    audio_kwargs=..., common_kwargs=...)``, the call sentence-transformers 6 makes) for :class:`AtrProcessor`.
+
+    ``audio_kwargs["sampling_rate"]`` is the rate of the arrays (the processor resamples them), and must agree with a
+    ``sampling_rate`` given directly; ``audio_kwargs["padding"]`` may only ask for a padded batch
+    (:data:`AUDIO_BATCH_PADDINGS`: the processor pads or cuts every clip as its extractor does for the model); other
+    audio options go to the feature extractor, text options to the tokenizer only (never to the extractor).
+
+    Raises:
+        ValueError: image or video options, common options other than ``return_tensors``, an audio padding the
+            processor cannot honour, or two different sampling rates.
+    """
+    for name, given in (("images_kwargs", images_kwargs), ("videos_kwargs", videos_kwargs)):
+        if given:
+            raise ValueError(f"AtrProcessor reads audio and text only; got {name}={dict(given)!r}.")
+    common = dict(common_kwargs or {})
+    unknown_common = sorted(set(common) - {"return_tensors"})
+    if unknown_common:
+        raise ValueError(
+            f"AtrProcessor's common_kwargs take only 'return_tensors', got {unknown_common}; pass tokenizer options "
+            "in text_kwargs and feature extractor options in audio_kwargs."
+        )
+    audio = dict(audio_kwargs or {})
+    padding = audio.pop("padding", True)
+    if padding not in AUDIO_BATCH_PADDINGS:
+        raise ValueError(
+            f"audio_kwargs padding={padding!r} cannot be honoured: AtrProcessor always stacks the clips into a batch, "
+            f"each padded or cut as its feature extractor prepares clips for the model (padding one of "
+            f"{list(AUDIO_BATCH_PADDINGS)})."
+        )
+    given_rate = audio.pop("sampling_rate", None)
+    if given_rate is not None and sampling_rate is not None and int(given_rate) != int(sampling_rate):
+        raise ValueError(
+            f"Two sampling rates for one call: sampling_rate={sampling_rate} and audio_kwargs "
+            f"sampling_rate={given_rate}; give the rate of the arrays once."
+        )
+    rate = sampling_rate if given_rate is None else int(given_rate)
+    return ModalityOptions(sampling_rate=rate, audio=audio, text=dict(text_kwargs or {}), common=common)
 
 
 class AtrProcessor(ProcessorMixin):
@@ -170,6 +239,11 @@ class AtrProcessor(ProcessorMixin):
         feature_backend: str = "transformers",
         device: str | torch.device | None = None,
         audio_names: Sequence[str] | None = None,
+        text_kwargs: Mapping[str, Any] | None = None,
+        audio_kwargs: Mapping[str, Any] | None = None,
+        common_kwargs: Mapping[str, Any] | None = None,
+        images_kwargs: Mapping[str, Any] | None = None,
+        videos_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> BatchFeature:
         """Featurise ``audio`` (one clip or a list) and/or tokenise ``text`` (one caption or a list).
@@ -195,9 +269,31 @@ class AtrProcessor(ProcessorMixin):
                 are not accepted with ``"torch"``: set them on the extractor.
             device: where ``feature_backend="torch"`` computes and returns the audio features (default CPU).
             audio_names: one name per clip for those warnings (default: the file path, else ``item <i>``).
+            text_kwargs / audio_kwargs / common_kwargs: transformers 5's per-modality options (as
+                sentence-transformers passes them), read by :func:`modality_options`: ``audio_kwargs["sampling_rate"]``
+                is the rate of the arrays (they are resampled), ``text_kwargs`` go to the tokenizer only,
+                ``common_kwargs["return_tensors"]`` is ``return_tensors``. ``images_kwargs`` / ``videos_kwargs``
+                must be empty.
         """
         if audio is None and text is None:
             raise ValueError("AtrProcessor needs `audio`, `text`, or both.")
+        options = modality_options(
+            text_kwargs,
+            audio_kwargs,
+            common_kwargs,
+            images_kwargs,
+            videos_kwargs,
+            sampling_rate=sampling_rate,
+        )
+        sampling_rate = options.sampling_rate
+        return_tensors = options.common.get("return_tensors", return_tensors)
+        kwargs = {**kwargs, **options.audio}
+        tokenizer_options = {
+            "padding": padding,
+            "truncation": truncation,
+            "max_length": max_length,
+            **options.text,
+        }
         encoding: dict[str, Any] = {}
         if audio is not None:
             encoding.update(
@@ -208,15 +304,7 @@ class AtrProcessor(ProcessorMixin):
         if text is not None:
             captions = [text] if isinstance(text, str) else list(text)
             captions = [check_caption(caption, index) for index, caption in enumerate(captions)]
-            encoding.update(
-                self.tokenizer(
-                    captions,
-                    padding=padding,
-                    truncation=truncation,
-                    max_length=max_length,
-                    return_tensors=return_tensors,
-                )
-            )
+            encoding.update(self.tokenizer(captions, return_tensors=return_tensors, **tokenizer_options))
         return BatchFeature(encoding, tensor_type=return_tensors)
 
     def _featurize(
@@ -429,8 +517,11 @@ def register_auto_processor() -> None:
 __all__ = [
     "AUDIO_INPUT_NAMES",
     "AUDIO_MASK_NAMES",
+    "AUDIO_BATCH_PADDINGS",
     "AtrProcessor",
+    "ModalityOptions",
     "audio_batch",
+    "modality_options",
     "model_audio_inputs",
     "model_tensor",
     "stack_feature",

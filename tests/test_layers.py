@@ -68,6 +68,9 @@ FLOORS = {
     # 8 pipelines (the pipeline, its index, indexing, persistence, sharing), 9 the demo, the command line and the
     # search page it serves
     "hf_atr.pipelines": 8,
+    # 8 export: the model as a sentence-transformers folder and as ONNX graphs (with the index fingerprint), and what
+    # runs those graphs behind the model's methods (which the pipeline runs with backend="onnx")
+    "hf_atr.export": 8,
     "hf_atr.demo": 9,
     "hf_atr.cli": 9,
     "hf_atr.commands": 9,

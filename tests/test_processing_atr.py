@@ -304,3 +304,39 @@ def test_extract_audio_features_stores_fixed_shape_arrays(feature_backend):
     stored = kept.with_format("numpy")[:]
     np.testing.assert_allclose(stored["input_features"], direct["input_features"].numpy(), atol=2e-4)
     assert stored["is_longer"].tolist() == direct["is_longer"].tolist()
+
+
+def test_per_modality_kwargs_resample_and_reach_only_their_modality():
+    """transformers 5's call (as sentence-transformers 6 makes it): the audio rate resamples, text options reach
+    the tokenizer only (the PANNs extractor takes no such keyword)."""
+    processor = make_processor("panns")
+    clip_8k = random_waveforms(1)[0][:8000]
+    expected = processor(audio=[clip_8k], sampling_rate=8000, text=["a dog barks"], max_length=4)
+    got = processor(
+        audio=[clip_8k],
+        text=["a dog barks"],
+        text_kwargs={"padding": True, "truncation": "longest_first", "max_length": 4},
+        audio_kwargs={"padding": True, "sampling_rate": 8000},
+        images_kwargs={},
+        videos_kwargs={},
+        common_kwargs={"return_tensors": "np"},
+    )
+    assert isinstance(got["input_features"], np.ndarray) and got["input_ids"].shape == (1, 4)
+    np.testing.assert_array_equal(got["input_features"], expected["input_features"].numpy())
+    np.testing.assert_array_equal(got["input_ids"], expected["input_ids"].numpy())
+    at_own_rate = processor(audio=[clip_8k])["input_features"].numpy()
+    assert np.abs(got["input_features"] - at_own_rate).max() > 1e-2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"audio_kwargs": {"padding": False}}, r"padding=False cannot be honoured"),
+        ({"audio_kwargs": {"sampling_rate": 8000}, "sampling_rate": 22050}, r"Two sampling rates"),
+        ({"images_kwargs": {"size": 3}}, r"audio and text only; got images_kwargs"),
+        ({"common_kwargs": {"device": "cpu"}}, r"take only 'return_tensors', got \['device'\]"),
+    ],
+)
+def test_per_modality_kwargs_it_cannot_honour_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        make_processor()(audio=random_waveforms(1), **options)

@@ -73,6 +73,8 @@ def load_retrieval_pipeline(model: str, **pipeline_kwargs: Any) -> Any:
     from hf_atr.pipelines.index_storage import IndexFormatError, IndexMismatchError
 
     model_path = checked_model(model)
+    if (Path(model_path) / "onnx_export.json").is_file():  # hf-atr export --format onnx: ONNX Runtime encodes
+        pipeline_kwargs = {"backend": "onnx", **pipeline_kwargs}
     try:
         return pipeline("audio-text-retrieval", model=model_path, **pipeline_kwargs)
     except IndexMismatchError as error:

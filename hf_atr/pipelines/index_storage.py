@@ -102,8 +102,17 @@ def model_fingerprint(model: Any, dtype: str | None = None) -> str:
     Covers the architecture (backbone types, projection size, scoring) and the values of the
     projections and the scoring head, which change whenever the model is trained: an index built with
     other weights is stale even when its dimension fits. ``dtype`` (``"bfloat16"``, ``"float16"``): the weights
-    rounded to it first, which is what the same weights loaded in that dtype give (default: as they are).
+    rounded to it first, which is what the same weights loaded in that dtype give (default: as they are). A model
+    that carries the fingerprint of the torch model it was exported from
+    (:class:`~hf_atr.export.onnx_encoder.OnnxDualEncoder`'s ``fingerprint``, taken in float32) gives that one.
     """
+    recorded = getattr(model, "fingerprint", None)
+    if isinstance(recorded, str):
+        if dtype not in (None, "float32"):
+            raise ValueError(
+                f"An exported model's fingerprint is recorded in float32 only; it has none in {dtype}."
+            )
+        return recorded
     config = model.config
     digest = hashlib.sha256()
     architecture = {
@@ -126,6 +135,8 @@ def model_fingerprint(model: Any, dtype: str | None = None) -> str:
 def model_fingerprints(model: Any) -> dict[str, str]:
     """``{dtype: fingerprint}`` of ``model`` in its own dtype and in each :data:`HALF_DTYPES` coarser than it (a
     float32 model: all three; a half-precision one: its own only, as its weights cannot be rounded to the other)."""
+    if isinstance(getattr(model, "fingerprint", None), str):  # an exported model: its float32 graphs' record
+        return {"float32": model.fingerprint}
     own = model_dtype(model)
     coarser = [name for name in HALF_DTYPES if _bits(name) < _bits(own)]
     return {own: model_fingerprint(model), **{name: model_fingerprint(model, name) for name in coarser}}

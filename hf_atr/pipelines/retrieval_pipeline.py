@@ -47,6 +47,7 @@ from transformers.utils import logging
 
 from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
 from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels, float32_embeddings
+from hf_atr.export.onnx_encoder import OnnxDualEncoder
 from hf_atr.moments.proposal import MomentProposalConfig
 from hf_atr.pipelines.device_search import checked_device, checked_dtype
 from hf_atr.pipelines.index import EmbeddingIndex
@@ -139,6 +140,10 @@ class AudioTextRetrievalPipeline(Pipeline):
             code), whatever its kind (:meth:`EmbeddingIndex.search_on`); default ``None``: faiss on the CPU.
             transformers' ``device=`` places the model only.
         search_dtype: ``"float32"`` (default) or ``"float16"``, how the vectors are held on ``search_device``.
+        backend: ``"torch"`` (default) or ``"onnx"``: ``model`` is then the folder ``hf-atr export --format onnx``
+            wrote (or its :class:`~hf_atr.export.onnx_encoder.OnnxDualEncoder`), and queries and indexing encode
+            through ONNX Runtime; an index built by the torch model is accepted (the export carries its fingerprint).
+            Torch is still imported: the processor's tensors, the scoring head and the index's search are torch's.
     """
 
     _load_processor = True
@@ -155,12 +160,14 @@ class AudioTextRetrievalPipeline(Pipeline):
         windowing: Windowing | None = None,
         search_device: str | torch.device | None = None,
         search_dtype: str = "float32",
+        backend: str = "torch",
         **kwargs: Any,
     ) -> None:
         self.search_device = None if search_device is None else checked_device(search_device)
         self.search_dtype = search_dtype
         checked_dtype(search_dtype)
         super().__init__(*args, **kwargs)
+        check_backend(self.model, backend)
         if self.processor is None:
             if self.tokenizer is None or self.feature_extractor is None:
                 raise ValueError(
@@ -533,14 +540,41 @@ class AudioTextRetrievalPipeline(Pipeline):
         return results[0] if given.single else results
 
 
+BACKENDS = ("torch", "onnx")
+
+
+def check_backend(model: Any, backend: str) -> None:
+    """Raise unless ``model`` is what ``backend`` runs: an ONNX export for ``"onnx"``, a torch model for ``"torch"``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+    is_onnx = isinstance(model, OnnxDualEncoder)
+    if backend == "onnx" and not is_onnx:
+        raise ValueError(
+            "backend='onnx' needs the folder `hf-atr export --format onnx` wrote (it holds onnx_export.json), not a "
+            "torch model."
+        )
+    if backend == "torch" and is_onnx:
+        raise ValueError(f"{model.name_or_path} holds an ONNX export: pass backend='onnx' to run it.")
+
+
 def register_pipeline() -> None:
-    """Register the ``audio-text-retrieval`` task so that ``transformers.pipeline`` builds our pipeline."""
+    """Register the ``audio-text-retrieval`` task so that ``transformers.pipeline`` builds our pipeline: from a saved
+    model (``AutoModel``), or, when that finds no torch weights, from an ONNX export (:class:`OnnxDualEncoder`)."""
     registered = PIPELINE_REGISTRY.supported_tasks.get(TASK)
     if registered is not None and registered.get("impl") is AudioTextRetrievalPipeline:
         return
     PIPELINE_REGISTRY.register_pipeline(
-        TASK, pipeline_class=AudioTextRetrievalPipeline, pt_model=AutoModel, type="multimodal"
+        TASK,
+        pipeline_class=AudioTextRetrievalPipeline,
+        pt_model=(AutoModel, OnnxDualEncoder),
+        type="multimodal",
     )
 
 
-__all__ = ["AudioTextRetrievalPipeline", "MissingIndexError", "register_pipeline"]
+__all__ = [
+    "BACKENDS",
+    "AudioTextRetrievalPipeline",
+    "MissingIndexError",
+    "check_backend",
+    "register_pipeline",
+]
