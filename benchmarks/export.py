@@ -1,9 +1,10 @@
-"""Torch against its ONNX export (float32 and int8) on CPU: text queries per second, clips per second, file sizes.
+"""Torch against its ONNX export (float32 and int8) on CPU: speed and file sizes, and retrieval on the demo's test split.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/export.py [--models demo clap] [--threads 1 2] [--rounds 20]`` (needs
-``pip install 'hf-atr[onnx]'``; the CLAP row exports and quantises a model of 150M parameters, several minutes).
+Run: ``OMP_NUM_THREADS=1 python benchmarks/export.py [--parts speed retrieval] [--models demo clap] [--threads 1 2]
+[--rounds 20] [--demo-dir outputs/demo]`` (needs ``pip install 'hf-atr[onnx]'``; the CLAP row of the speed part
+exports and quantises a model of 150M parameters, several minutes; ``--parts retrieval`` skips it).
 
-Rows, random weights (seeded):
+**Speed** (``--parts speed``), rows of random weights (seeded):
 
 * ``demo``: the tiny AST + BERT of ``hf-atr demo`` (hidden 64, 2 layers each, projection 64), 2-s clips at 16 kHz;
 * ``clap``: the whole CLAP model at ``laion/clap-htsat-unfused``'s sizes (``ClapConfig()``: HTS-AT 2-2-6-2 and
@@ -18,6 +19,14 @@ the minimum over rounds is reported (the least disturbed by other processes), wi
 Agreement: max |ONNX − torch| of the float32 graphs; for int8, the mean cosine of each embedding to its float32 self,
 and recall@10 of int8's top-10 clips against float32's for 32 captions over 64 clips (random weights: this measures
 how far int8 moves rankings, not retrieval quality).
+
+**Retrieval** (``--parts retrieval``): the trained model of ``hf-atr demo`` in ``--demo-dir`` (built first with the
+demo's defaults when the folder holds none) is exported with ``quantize="int8"`` into a temporary folder, and the
+torch model, the float32 graphs and the int8 graphs are each run behind the retrieval pipeline (``backend="onnx"``
+for the graphs), on the CPU with the torch thread count. For each, ``demo_retrieval.py`` measures R@1 and R@10 in both
+directions on the demo's test split and the top-10 overlap with torch float32's (``|top-10 ∩ torch's top-10| / 10``,
+every caption searching clips, every clip searching captions) in the test split's index rebuilt by that backend; and
+the same queries are searched in the demo's saved index (built by torch), against torch's top-10 there.
 """
 
 from __future__ import annotations
@@ -29,8 +38,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import ClapConfig, ClapFeatureExtractor
+from demo_retrieval import TABLE_COLUMNS, demo_split, ensure_demo, measure, overlap, table_cells, top_ids
+from transformers import ClapConfig, ClapFeatureExtractor, pipeline
+from transformers.utils import logging as transformers_logging
 
+import hf_atr  # noqa: F401  (registers the audio-text-retrieval task)
 from hf_atr.configuration_atr import AtrConfig
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.export.onnx_encoder import OnnxDualEncoder
@@ -191,15 +203,69 @@ def run(name: str, thread_counts: list[int], rounds: int) -> None:
                 )
 
 
+def retrieval(demo_dir: Path) -> None:
+    """The retrieval part: torch float32, ONNX float32 and ONNX int8 of the trained demo model on its test split."""
+    ensure_demo(demo_dir)
+    split = demo_split(demo_dir)
+    _, files, _, captions, _ = split
+    threads = torch.get_num_threads()
+    model_dir = demo_dir / "model"
+    model = AtrDualEncoderModel.from_pretrained(model_dir).eval()
+    processor = AtrProcessor.from_pretrained(model_dir)
+    print(
+        f"\n## retrieval: the demo model {model_dir} ({threads} thread(s)); test split: {len(files)} clips, "
+        f"{len(captions)} English captions"
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        out = Path(directory)
+        export_onnx(model, processor, out, quantize="int8")
+        onnx_processor = AtrProcessor.from_pretrained(out)
+        pipes = {
+            "torch float32": pipeline("audio-text-retrieval", model=str(model_dir)),
+            **{
+                f"ONNX {precision}": pipeline(
+                    "audio-text-retrieval",
+                    model=OnnxDualEncoder(out, precision=precision, threads=threads),
+                    processor=onnx_processor,
+                    backend="onnx",
+                )
+                for precision in ("float32", "int8")
+            },
+        }
+        results = {name: measure(pipe, split) for name, pipe in pipes.items()}
+        for name, pipe in pipes.items():
+            pipe.load_index(demo_dir / "index")  # the demo's saved index, built by the torch model
+            results[name]["t2a_saved"] = top_ids(pipe, captions)
+            results[name]["a2t_saved"] = top_ids(pipe, [str(path) for path in files])
+    reference = results["torch float32"]
+    columns = [column.format(reference="torch float32") for column in TABLE_COLUMNS]
+    columns += ["in the demo's saved index: T2A", "A2T"]
+    print("| backend | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
+    for name, result in results.items():
+        saved = [f"{overlap(result[f'{way}_saved'], reference[way]):.3f}" for way in ("t2a", "a2t")]
+        print(f"| {name} | " + " | ".join([*table_cells(result, reference), *saved]) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=("demo", "clap"), default=["demo", "clap"])
-    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--parts", nargs="+", choices=("speed", "retrieval"), default=["speed", "retrieval"])
+    parser.add_argument(
+        "--models", nargs="+", choices=("demo", "clap"), default=["demo", "clap"], help="speed: the rows"
+    )
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="speed: thread counts")
+    parser.add_argument("--rounds", type=int, default=20, help="speed: rounds, the minimum reported")
+    parser.add_argument(
+        "--demo-dir", default="outputs/demo", help="retrieval: hf-atr demo's output (built when missing)"
+    )
     args = parser.parse_args()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")
-    for name in args.models:
-        run(name, args.threads, args.rounds)
+    if "speed" in args.parts:
+        for name in args.models:
+            run(name, args.threads, args.rounds)
+    if "retrieval" in args.parts:
+        retrieval(Path(args.demo_dir))
 
 
 if __name__ == "__main__":

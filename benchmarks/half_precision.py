@@ -28,46 +28,22 @@ import time
 from pathlib import Path
 
 import torch
-from datasets import Dataset
+from demo_retrieval import (
+    TABLE_COLUMNS,
+    TOP_K,
+    demo_split,
+    ensure_demo,
+    measure,
+    overlap,
+    table_cells,
+    top_ids,
+)
 from transformers import pipeline
 from transformers.utils import logging as transformers_logging
 
 import hf_atr  # noqa: F401  (registers the audio-text-retrieval task)
-from hf_atr.demo import run_demo
-from hf_atr.evaluation.evaluator import RetrievalEvaluator
-from hf_atr.pipelines.index import EmbeddingIndex
-from hf_atr.pipelines.persistence import AUDIO_INDEX_NAME, TEXT_INDEX_NAME
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-TOP_K = 10
-METRICS = ("t2a_R@1", "t2a_R@10", "a2t_R@1", "a2t_R@10")
-
-
-def demo_split(demo_dir: Path) -> tuple[Path, list[Path], list[str], list[str], Dataset]:
-    """The demo's audio folder and test clips (its index's files), its English captions with their ids, and the split
-    as a dataset."""
-    index = EmbeddingIndex.load(demo_dir / "index", AUDIO_INDEX_NAME)
-    captions = EmbeddingIndex.load(demo_dir / "index", TEXT_INDEX_NAME)
-    files = [Path(index.path_of(item_id)) for item_id in dict.fromkeys(index.ids)]
-    by_clip: dict[str, list[str]] = {}
-    for caption_id, caption in zip(captions.ids, captions.captions):
-        by_clip.setdefault(caption_id.rpartition("#")[0], []).append(caption)
-    rows = Dataset.from_dict(
-        {
-            "audio_id": [path.stem for path in files],
-            "audio": [{"bytes": path.read_bytes(), "path": str(path)} for path in files],
-            "captions": [by_clip[path.stem] for path in files],
-        }
-    )
-    return Path(index.root), files, captions.ids, captions.captions, rows
-
-
-def top_ids(pipe, queries, top_k: int = TOP_K) -> list[list[str]]:
-    return [[hit["id"] for hit in pipe(query, top_k=top_k)] for query in queries]
-
-
-def overlap(found: list[list[str]], reference: list[list[str]]) -> float:
-    return sum(len(set(a) & set(b)) for a, b in zip(found, reference)) / (TOP_K * len(reference))
 
 
 def seconds(function) -> float:
@@ -120,11 +96,10 @@ def main() -> None:
     transformers_logging.disable_progress_bar()
     logging.getLogger("hf_atr").setLevel(logging.ERROR)
     demo_dir = Path(args.demo_dir)
-    if not (demo_dir / "index" / f"{AUDIO_INDEX_NAME}.json").is_file():
-        print(f"Building the demo in {demo_dir} (hf-atr demo)...", flush=True)
-        run_demo(demo_dir, show_progress=False)
+    ensure_demo(demo_dir)
     model_dir = args.model or str(demo_dir / "model")
-    audio_dir, files, caption_ids, captions, rows = demo_split(demo_dir)
+    split = demo_split(demo_dir)
+    audio_dir, files, _, captions, _ = split
     queries = captions[: args.queries]
     print(
         f"Model {model_dir} on {args.device} ({torch.get_num_threads()} torch thread(s), torch {torch.__version__}); "
@@ -137,13 +112,8 @@ def main() -> None:
         pipe = pipes[name] = pipeline(
             "audio-text-retrieval", model=model_dir, dtype=dtype, device=args.device
         )
-        metrics = RetrievalEvaluator(rows, pipe.processor, split="test", batch_size=32)(pipe.model)
-        pipe.index(files, root=audio_dir, show_progress=False)
-        pipe.index(captions, ids=caption_ids, show_progress=False)
         results[name] = {
-            "metrics": {key: metrics[key] for key in METRICS},
-            "t2a": top_ids(pipe, queries),
-            "a2t": top_ids(pipe, [str(path) for path in files]),
+            **measure(pipe, split, queries),
             "memory": sum(p.numel() * p.element_size() for p in pipe.model.parameters()) / 2**20,
             "speed": [0.0] * 4,
         }
@@ -163,17 +133,11 @@ def main() -> None:
             )
             results[name]["speed"] = [max(best, now) for best, now in zip(results[name]["speed"], speed)]
     reference = results["float32"]
-    print(
-        "\n| dtype | T2A R@1 | T2A R@10 | A2T R@1 | A2T R@10 | top-10 overlap with float32: T2A | A2T | T2A in the "
-        "float32 index |\n|---|---|---|---|---|---|---|---|"
-    )
+    columns = [column.format(reference="float32") for column in TABLE_COLUMNS] + ["T2A in the float32 index"]
+    print("\n| dtype | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
     for name, result in results.items():
-        m = result["metrics"]
-        print(
-            f"| {name} | {100 * m['t2a_R@1']:.1f} | {100 * m['t2a_R@10']:.1f} | {100 * m['a2t_R@1']:.1f} | "
-            f"{100 * m['a2t_R@10']:.1f} | {overlap(result['t2a'], reference['t2a']):.3f} | "
-            f"{overlap(result['a2t'], reference['a2t']):.3f} | {overlap(result['t2a_saved'], reference['t2a']):.3f} |"
-        )
+        saved = f"{overlap(result['t2a_saved'], reference['t2a']):.3f}"
+        print(f"| {name} | " + " | ".join([*table_cells(result, reference), saved]) + " |")
 
     def rate(value: float, base: float) -> str:
         return f"{value:.1f} ({value / base:.2f}×)"
