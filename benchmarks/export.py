@@ -227,6 +227,8 @@ def retrieval(demo_dir: Path) -> None:
                     "audio-text-retrieval",
                     model=OnnxDualEncoder(out, precision=precision, threads=threads),
                     processor=onnx_processor,
+                    tokenizer=onnx_processor.tokenizer,
+                    feature_extractor=onnx_processor.feature_extractor,
                     backend="onnx",
                 )
                 for precision in ("float32", "int8")
