@@ -147,6 +147,22 @@ class _ParameterProjectionCallback(TrainerCallback):
         model.project_parameters_()
 
 
+class _DatasetEpochCallback(TrainerCallback):
+    """Calls the training set's ``set_epoch(epoch)`` at the start of every epoch, before its iterator is created.
+
+    The per-epoch draws of a map-style training set (random crops, caption languages) live in ``set_epoch``.
+    accelerate's ``DataLoaderShard.set_epoch`` does not reach it in every release hf-atr supports: 1.3 gives the
+    epoch to the sampler only, when the sampler takes one (the Trainer's seeded sampler does), and never to the
+    dataset. Streaming corpora carry their epoch in each item and are left to the DataLoader.
+    """
+
+    def on_epoch_begin(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any):
+        dataset = getattr(kwargs.get("train_dataloader"), "dataset", None)
+        if hasattr(dataset, "set_epoch") and not isinstance(dataset, torch.utils.data.IterableDataset):
+            # state.epoch is the progress so far: the epoch that begins (a resumed run may be inside it).
+            dataset.set_epoch(math.floor(state.epoch + 1e-6))
+
+
 def _record_training_provenance(callbacks: list[TrainerCallback], train_dataset: Any) -> None:
     """Give the card callbacks that have none the provenance of the training clips (of a view's ``clips``)."""
     clips = getattr(train_dataset, "clips", train_dataset)
@@ -290,7 +306,12 @@ class AtrTrainer(Trainer):
         )
         self._crops_logged = False
         self.data_wait = DataWaitMeter()
-        callbacks = [*(callbacks or []), _ParameterProjectionCallback(), DataWaitCallback(self.data_wait)]
+        callbacks = [
+            *(callbacks or []),
+            _ParameterProjectionCallback(),
+            _DatasetEpochCallback(),
+            DataWaitCallback(self.data_wait),
+        ]
         if args.torch_compile:
             callbacks.append(_CompileTimeCallback())
             buckets = _pad_captions_to_buckets(data_collator, processing_class.tokenizer)
