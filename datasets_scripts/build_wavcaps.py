@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from hf_atr.commands.build_dataset import build_dataset
+from hf_atr.commands.build_dataset.command import build_dataset
 
 main = partial(build_dataset, "wavcaps")
-"""``main(argv=None) -> exit status``: the builder ``wavcaps`` of :mod:`hf_atr.commands.dataset_builders`."""
+"""``main(argv=None) -> exit status``: the builder ``wavcaps`` of :mod:`hf_atr.commands.build_dataset.dataset_builders`."""
 
 if __name__ == "__main__":
     raise SystemExit(main())

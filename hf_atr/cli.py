@@ -11,14 +11,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .commands.build_dataset import add_build_dataset_parser
+from .commands.build_dataset.command import add_build_dataset_parser
 from .commands.demo import add_demo_parser
 from .commands.evaluate import add_evaluate_parser
 from .commands.export import add_export_parser
 from .commands.index import add_index_parser
 from .commands.search import add_search_parser
 from .commands.serve import add_serve_parser
-from .commands.train import add_train_parser
+from .commands.train.command import add_train_parser
 
 SUBCOMMANDS = (
     add_demo_parser,

@@ -72,7 +72,7 @@ def test_train_help_builds_its_parser_without_model_code():
         with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
             main(["train", "--help"])
         watched = ("hf_atr.modeling_atr", "hf_atr.processing_atr", "hf_atr.training", "hf_atr.evaluation.evaluator",
-                   "hf_atr.commands.fine_tune", "faiss")
+                   "hf_atr.commands.train.fine_tune", "faiss")
         print(json.dumps({"usage": output.getvalue().startswith("usage: hf-atr train"),
                           "loaded": [name for name in watched if name in sys.modules]}))
         """
@@ -106,13 +106,13 @@ def test_build_dataset_loads_its_builders_only_when_it_runs():
         from hf_atr.cli import main
         with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
             main(["--help"])
-        after_help = [name for name in ("datasets", "hf_atr.commands.dataset_builders") if name in sys.modules]
+        after_help = [name for name in ("datasets", "hf_atr.commands.build_dataset.dataset_builders") if name in sys.modules]
         output = io.StringIO()
         with contextlib.redirect_stdout(output), contextlib.suppress(SystemExit):
             main(["build-dataset", "clotho", "--help"])
         print(json.dumps({{"help": after_help,
                           "usage": output.getvalue().startswith("usage: hf-atr build-dataset clotho"),
-                          "builders": "hf_atr.commands.dataset_builders" in sys.modules,
+                          "builders": "hf_atr.commands.build_dataset.dataset_builders" in sys.modules,
                           "loaded": [name for name in {HEAVY!r} if name in sys.modules]}}))
         """
     )

@@ -19,7 +19,7 @@ from datasets import DatasetDict, load_from_disk
 from synthetic_audio import synthetic_clip
 
 from hf_atr.cli import main as hf_atr_main
-from hf_atr.commands.build_dataset import build_dataset
+from hf_atr.commands.build_dataset.command import build_dataset
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.clotho import load_clotho
 from hf_atr.data.esc50 import class_prompts, load_esc50

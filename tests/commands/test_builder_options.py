@@ -1,4 +1,4 @@
-"""hf_atr.commands.builder_options: a builder's options as rows, added to a parser with their groups and exclusions."""
+"""hf_atr.commands.build_dataset.builder_options: a builder's options as rows, added to a parser with their groups and exclusions."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from hf_atr.commands import dataset_builders
-from hf_atr.commands.builder_options import ENCODING_OPTION, add_options, option
+from hf_atr.commands.build_dataset import dataset_builders
+from hf_atr.commands.build_dataset.builder_options import ENCODING_OPTION, add_options, option
 
 
 def test_dataset_builders_keeps_the_import_paths_of_the_options():

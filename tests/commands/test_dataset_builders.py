@@ -9,8 +9,8 @@ import pytest
 from datasets import DatasetDict, load_from_disk
 
 from hf_atr.cli import main as hf_atr_main
-from hf_atr.commands import dataset_builders
-from hf_atr.commands.dataset_builders import (
+from hf_atr.commands.build_dataset import dataset_builders
+from hf_atr.commands.build_dataset.dataset_builders import (
     BUILDERS,
     OUTPUT_OPTIONS,
     OVERLAP_OPTIONS,
@@ -77,7 +77,7 @@ def test_a_builder_that_loads_no_corpus_is_one_more_row(monkeypatch, tmp_path, c
 
 def test_the_table_takes_its_row_kinds_and_two_rows_from_the_modules_beside_it():
     """Issue 21: the row kinds (builder_rows), ``shards`` and ``moments`` moved out; their import paths stay."""
-    from hf_atr.commands import builder_rows, moments_builder, shards_builder
+    from hf_atr.commands.build_dataset import builder_rows, moments_builder, shards_builder
 
     assert dataset_builders.Builder is builder_rows.Builder
     assert dataset_builders.dataset_builder is builder_rows.dataset_builder

@@ -1,4 +1,4 @@
-"""hf_atr.commands.dataset_output: what the output options write."""
+"""hf_atr.commands.build_dataset.dataset_output: what the output options write."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from datasets import Dataset, DatasetDict, load_from_disk
 
-from hf_atr.commands.dataset_output import export_dataset_dict
+from hf_atr.commands.build_dataset.dataset_output import export_dataset_dict
 
 
 def _split(rows: int) -> Dataset:

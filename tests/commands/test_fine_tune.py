@@ -27,9 +27,9 @@ from transformers import AutoModel
 
 from hf_atr.cli import main
 from hf_atr.commands.common import quiet_datasets_progress_bars
-from hf_atr.commands.fine_tune import objective_config, run_training, starting_point_base_model
-from hf_atr.commands.train import run_train_command
-from hf_atr.commands.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
+from hf_atr.commands.train.fine_tune import objective_config, run_training, starting_point_base_model
+from hf_atr.commands.train.command import run_train_command
+from hf_atr.commands.train.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.shards import write_audio_text_shards
@@ -345,7 +345,7 @@ def test_default_dataloader_workers_are_recorded_and_resume_exactly(in_tmp, towe
 
 
 def test_the_command_flags_an_incomplete_test_set(monkeypatch, tmp_path, capsys):
-    from hf_atr.commands import fine_tune
+    from hf_atr.commands.train import fine_tune
     from hf_atr.training.final_model import FinalModel
 
     protocol = {"clips": 43, "official_clips": 975, "captions": 215}
@@ -714,7 +714,7 @@ def test_streaming_errors_stop_the_run_before_features_are_extracted(
     audio_tower, text_tower = towers
     _saved_corpus_with_shards(in_tmp)
     monkeypatch.setattr(
-        "hf_atr.commands.fine_tune.extract_features", lambda *args: pytest.fail("features were extracted")
+        "hf_atr.commands.train.fine_tune.extract_features", lambda *args: pytest.fail("features were extracted")
     )
     arguments = parse_train_arguments(
         ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",
@@ -776,8 +776,8 @@ def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp,
     from datasets import Array2D, List, Value
     from tiny_models import feature_dataset, raw_audio_dataset, training_args
 
-    from hf_atr.commands import feature_cache
-    from hf_atr.commands.train_arguments import DataArguments
+    from hf_atr.commands.train import feature_cache
+    from hf_atr.commands.train.train_arguments import DataArguments
 
     processor = make_processor()
     clips = raw_audio_dataset([1.0, 1.0, 1.0])

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hf_atr.cli import main
-from hf_atr.commands.train_arguments import (
+from hf_atr.commands.train.train_arguments import (
     default_dataloader_workers,
     parse_train_arguments,
     resolve_torch_compile,

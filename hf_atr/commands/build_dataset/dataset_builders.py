@@ -10,19 +10,19 @@ function they feed) and the function that runs it.
 - Both are :func:`dataset_builder` rows: a ``DatasetDict`` made from the arguments and written by the output
   options (:data:`OUTPUT_OPTIONS`), the loaders of training data filtered first by the overlap filter
   (:data:`OVERLAP_OPTIONS`).
-- ``shards`` writes a saved ``DatasetDict`` as WebDataset or parquet shards (:mod:`~hf_atr.commands.shards_builder`);
-  ``moments`` synthesises moment-retrieval data (:mod:`~hf_atr.commands.moments_builder`).
+- ``shards`` writes a saved ``DatasetDict`` as WebDataset or parquet shards (:mod:`~hf_atr.commands.build_dataset.shards_builder`);
+  ``moments`` synthesises moment-retrieval data (:mod:`~hf_atr.commands.build_dataset.moments_builder`).
 
 A builder that loads no corpus (a synthesizer) is one more row: its arguments and a function that makes its
 ``DatasetDict`` (:func:`dataset_builder`), or a run function of its own.
 
-What a row is (:class:`~hf_atr.commands.builder_rows.Builder`, :func:`dataset_builder`) is defined in
-:mod:`~hf_atr.commands.builder_rows`, the options in :mod:`~hf_atr.commands.builder_options` and the output written
-by :mod:`~hf_atr.commands.dataset_output`; their names are importable from here too.
+What a row is (:class:`~hf_atr.commands.build_dataset.builder_rows.Builder`, :func:`dataset_builder`) is defined in
+:mod:`~hf_atr.commands.build_dataset.builder_rows`, the options in :mod:`~hf_atr.commands.build_dataset.builder_options` and the output written
+by :mod:`~hf_atr.commands.build_dataset.dataset_output`; their names are importable from here too.
 
 A problem with the input ends the command with one line, ``<prog>: error: <message>``, and exit status 1
 (:func:`exit_on_input_error`); a bad command line exits with status 2, as ``argparse`` does. This module imports
-``datasets`` and the loaders: :mod:`hf_atr.commands.build_dataset` imports it only once the command runs.
+``datasets`` and the loaders: :mod:`hf_atr.commands.build_dataset.command` imports it only once the command runs.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from datasets import DatasetDict, load_from_disk
 
-from hf_atr.commands.builder_options import (
+from hf_atr.commands.build_dataset.builder_options import (
     ENCODING_OPTION,
     OUTPUT_OPTIONS,
     OVERLAP_OPTIONS,
@@ -46,10 +46,10 @@ from hf_atr.commands.builder_options import (
     path_argument,
     splits_option,
 )
-from hf_atr.commands.builder_rows import Builder, dataset_builder
-from hf_atr.commands.dataset_output import exit_on_input_error, export_dataset_dict
-from hf_atr.commands.moments_builder import MOMENTS_BUILDER
-from hf_atr.commands.shards_builder import SHARDS_BUILDER
+from hf_atr.commands.build_dataset.builder_rows import Builder, dataset_builder
+from hf_atr.commands.build_dataset.dataset_output import exit_on_input_error, export_dataset_dict
+from hf_atr.commands.build_dataset.moments_builder import MOMENTS_BUILDER
+from hf_atr.commands.build_dataset.shards_builder import SHARDS_BUILDER
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS
 from hf_atr.data.corpora import load_corpus
 from hf_atr.data.corpus_utils import expand_path

@@ -11,11 +11,11 @@ from pathlib import Path
 from datasets import Dataset, IterableDataset, load_from_disk
 from transformers.utils import logging
 
-from ..data.corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
-from ..data.overlap import read_wavcaps_blocklist, remove_overlap
-from ..data.schema import ENGLISH, describe_dataset
-from ..data.shards import load_audio_text_shards
-from .moment_data import is_moment_source, load_moment_corpus
+from ...data.corpora import CORPUS_LOADERS, combine_splits, hold_out_test_split, load_corpus
+from ...data.overlap import read_wavcaps_blocklist, remove_overlap
+from ...data.schema import ENGLISH, describe_dataset
+from ...data.shards import load_audio_text_shards
+from ..moment_data import is_moment_source, load_moment_corpus
 from .train_arguments import DataArguments
 
 logger = logging.get_logger(__name__)

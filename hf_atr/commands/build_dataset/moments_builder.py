@@ -8,9 +8,9 @@ import argparse
 
 from datasets import DatasetDict
 
-from hf_atr.commands.builder_options import OVERLAP_OPTIONS, option, path_argument
-from hf_atr.commands.builder_rows import Builder
-from hf_atr.commands.dataset_output import apply_overlap_arguments, exit_on_input_error
+from hf_atr.commands.build_dataset.builder_options import OVERLAP_OPTIONS, option, path_argument
+from hf_atr.commands.build_dataset.builder_rows import Builder
+from hf_atr.commands.build_dataset.dataset_output import apply_overlap_arguments, exit_on_input_error
 from hf_atr.data.corpora import load_corpus
 from hf_atr.data.corpus_utils import MISSING_POLICIES, expand_path
 from hf_atr.data.moment_synthesis import DEFAULT_SAMPLING_RATE, synthesize_moments

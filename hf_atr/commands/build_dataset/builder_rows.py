@@ -1,9 +1,9 @@
 """What a row of ``hf-atr build-dataset``'s table is: :class:`Builder`, and the row that writes a ``DatasetDict``.
 
-A builder is its line in ``--help``, its description, its arguments (:class:`~hf_atr.commands.builder_options.Option`)
+A builder is its line in ``--help``, its description, its arguments (:class:`~hf_atr.commands.build_dataset.builder_options.Option`)
 and ``run(parser, args) -> exit status``. :func:`dataset_builder` makes the common kind: a function that makes a
 ``DatasetDict`` from the arguments, its output written by the output options (overlap filter first, for training
-data). The table itself is :data:`hf_atr.commands.dataset_builders.BUILDERS`.
+data). The table itself is :data:`hf_atr.commands.build_dataset.dataset_builders.BUILDERS`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from functools import partial
 
 from datasets import DatasetDict
 
-from hf_atr.commands.builder_options import OUTPUT_OPTIONS, OVERLAP_OPTIONS, Option
-from hf_atr.commands.dataset_output import (
+from hf_atr.commands.build_dataset.builder_options import OUTPUT_OPTIONS, OVERLAP_OPTIONS, Option
+from hf_atr.commands.build_dataset.dataset_output import (
     apply_overlap_arguments,
     check_export_arguments,
     exit_on_input_error,

@@ -1,13 +1,13 @@
 """``hf-atr train``: from a starting point to a fine-tuned, evaluated, shareable model in one command.
 
-The arguments (:mod:`hf_atr.commands.train_arguments`) are the starting point, the data, the objective, the
+The arguments (:mod:`hf_atr.commands.train.train_arguments`) are the starting point, the data, the objective, the
 test evaluation, training at scale and every field of ``TrainingArguments``, from the command line or a YAML/JSON
 file.
 
 Every process runs the same steps (``torchrun`` / ``accelerate launch -m hf_atr.cli train ...``):
 
 1. the objective is checked (:func:`training_objective`), then the data is loaded
-   (:func:`~hf_atr.commands.training_data.load_training_data`): a loader or a saved ``DatasetDict``; training, validation and test splits (or
+   (:func:`~hf_atr.commands.train.training_data.load_training_data`): a loader or a saved ``DatasetDict``; training, validation and test splits (or
    a test split held out of the training clips, or another dataset's); the training clips go through the
    overlap filter against the test clips (and any other reference), which the card reports. With
    ``--train_shards`` the training clips are WebDataset or parquet shards, streamed (filtered before they were
@@ -37,24 +37,24 @@ from typing import Any
 from transformers import set_seed
 from transformers.utils import logging
 
-from ..configuration_atr import AtrConfig
-from ..data.moments import is_moment_dataset
-from ..evaluation.evaluator import RetrievalEvaluator
-from ..hub import push_to_hub
-from ..model_card.facts import card_data, hub_model_id, record_sharing_terms
-from ..modeling_atr import AtrDualEncoderModel
-from ..objectives.registry import build_objective, validate_objective_config
-from ..processing_atr import AtrProcessor
-from ..training.callbacks import ModelCardCallback
-from ..training.final_model import TRAINING_AUDIO, FinalModel, evaluate_and_save, training_audio_record
-from ..training.moment_crops import MOMENTS_VIEW
-from ..training.objective_setup import objective_training_setup
-from ..training.streaming import StreamingPairs
-from ..training.trainer import AtrTrainer
-from ..training.waveform_collator import WaveformCollator
-from .common import quiet_datasets_progress_bars
+from ...configuration_atr import AtrConfig
+from ...data.moments import is_moment_dataset
+from ...evaluation.evaluator import RetrievalEvaluator
+from ...hub import push_to_hub
+from ...model_card.facts import card_data, hub_model_id, record_sharing_terms
+from ...modeling_atr import AtrDualEncoderModel
+from ...objectives.registry import build_objective, validate_objective_config
+from ...processing_atr import AtrProcessor
+from ...training.callbacks import ModelCardCallback
+from ...training.final_model import TRAINING_AUDIO, FinalModel, evaluate_and_save, training_audio_record
+from ...training.moment_crops import MOMENTS_VIEW
+from ...training.objective_setup import objective_training_setup
+from ...training.streaming import StreamingPairs
+from ...training.trainer import AtrTrainer
+from ...training.waveform_collator import WaveformCollator
+from ..common import quiet_datasets_progress_bars
 from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
-from .moment_data import moment_test_evaluator, moment_training_audio
+from ..moment_data import moment_test_evaluator, moment_training_audio
 from .train_arguments import (
     ObjectiveArguments,
     StartingPointArguments,

@@ -7,9 +7,9 @@ import argparse
 
 from datasets import load_from_disk
 
-from hf_atr.commands.builder_options import missing_option, option, path_argument, splits_option
-from hf_atr.commands.builder_rows import Builder
-from hf_atr.commands.dataset_output import exit_on_input_error
+from hf_atr.commands.build_dataset.builder_options import missing_option, option, path_argument, splits_option
+from hf_atr.commands.build_dataset.builder_rows import Builder
+from hf_atr.commands.build_dataset.dataset_output import exit_on_input_error
 from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.shards import DEFAULT_CLIPS_PER_SHARD, SHARD_FORMATS, write_audio_text_shards
 

@@ -2,7 +2,7 @@
 
 ``hf-atr build-dataset clotho ~/data/clotho --output-dir clotho_hf`` builds a ``DatasetDict`` in the shared schema
 from a corpus on disk and writes it; ``translations`` adds caption translations to a saved one, ``shards`` writes
-one as shards. The builders and their options are the table :data:`hf_atr.commands.dataset_builders.BUILDERS`,
+one as shards. The builders and their options are the table :data:`hf_atr.commands.build_dataset.dataset_builders.BUILDERS`,
 which imports ``datasets`` and the loaders: it is imported only when the command runs (``hf-atr build-dataset
 --help`` included), so ``hf-atr --help`` stays light. ``datasets_scripts/build_<corpus>.py`` runs the same builder
 through :func:`build_dataset`, with the same options and output.
@@ -24,7 +24,7 @@ def add_build_dataset_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``hf-atr build-dataset BUILDER [...]``: every argument goes to the command's own parser.
 
     The sub-parser takes no options of its own (its prefix is a character no argument starts with), so
-    ``--help`` and every builder's options reach :func:`~hf_atr.commands.dataset_builders.command_parser`
+    ``--help`` and every builder's options reach :func:`~hf_atr.commands.build_dataset.dataset_builders.command_parser`
     untouched.
     """
     parser = subparsers.add_parser(

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
-from ..data.corpora import CORPUS_LOADERS
-from ..data.corpus_utils import MISSING_POLICIES
-from ..data.multilingual import normalize_language_code
-from ..data.overlap import OVERLAP_CRITERIA
-from ..data.schema import ENGLISH
-from ..metrics.retrieval import DEFAULT_MAP_CUTOFFS
+from ...data.corpora import CORPUS_LOADERS
+from ...data.corpus_utils import MISSING_POLICIES
+from ...data.multilingual import normalize_language_code
+from ...data.overlap import OVERLAP_CRITERIA
+from ...data.schema import ENGLISH
+from ...metrics.retrieval import DEFAULT_MAP_CUTOFFS
 
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, TrainingArguments
 
-    from ..windowing import Windowing
+    from ...windowing import Windowing
 
 CONFIG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 AUTO_WORKERS = -1
@@ -212,7 +212,7 @@ class DataArguments:
                 setattr(self, name, [getattr(self, name)])
         if self.missing not in MISSING_POLICIES:
             raise ValueError(f"--missing must be one of {list(MISSING_POLICIES)}, got {self.missing!r}.")
-        from ..processing_atr import FEATURE_BACKENDS  # the processor's module, imported once the flags parse
+        from ...processing_atr import FEATURE_BACKENDS  # the processor's module, imported once the flags parse
 
         if self.feature_backend not in FEATURE_BACKENDS:
             raise ValueError(
@@ -289,9 +289,9 @@ class ScaleArguments:
         if isinstance(self.train_shards, str):  # a YAML scalar for a list
             self.train_shards = [self.train_shards]
         # The training modules' own checks, imported once the flags parse.
-        from ..training.grad_cache import check_chunk_size
-        from ..training.streaming import CAPTION_MODES, DEFAULT_SHUFFLE_BUFFER
-        from ..training.trainer import AUDIO_FEATURE_SOURCES
+        from ...training.grad_cache import check_chunk_size
+        from ...training.streaming import CAPTION_MODES, DEFAULT_SHUFFLE_BUFFER
+        from ...training.trainer import AUDIO_FEATURE_SOURCES
 
         if self.stream_captions not in CAPTION_MODES:
             raise ValueError(
@@ -354,7 +354,7 @@ class TestEvaluationArguments:
     )
 
     def __post_init__(self) -> None:
-        from ..evaluation.evaluator import (
+        from ...evaluation.evaluator import (
             SCORING_MODES,
         )  # the evaluator's module, imported once the flags parse
 
@@ -391,7 +391,7 @@ class TestEvaluationArguments:
         """
         if self.eval_window_pooling is None:
             return None
-        from ..windowing import Windowing
+        from ...windowing import Windowing
 
         return Windowing(
             window_seconds=self.eval_window_seconds,
@@ -429,7 +429,7 @@ class CardArguments:
 
     def __post_init__(self) -> None:
         # The card's module, imported once the flags parse.
-        from ..model_card.facts import check_license, hub_model_id
+        from ...model_card.facts import check_license, hub_model_id
 
         if isinstance(self.base_model, str):  # a YAML scalar for a list
             self.base_model = [self.base_model]

@@ -4,7 +4,7 @@ An :class:`Option` is one argument as ``ArgumentParser.add_argument`` takes it, 
 under (:func:`add_options` adds a builder's options to a parser). The options several builders share are here:
 the corpus location and loader options (:func:`path_argument`, :func:`audio_dir_option`, :func:`splits_option`,
 :func:`missing_option`, :data:`ENCODING_OPTION`), where a dataset is written (:data:`OUTPUT_OPTIONS`) and the
-overlap filter (:data:`OVERLAP_OPTIONS`); :mod:`hf_atr.commands.dataset_output` acts on the last two. Importing
+overlap filter (:data:`OVERLAP_OPTIONS`); :mod:`hf_atr.commands.build_dataset.dataset_output` acts on the last two. Importing
 this module costs ``argparse`` and :mod:`hf_atr.data` names only.
 """
 
@@ -115,7 +115,7 @@ OUTPUT_OPTIONS: tuple[Option, ...] = (
     ),
     option("--private", action="store_true", help="Create the Hub repository as private.", group="output"),
 )
-"""Where a builder writes its ``DatasetDict`` (:func:`~hf_atr.commands.dataset_output.export_dataset_dict`)."""
+"""Where a builder writes its ``DatasetDict`` (:func:`~hf_atr.commands.build_dataset.dataset_output.export_dataset_dict`)."""
 
 OVERLAP_GROUP = "overlap filter (remove evaluation clips from training data)"
 OVERLAP_OPTIONS: tuple[Option, ...] = (
@@ -145,4 +145,4 @@ OVERLAP_OPTIONS: tuple[Option, ...] = (
         group=OVERLAP_GROUP,
     ),
 )
-"""The overlap filter (:mod:`hf_atr.data.overlap`) of the builders of training data (:func:`~hf_atr.commands.dataset_output.apply_overlap_arguments`)."""
+"""The overlap filter (:mod:`hf_atr.data.overlap`) of the builders of training data (:func:`~hf_atr.commands.build_dataset.dataset_output.apply_overlap_arguments`)."""

@@ -1,6 +1,6 @@
 """What a builder's output options do with the ``DatasetDict`` it made: filter it, write it, and end on bad input.
 
-:func:`check_export_arguments` and :func:`export_dataset_dict` act on :data:`~hf_atr.commands.builder_options.
+:func:`check_export_arguments` and :func:`export_dataset_dict` act on :data:`~hf_atr.commands.build_dataset.builder_options.
 OUTPUT_OPTIONS` (``save_to_disk``, Parquet, the Hub), :func:`apply_overlap_arguments` on :data:`~hf_atr.commands.
 builder_options.OVERLAP_OPTIONS` (:mod:`hf_atr.data.overlap`); :func:`exit_on_input_error` turns a problem with the
 input into one line and exit status 1. Imports ``datasets``: only once a builder runs.

@@ -2,7 +2,7 @@
 
 Building that parser imports transformers (``TrainingArguments``), so it is built only when ``train`` runs
 (``hf-atr train --help`` included), and ``hf-atr --help`` stays light. The arguments are in
-:mod:`hf_atr.commands.train_arguments`, the work in :mod:`hf_atr.commands.fine_tune`; this module prints its
+:mod:`hf_atr.commands.train.train_arguments`, the work in :mod:`hf_atr.commands.train.fine_tune`; this module prints its
 outcome.
 """
 
@@ -42,9 +42,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_train_command(arguments: TrainArguments) -> int:
     """``hf-atr train``: run, then print the test results; returns the exit status."""
-    from ..metrics.tables import results_table
+    from ...metrics.tables import results_table
     from .fine_tune import run_training
-    from .moment_data import is_moment_protocol, moment_results
+    from ..moment_data import is_moment_protocol, moment_results
 
     try:
         result = run_training(arguments)
