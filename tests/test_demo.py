@@ -19,7 +19,7 @@ from hf_atr.metrics.retrieval import TIE_RULE
 from hf_atr.windowing import extractor_window
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-DEMO_SECTION = "### What `make demo` does and prints"
+DEMO_SECTION = "## What `make demo` does and prints"
 README_R1_TOLERANCE = 2.0
 """Points of English T2A R@1 (10 of the 500 test captions) by which a run may differ from README's figure; README
 states it and why (another thread count or CPU instruction set sums in another order)."""
