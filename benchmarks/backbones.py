@@ -1,4 +1,4 @@
-"""Training-step time of pretrained-size audio towers against the tiny demo model (issues 14, 23).
+"""Training-step time of pretrained-size audio towers against the tiny demo model.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/backbones.py [--quick] [--threads N]`` on CPU (a few minutes; the
 ``pe-av-large`` row needs about 11 GB at batch 4 × 2 s: ``--only pe-av-large --batch-size 4`` runs it alone),

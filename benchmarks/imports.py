@@ -1,8 +1,8 @@
-"""Start-up cost of hf-atr against what it cannot avoid, side by side in fresh interpreters (issue 12).
+"""Start-up cost of hf-atr against what it cannot avoid, side by side in fresh interpreters.
 
 Each command runs in a new Python process (so nothing is cached in ``sys.modules``); the commands take turns,
 round after round, and each one's best wall-clock time over the rounds is kept (the machine is shared and
-noisy; the best run is the one least disturbed). Ratios against the issue's targets:
+noisy; the best run is the one least disturbed). Ratios against these targets:
 
 - ``hf-atr --help`` faster than ``import torch``;
 - ``import hf_atr.data`` within 1.5x of ``import datasets, numpy, soundfile``;

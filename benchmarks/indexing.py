@@ -1,7 +1,7 @@
 """``hf-atr index`` throughput on a folder of real recordings, clean and with 10 % unreadable files.
 
-The folder holds copies of the recordings in ``../shared/realaudio`` (AudioCaps 10-s FLAC at 32 kHz,
-Clotho 15-30-s WAV at 44.1 kHz with spaces in their names, Freesound 4-17-s WAV at 44.1/48 kHz, mono and
+The folder holds copies of every recording under ``--real-audio`` (measured on 75: AudioCaps 10-s FLAC at
+32 kHz, Clotho 15-30-s WAV at 44.1 kHz with spaces in their names, Freesound 4-17-s WAV at 44.1/48 kHz, mono and
 stereo). The messy copy adds, for every ten good files, one bad one, cycling through what real folders
 hold: a 0-byte file, a macOS ``._*`` AppleDouble file, a text file renamed ``.wav`` and a WAV cut off
 half-way (decoded with a warning, so it is indexed). Each round runs ``hf-atr index`` (its handler, in this
@@ -10,7 +10,7 @@ gives the median over ``--rounds`` rounds of files indexed per second (the cut-o
 indexed) and the ratio of the messy folder's throughput to the clean one's. The model is the random-init ``hf-atr demo``
 model (2-s window, long files indexed window by window); one torch thread.
 
-    OMP_NUM_THREADS=1 python benchmarks/indexing.py
+    OMP_NUM_THREADS=1 python benchmarks/indexing.py --real-audio DIR
 
 Run from the repository root with hf_atr importable (``pip install -e .`` or ``PYTHONPATH=.``).
 """
@@ -37,15 +37,19 @@ from hf_atr.data.audio import AUDIO_EXTENSIONS
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.tokenization import train_caption_tokenizer
 
-REALAUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio"
+REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
+REAL_AUDIO_HELP = (
+    "folder of real recordings, every audio file under it indexed: samples of AudioCaps and Clotho (validation) in "
+    "their official layouts and labelled Freesound clips (default: the samples kept beside the checkout, if any)"
+)
 BAD_EVERY = 10
 
 
-def recordings() -> list[Path]:
-    return sorted(path for path in REALAUDIO.rglob("*") if path.suffix.lower() in AUDIO_EXTENSIONS)
+def recordings(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.suffix.lower() in AUDIO_EXTENSIONS)
 
 
-def write_bad_file(kind: int, directory: Path, number: int, source: Path) -> None:
+def write_bad_file(kind: int, directory: Path, number: int, source: Path, wav: Path) -> None:
     if kind == 0:
         (directory / f"empty {number}.wav").write_bytes(b"")
     elif kind == 1:
@@ -53,18 +57,18 @@ def write_bad_file(kind: int, directory: Path, number: int, source: Path) -> Non
     elif kind == 2:
         (directory / f"notes {number}.wav").write_text("take list, renamed by mistake\n" * 20)
     else:
-        wav = next(path for path in recordings() if path.suffix.lower() == ".wav")
         (directory / f"cut off {number}.wav").write_bytes(wav.read_bytes()[: wav.stat().st_size // 2])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    sources = recordings()
+    sources = recordings(args.real_audio)
     if not sources:
-        raise SystemExit(f"No recordings under {REALAUDIO}; this benchmark measures real recordings.")
+        raise SystemExit(f"No recordings under {args.real_audio}; this benchmark measures real recordings.")
     minutes = sum(soundfile.info(path).duration for path in sources) / 60
     work = Path(tempfile.mkdtemp(prefix="hf-atr-indexing-"))
     try:
@@ -74,8 +78,9 @@ def main() -> None:
             for source in sources:
                 shutil.copy(source, folder / source.name)
         bad = -(-len(sources) // BAD_EVERY)
+        wav = next(path for path in sources if path.suffix.lower() == ".wav")  # one bad file is it cut off
         for number in range(bad):
-            write_bad_file(number % 4, messy, number, sources[number])
+            write_bad_file(number % 4, messy, number, sources[number], wav)
         tokenizer = train_caption_tokenizer(["a dog barks", "rain falls on a roof"] * 4, vocab_size=60)
         torch.manual_seed(0)
         extractor = tiny_feature_extractor()

@@ -19,7 +19,7 @@ Side by side in one run, on the same 5-s and 10-s clips (``--seconds``) cut from
    log-mel units for the others);
 3. a raw-audio batch from the DataLoader worker to device-ready inputs (``--transfer-clips`` clips of
    ``--transfer-seconds`` s of mono 16-bit WAV at 48 kHz, CLAP's rate, which ``WaveformCollator`` sends as int16
-   PCM; issue 22 §2), float32 against int16 side by side: in the worker, decoding and padding the batch
+   PCM), float32 against int16 side by side: in the worker, decoding and padding the batch
    (:func:`hf_atr.data.audio.decode_audio` to float32 against :func:`hf_atr.data.pcm.decode_pcm16`); in the
    training process, the bytes each batch moves, the CPU time of receiving it from a real DataLoader worker
    (``next()``, this thread only: the worker's own copy into shared memory is not the training process's cost),
@@ -29,8 +29,8 @@ Side by side in one run, on the same 5-s and 10-s clips (``--seconds``) cut from
 
 Timings are the best (``--statistic median``: the median) of ``--repeats`` rounds in which the methods
 alternate, by wall clock and by this thread's CPU time; CPU runs use one thread
-(``torch.set_num_threads(1)``). Clips come from ``../shared/realaudio`` (the 44.1-kHz files) when it is
-there, else from synthetic audio (said so in the output).
+(``torch.set_num_threads(1)``). Clips come from the 44.1-kHz recordings under ``--real-audio`` when
+that folder exists, else from synthetic audio (said so in the output).
 
     OMP_NUM_THREADS=1 python benchmarks/input_pipeline.py                 # CPU
     python benchmarks/input_pipeline.py --device cuda                      # features on a GPU
@@ -62,7 +62,12 @@ from hf_atr.training.device_features import waveforms_as_float
 FILE_RATE = 44100
 FROM_ARRAYS = "batched, from arrays"
 FROM_PADDED = "batched, padded batch"
-REALAUDIO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio"
+REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
+REAL_AUDIO_HELP = (
+    "folder of real recordings whose 44.1-kHz WAV/FLAC files the clips are cut from: samples of AudioCaps and "
+    "Clotho (validation) in their official layouts and labelled Freesound clips (default: the samples kept beside "
+    "the checkout, if any; synthetic audio when the folder does not exist)"
+)
 TRANSFER_RATE = 48000
 """CLAP's rate: the raw-audio batch of part 3 is stored (and sent) at it."""
 
@@ -237,7 +242,9 @@ def main() -> None:
         default="AST,Whisper,CLAP,PANNs",
         help="comma-separated subset of AST,Whisper,CLAP,PANNs",
     )
-    parser.add_argument("--realaudio", type=Path, default=REALAUDIO)
+    parser.add_argument(
+        "--real-audio", "--realaudio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP
+    )
     parser.add_argument("--transfer-clips", type=int, default=256, help="clips per raw-audio batch (part 3)")
     parser.add_argument("--transfer-seconds", type=float, default=10.0, help="their duration")
     parser.add_argument("--transfer-rounds", type=int, default=5, help="batches received per dtype")
@@ -248,12 +255,12 @@ def main() -> None:
         torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="At least one mel filter has all zero values")
 
-    sources = recordings(args.realaudio) if args.realaudio.is_dir() else []
+    sources = recordings(args.real_audio) if args.real_audio.is_dir() else []
     if sources:
-        origin = f"{len(sources)} real 44.1-kHz recordings from {args.realaudio.resolve()}"
+        origin = f"{len(sources)} real 44.1-kHz recordings from {args.real_audio.name}/"
     else:
         sources = synthetic_recordings(8, 12.0, seed=0)
-        origin = f"SYNTHETIC audio ({args.realaudio} not found)"
+        origin = f"SYNTHETIC audio (no recordings in {args.real_audio.name}/)"
     print(
         f"Clips cut from {origin}; {args.clips} clips per duration; torch threads {torch.get_num_threads()}; "
         f"device {device}; {args.statistic} of {args.repeats} rounds."

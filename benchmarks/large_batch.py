@@ -21,7 +21,7 @@ untracked step (one warm-up step first), best of ``--repeats``.
 
 For each model and objective the script also measures the objective alone on leaf embeddings of the batch (its
 ``batch × batch`` buffers: similarities, logits, soft-max, transport plans, and their gradients) and prints the
-target of issue 15: with caching, ``peak(B) − peak(smallest B)`` should be at most the objective's own increase
+memory target of gradient caching: with caching, ``peak(B) − peak(smallest B)`` should be at most the objective's own increase
 plus 10 %.
 
 Models: ``demo`` (the ``make demo`` AST + BERT, hidden 64, 2-s clips), ``cnn14`` (PANNs CNN14 at 32 kHz,

@@ -32,7 +32,7 @@ the same embeddings; its time is printed against one clip per caption (measured 
 once at 10k x 50k), and at Clotho size every key is compared with the batched argsort loop given the
 same relevance lists.
 
-Moment retrieval (issue 24): `hf_atr.metrics.moments.moment_retrieval_metrics` on 10k random queries (1-5
+Moment retrieval: `hf_atr.metrics.moments.moment_retrieval_metrics` on 10k random queries (1-5
 annotated moments, 0-14 predictions each; 1k with --quick) against the per-query reference the tests check it
 with (tests/moment_reference.py: loops over queries, thresholds, predictions and moments, as Moment-DETR's script
 runs), values compared to 1e-12.

@@ -13,8 +13,9 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/mixed_precision.py [--batch 64] [--di
    ``(x − y)ᵀM(x − y)``, and how far one Adam step (lr 1e-3) taken with ``G`` lands from the step taken
    with the explicit gradient (relative to that step).
 
-Only APIs that predate issue 11 are used (the solver at its issue-12 home, ``hf_atr.ot``), so the same script
-measures the code before and after it.
+Only APIs older than the two changes it measures are used (objectives up-cast to float32 under autocast; the
+Mahalanobis distance expanded with ``(M + Mᵀ)/2``), with the solver from ``hf_atr.ot``, so the same script
+measures the code before and after them.
 """
 
 from __future__ import annotations

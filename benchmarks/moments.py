@@ -1,13 +1,13 @@
-"""Moment retrieval (issue 24 §7): the sliding-window baseline against the refined proposer, and a clip-trained
+"""Moment retrieval: the sliding-window baseline against the refined proposer, and a clip-trained
 model before against the same model after moment fine-tuning, side by side in one run.
 
-No real recording here is 30 s long or more (``../shared/realaudio``: 75 clips, the longest 29 s) and no pretrained
-weights are reachable, so:
+No real recording at hand was 30 s long or more (the ``--backgrounds`` samples: 75 clips, the longest 29 s) and no
+pretrained weights were reachable, so:
 
 * **events**: SynthCaps clips (``hf_atr.data.synthcaps``: synthetic sounds with compositional captions, where a
   small model can learn) of ``--event-seconds`` (1, 2, 4 and 8 s in turn: shorter than the model's 2-s window, as
   long, and longer), each split's own clips for its recordings;
-* **backgrounds**: the real clips of ``../shared/realaudio`` joined end to end (``hf_atr.data.moment_synthesis``
+* **backgrounds**: the real clips under ``--backgrounds`` joined end to end (``hf_atr.data.moment_synthesis``
   joins them with a crossfade); synthetic noise when that folder is missing (said in the output);
 * **recordings**: ``synthesize_moments`` (Clotho-Moment's recipe): ``--seconds`` long, 2-4 events each at an SNR of
   5-15 dB; ``train`` recordings to fine-tune on, ``validation`` ones on which the refined proposer's defaults were
@@ -64,6 +64,11 @@ from hf_atr.training import AtrTrainer, WaveformCollator, objective_training_set
 from hf_atr.training.moment_crops import MOMENTS_VIEW
 
 REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
+REAL_AUDIO_HELP = (
+    "folder of real clips to join into backgrounds, every WAV/FLAC under it: samples of AudioCaps and Clotho "
+    "(validation) in their official layouts and labelled Freesound clips (default: the samples kept beside the "
+    "checkout, if any; synthetic noise when the folder has none)"
+)
 METRICS = ("R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP")
 MODELS = ("before (clips only)", "after moment fine-tuning")
 PROPOSERS = {"sliding window (AMR baseline)": "sliding_window", "refined (default)": "refined"}
@@ -100,7 +105,9 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backgrounds", type=Path, default=REAL_AUDIO, help="folder of real clips to join")
+    parser.add_argument(
+        "--backgrounds", "--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP
+    )
     return parser.parse_args()
 
 
@@ -108,7 +115,7 @@ def background_files(folder: Path, scratch: Path, seed: int) -> tuple[list[Path]
     """The real clips under ``folder`` (any depth), or 8 synthetic noise files when it has none."""
     found = sorted(path for path in folder.rglob("*") if path.suffix.lower() in (".wav", ".flac"))
     if found:
-        return found, f"{len(found)} real clips of {folder} joined"
+        return found, f"{len(found)} real clips of {folder.name}/ joined"
     rng = np.random.default_rng(seed)
     scratch.mkdir(parents=True, exist_ok=True)
     files = []
@@ -117,7 +124,7 @@ def background_files(folder: Path, scratch: Path, seed: int) -> tuple[list[Path]
         path = scratch / f"noise_{index}.wav"
         soundfile.write(path, (noise - noise.mean()) / (np.abs(noise).max() + 1e-9) * 0.3, 16000)
         files.append(path)
-    return files, f"synthetic noise ({folder} not found)"
+    return files, f"synthetic noise (no clips in {folder.name}/)"
 
 
 def training_arguments(

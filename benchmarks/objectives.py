@@ -28,7 +28,7 @@ L2-normalised embeddings:
    the bytes the term saves for backward (``saved_tensors_hooks``: what stays alive between forward and
    backward inside a larger graph), the peak of ``dart`` minus the peak of its base ``iot`` (the extra
    memory the UWD term costs inside the objective), and, at d = 512, the same term with autograd through
-   the unrolled unbalanced iterations instead of the detached plan. Goal (issue 7, DART App. C claims
+   the unrolled unbalanced iterations instead of the detached plan. Goal (DART App. C claims
    ≈ 2 MB at d = 512, k = 32 with a detached plan): peak ≤ 8 MiB at (32, 512).
 """
 
@@ -236,7 +236,7 @@ def main() -> None:
             f"  {kind:<14} {peak:6.2f} MiB = {peak * MIB / 1e6:5.2f} MB "
             f"({peak * MIB / 1e6 / PAPER_UWD_MEMORY_MB:.1f}x the paper's 2 MB): {verdict}"
         )
-    print("Solver-vs-POT speed goals of issue 7: see benchmarks/ot_solvers.py.")
+    print("Solver-vs-POT speed goals: see benchmarks/ot_solvers.py.")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Our OT solvers (hf_atr.ot) against POT, measured side by side in one run (issue 7 goals).
+"""Our OT solvers (hf_atr.ot) against POT, side by side in one run, with the speed goal each must meet.
 
 Run: ``python benchmarks/ot_solvers.py [--quick] [--threads 2]``. Float32 on CPU. Prints, for each goal,
 both timings (median of repeats, interleaved), the ratio, the accuracy, and whether the goal is met:

@@ -1,6 +1,6 @@
 """The overlap filter's content check: what it finds and what it costs, side by side in one run.
 
-Reference (evaluation) set: the real Clotho validation sample in ``../shared/realaudio`` (15 clips,
+Reference (evaluation) set: the real Clotho validation sample under ``--real-audio`` (15 clips,
 16-29 s, 44.1 kHz WAV) when present, else synthetic 20-s clips. Training set: ``--train`` synthetic
 10-s 32 kHz FLAC clips (WavCaps' format) plus, as overlaps, every reference clip re-saved losslessly as
 FLAC and as WAV with a title tag (what converters and taggers do), and one reference clip resampled to
@@ -49,8 +49,13 @@ from hf_atr.data.corpus_utils import audio_value, build_split
 from hf_atr.data.overlap import audio_content_hash, remove_overlap
 from hf_atr.data.schema import atr_features
 
-REAL_CLOTHO = (
-    Path(__file__).parents[1] / ".." / "shared" / "realaudio" / "clotho-validation-sample" / "validation"
+REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
+CLOTHO_SAMPLE = Path("clotho-validation-sample") / "validation"
+"""Where, under ``--real-audio``, the Clotho validation sample's WAV files are (Clotho's official layout)."""
+REAL_AUDIO_HELP = (
+    "folder of real recordings whose Clotho validation sample (clotho-validation-sample/validation/*.wav, "
+    "Clotho's official layout) is the reference set; it may also hold AudioCaps samples and labelled Freesound "
+    "clips (default: the samples kept beside the checkout, if any; synthetic clips when the sample is missing)"
 )
 
 
@@ -62,9 +67,9 @@ def _dataset(paths: list[Path]) -> Dataset:
     return build_split(rows, atr_features(with_source_id=True))
 
 
-def _reference(directory: Path) -> list[Path]:
-    if REAL_CLOTHO.is_dir():
-        return sorted(REAL_CLOTHO.glob("*.wav"))
+def _reference(directory: Path, real_audio: Path) -> list[Path]:
+    if (real_audio / CLOTHO_SAMPLE).is_dir():
+        return sorted((real_audio / CLOTHO_SAMPLE).glob("*.wav"))
     rng = np.random.default_rng(1)
     paths = []
     for index in range(15):
@@ -113,10 +118,11 @@ def main() -> None:
         "--train", type=int, default=400, help="Synthetic training clips besides the planted copies."
     )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         directory = Path(temporary)
-        reference_paths = _reference(directory)
+        reference_paths = _reference(directory, args.real_audio)
         training_paths, planted = _training(directory, reference_paths, args.train)
         reference_bytes = {
             hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest() for path in reference_paths

@@ -1,13 +1,13 @@
-"""AtrTrainer end to end against the raw training step of the same model (issue 22 §1, §4).
+"""AtrTrainer end to end against the raw training step of the same model.
 
 Two parts, side by side in one run:
 
 1. **Collate** (always CLAP size): the whole collate of ``AtrTrainer``'s own train dataloader (read the rows,
    stack the ``(1, 1001, 64)`` float32 features, tokenise the captions with a RoBERTa-size byte-level BPE tokenizer
    of 50,265 tokens built here, offline) in one process (``dataloader_num_workers=0``), in rows per second, for
-   features stored as nested lists (what ``Dataset.map`` wrote before issue 22) and as ``Array3D`` (what
+   features stored as nested lists (what ``Dataset.map`` wrote before hf-atr stored them as arrays) and as ``Array3D`` (what
    ``AtrProcessor.extract_audio_features`` writes now). The first row reads the nested lists row by row, as the
-   training dataloader did before issue 22; the ``Array3D`` rows compare the first one-gather reader of issue 22
+   training dataloader did before; the ``Array3D`` rows compare the first one-gather reader
    (``datasets``' Arrow gather, one slice per row) with the trainer's own (NumPy views of the memory-mapped
    column, :class:`hf_atr.data.feature_storage.MappedColumns`); ratios are to the first row, measured in the same
    run. A last table times tokenising one batch into torch tensors both ways.
@@ -162,7 +162,7 @@ def clap_size_features(count: int, nested_lists: bool, cache_dir: Path, seed: in
 
 
 class ArrowGatherRows(ClipRows):
-    """The first reader of issue 22 (before the memory-mapped views): the batch's rows gathered by ``datasets`` in
+    """The first one-gather reader (before the memory-mapped views): the batch's rows gathered by ``datasets`` in
     Arrow format (one slice per row), each array column converted from Arrow once per batch."""
 
     def gather(self, clip_indices: Any) -> GatheredRows:
@@ -189,7 +189,7 @@ class ArrowGatherPairs(CaptionPairDataset):
 
 
 class RowByRowPairs(CaptionPairDataset):
-    """The caption pairs read row by row, as the training dataloader read them before issue 22: torch's DataLoader
+    """The caption pairs read row by row, as the training dataloader read them before the one-gather readers: torch's DataLoader
     falls back to one ``__getitem__`` per item when ``__getitems__`` is None."""
 
     __getitems__ = None
@@ -250,9 +250,9 @@ def collate_rows(
         trainer = AtrTrainer(model=model, args=training, train_dataset=clips, processing_class=processor)
         loader = trainer.get_train_dataloader()
         baseline, baseline_label = (
-            (RowByRowPairs(clips), "row by row (the loader before issue 22)")
+            (RowByRowPairs(clips), "row by row (the earlier loader)")
             if nested
-            else (ArrowGatherPairs(clips), "Arrow gather (the first reader of issue 22)")
+            else (ArrowGatherPairs(clips), "Arrow gather (the first one-gather reader)")
         )
         baseline_loader = torch.utils.data.DataLoader(
             baseline, batch_size=args.collate_batch_size, shuffle=True, collate_fn=trainer.data_collator

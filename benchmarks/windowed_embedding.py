@@ -1,6 +1,6 @@
 """Cost of embedding long recordings whole (windowed) against the model's own truncated path, per minute of audio.
 
-Side by side in one run, on the Clotho validation recordings in ``../shared/realaudio`` (15-30 s, 44.1 kHz,
+Side by side in one run, on the Clotho validation recordings under ``--real-audio`` (15-30 s, 44.1 kHz,
 names with spaces), for two random-init AST + BERT dual encoders (the cost does not depend on the weights):
 
 - ``demo``: the ``hf-atr demo`` model (64 mel bins, 2-s window, 2 layers of width 64);
@@ -42,7 +42,14 @@ from hf_atr.encoding import encode_audio_windows
 from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.windowing import Windowing, extractor_window
 
-CLOTHO = Path(__file__).resolve().parents[1] / ".." / "shared" / "realaudio" / "clotho-validation-sample"
+REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
+CLOTHO_SAMPLE = Path("clotho-validation-sample") / "validation"
+"""Where, under ``--real-audio``, the Clotho validation sample's WAV files are (Clotho's official layout)."""
+REAL_AUDIO_HELP = (
+    "folder of real recordings whose Clotho validation sample (clotho-validation-sample/validation/*.wav, "
+    "Clotho's official layout) is measured; it may also hold AudioCaps samples and labelled Freesound clips "
+    "(default: the samples kept beside the checkout, if any)"
+)
 
 
 def models() -> dict[str, tuple[AtrDualEncoderModel, AtrProcessor]]:
@@ -80,12 +87,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
     logging.set_verbosity_error()  # the truncated path names its cut clips on every round
-    files = sorted(str(path) for path in (CLOTHO / "validation").glob("*.wav"))
+    clotho = args.real_audio / CLOTHO_SAMPLE
+    files = sorted(str(path) for path in clotho.glob("*.wav"))
     if not files:
-        raise SystemExit(f"No recordings in {CLOTHO}; this benchmark measures real Clotho recordings.")
+        raise SystemExit(f"No recordings in {clotho}; this benchmark measures real Clotho recordings.")
     rows = [{"audio": path, "audio_id": Path(path).name} for path in files]
     minutes = sum(len(decode_audio(path)) / 44100 for path in files) / 60
     print(

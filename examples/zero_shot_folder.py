@@ -6,10 +6,10 @@ Each audio file's class is its name without extension and trailing digits (``dog
 templates, the model's scoring head; a tie with the true class counts against it). Unreadable files are
 skipped and named.
 
-Example (the labelled Freesound clips of the shared real-audio samples)::
+Example (a folder of labelled Freesound clips: ``dog.wav``, ``rain.wav``, ``car-horn.wav``, ...)::
 
     python examples/zero_shot_folder.py --model outputs/demo/model \\
-        --audio-dir ../shared/realaudio/freesound-labelled --report reports/freesound
+        --audio-dir freesound-labelled --report reports/freesound
 """
 
 from __future__ import annotations

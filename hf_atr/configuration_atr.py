@@ -32,7 +32,7 @@ CLAP_AUDIO_MODEL_TYPE = "clap_audio_model"
 DEFAULT_OBJECTIVE = {"name": "contrastive"}
 
 FORMAT_VERSION = 3
-"""Version of the saved ``config.json`` format. Files written before versioning (hf-atr up to issue 12) are
+"""Version of the saved ``config.json`` format. Files written before versioning (no ``format_version`` key) are
 format 0 and read through :data:`MIGRATIONS`."""
 SCORING_BEFORE_FORMAT_2 = "cosine"
 """What a config without ``scoring`` meant up to format 1; from format 2 it means the objective's paper metric."""

@@ -161,7 +161,7 @@ class AtrScoringHead(nn.Module):
 
     @torch.no_grad()
     def project_to_psd_(self) -> None:
-        """Project ``M`` onto the PSD cone: symmetrise, clamp eigenvalues at 0 (DESIGN.md). No-op otherwise.
+        """Project ``M`` onto the PSD cone: symmetrise, clamp eigenvalues at 0. No-op otherwise.
 
         m-LTM's ``Proj`` (after Eq. 11) clamps singular values, which are never negative; the eigenvalues of
         the symmetric part are what must be clamped.

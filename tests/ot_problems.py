@@ -42,7 +42,7 @@ def random_problem(n: int = 7, m: int = 9, seed: int = 0) -> tuple[torch.Tensor,
 
 
 def iot_loss(log_plan: torch.Tensor) -> torch.Tensor:
-    """-(1/k) sum_i log(k * plan_ii), DESIGN.md's IOT loss."""
+    """IOT loss, uniform marginals 1/k: -(1/k) sum_i log(k * plan_ii) (KL to the diagonal up to a constant)."""
     k = log_plan.shape[0]
     return -(log_plan.diagonal() + np.log(k)).mean()
 

@@ -33,6 +33,6 @@ def test_the_extractor_mask_is_renamed_and_frames_that_vary_are_padded():
 
 
 def test_the_processor_module_keeps_the_import_paths():
-    """Issue 21: the batch assembly moved out of processing_atr; collators and users import it from there."""
+    """The batch assembly lives in audio_batches; its names stay importable from processing_atr."""
     for name in ("audio_batch", "model_audio_inputs", "model_tensor", "stack_feature", "AUDIO_INPUT_NAMES"):
         assert getattr(processing_atr, name) is getattr(audio_batches, name)

@@ -1,4 +1,4 @@
-"""What importing costs: each check runs in a fresh interpreter and reads ``sys.modules`` (issue 12).
+"""What importing costs: each check runs in a fresh interpreter and reads ``sys.modules``.
 
 Timings are measured by ``benchmarks/imports.py``; these tests check what gets loaded, which decides them.
 """

@@ -1,6 +1,6 @@
 """What ``hf_atr`` exports: each name is the object of the module that defines it and is put to work by a test.
 
-The names added with issue 21 (the evaluators, ``encode_audio`` / ``encode_text``, ``EmbeddingIndex``,
+Some names (the evaluators, ``encode_audio`` / ``encode_text``, ``EmbeddingIndex``,
 ``KnowledgeBase``) are used here through the package; every other name is used by the tests of its module, which
 :func:`test_every_exported_name_is_used_by_a_test` checks by reading the tests.
 """

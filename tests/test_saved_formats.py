@@ -1,8 +1,8 @@
 """What users saved with an earlier hf-atr still loads, with identical embeddings and search results.
 
 ``tests/fixtures/format_v0`` holds two tiny models (cosine + contrastive, Mahalanobis + iot) with their
-processors and retrieval indexes, written by ``make_fixture.py`` with the code before the issue-12
-restructure, and the embeddings and search hits that code produced. The fixture is never regenerated.
+processors and retrieval indexes, written by ``make_fixture.py`` with the code before hf-atr
+versioned its saved formats, and the embeddings and search hits that code produced. The fixture is never regenerated.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_saved_index_loads_and_gives_the_same_search_results(name, fixture_copy)
 
 
 def test_the_mahalanobis_head_scores_the_saved_matrix_as_the_format_0_code_did(fixture_copy):
-    """The distance now expands with ``(M + Mᵀ)/2`` (its gradient is exact, issue 11); on the saved matrix,
+    """The distance now expands with ``(M + Mᵀ)/2`` (its gradient is exact); on the saved matrix,
     which the ``iot`` trainer kept PSD, it equals the format-0 expansion ``xᵀMx + yᵀMy − 2xᵀMy``."""
     model = AutoModel.from_pretrained(fixture_copy / "model_mahalanobis")
     metric = model.scoring_head.metric_matrix.detach()

@@ -1,4 +1,4 @@
-"""``hf-atr evaluate --moments``: moment retrieval metrics of a model on a moment dataset (issue 24 §4, §6).
+"""``hf-atr evaluate --moments``: moment retrieval metrics of a model on a moment dataset.
 
 Each recording is encoded once, window by window, all its queries scored against it; the proposer turns each
 query's similarity curve into moments (:class:`~hf_atr.pipelines.moment_evaluation.MomentEvaluator`). The command

@@ -1,5 +1,5 @@
 """Moment datasets on the command line: how ``hf-atr train`` and ``hf-atr evaluate --moments`` read them and what
-training and testing on them means (issue 24 §4, §5).
+training and testing on them means.
 
 A moment dataset is given as ``--dataset moments`` with the folder of ``<corpus>_<split>_release.jsonl`` files
 (Lighthouse's names; recordings in its ``audio/`` or beside the files), one such ``.jsonl`` file, or a

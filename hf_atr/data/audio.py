@@ -1,4 +1,4 @@
-"""Audio decoding with soundfile (no torchcodec, no FFmpeg; STACK-NOTES.md).
+"""Audio decoding with soundfile (no torchcodec, no FFmpeg, which datasets' own ``Audio`` decoding needs).
 
 The shared schema keeps audio undecoded (``Audio(decode=False)``: ``{"bytes", "path"}``); this module
 turns such a value, a file path, an already decoded ``{"array" | "raw", "sampling_rate"}`` dict or a bare

@@ -2,7 +2,7 @@
 ``DatasetDict`` in the shared schema.
 
 Layout (as ``load_dataset("audiofolder")`` expects it, read here with the ``csv`` / ``json`` modules: the
-AudioFolder builder needs torchcodec, see STACK-NOTES.md)::
+AudioFolder builder of datasets 5 needs torchcodec even for plain file paths)::
 
     my_sounds/                           my_sounds/
       metadata.csv                         train/metadata.jsonl

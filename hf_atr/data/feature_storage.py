@@ -156,7 +156,7 @@ def fixed_shape_views(column: Any, shape: Sequence[int], dtype: str) -> list[np.
 class ClipRows:
     """Rows of a clip dataset read in one gather: the audio features stored as arrays (:func:`is_array_storage`) as
     NumPy arrays, every other column as ``datasets`` gives it in Python (features stored as nested lists, by
-    datasets saved before issue 22, as Python lists, as they always were).
+    datasets saved before hf-atr stored them as fixed-shape arrays, as Python lists, as they always were).
 
     A fixed-shape array column is viewed once as NumPy arrays on the memory-mapped file (:func:`fixed_shape_views`)
     and a batch is copied out of them row by row into one new array: one copy, no per-row Arrow slice. Array

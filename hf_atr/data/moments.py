@@ -1,4 +1,4 @@
-"""Audio moment retrieval data (issue 24): when, in a long recording, a described sound happens.
+"""Audio moment retrieval data: when, in a long recording, a described sound happens.
 
 The annotation format is the JSON Lines file of Moment-DETR that Lighthouse (``line/lighthouse``) uses for
 CASTELLA and Clotho-Moment, one query per line::

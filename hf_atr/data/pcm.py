@@ -2,7 +2,7 @@
 
 A mono 16-bit file (WAV, FLAC, ... of subtype ``PCM_16``) already at the rate a feature extractor reads holds
 exactly the samples the extractor will see, scaled by ``1/32768``. Reading it as ``int16`` instead of float32
-halves what a DataLoader worker hands to the training process (issue 22), and the scaling can run where the
+halves what a DataLoader worker hands to the training process, and the scaling can run where the
 features are computed: ``int16 -> float32`` is exact and ``1/32768 = 2**-15`` is a power of two, so
 :func:`pcm16_to_float` gives bit for bit the float32 samples soundfile decodes from the same file (libsndfile
 scales 16-bit PCM by ``1/0x8000``). Anything else (several channels, another rate, another sample format, audio

@@ -1,9 +1,9 @@
-"""The one row schema every hf-atr corpus loader returns (DESIGN.md, "Data flow" 1).
+"""The one row schema every hf-atr corpus loader returns.
 
 One row per audio clip:
 
 - ``audio``: datasets ``Audio(decode=False)``, i.e. ``{"bytes": bytes | None, "path": str | None}``.
-  We keep audio undecoded so that no code path needs torchcodec/FFmpeg (STACK-NOTES.md); it is
+  We keep audio undecoded so that no code path needs torchcodec/FFmpeg (datasets' ``Audio`` decoding); it is
   decoded with soundfile by :func:`hf_atr.data.audio.decode_audio`.
 - ``audio_id``: a stable string key of the clip.
 - ``captions``: English captions (``list[str]``, at least one).

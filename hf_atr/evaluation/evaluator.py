@@ -1,6 +1,6 @@
 """Retrieval metrics of a model on an evaluation set: its clips encoded once (:mod:`~hf_atr.evaluation.clip_evaluator`),
 its captions once, scored by the model's head or an OT plan (:mod:`~hf_atr.evaluation.ot_scoring`) and ranked
-(:mod:`hf_atr.metrics.retrieval`); DESIGN.md, "Data flow" 7."""
+(:mod:`hf_atr.metrics.retrieval`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ current model, L2-normalised, searched by exact inner product: by default a bloc
 ``torch.topk`` on the queries' device, or faiss ``IndexFlatIP`` indexes (one per modality, the reference
 in the tests). The coarse base ``K_c`` (Eq. 7) comes from one faiss k-means partition of the paired
 embeddings (each pair clustered as the concatenation ``[u; v]``, so audio and text prototypes share
-their cluster); each cluster is max-pooled per modality and re-normalised (DESIGN.md), giving
+their cluster); each cluster is max-pooled per modality and re-normalised (ASK does not fix the pooling), giving
 ``N_c`` (audio, text) prototype pairs.
 
 The base is plain tensors; faiss indexes are built from them on the first faiss search, so a saved base
@@ -75,7 +75,7 @@ def prototype_pairs(
     seed: int = 0,
     iterations: int = KMEANS_ITERATIONS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Coarse-grained prototype pairs ``K_c`` (ASK Eq. 7, DESIGN.md).
+    """Coarse-grained prototype pairs ``K_c`` (ASK Eq. 7).
 
     One faiss k-means partition of the pairs ``[u_j; v_j]`` into ``min(num_prototypes, pairs)``
     clusters; each cluster's prototype is the element-wise max of its members, per modality,

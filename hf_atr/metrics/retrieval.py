@@ -1,6 +1,6 @@
 """Fast, memory-bounded audio-text retrieval metrics: R@k, mAP@c, median/mean rank and MRV.
 
-Conventions (DESIGN.md, "Where the papers are ambiguous"):
+Conventions, where the papers leave a choice:
 
 * Relevance: every caption has one or several relevant clips (``text_to_audio`` gives, per caption, one
   clip index or a sequence of them, as in DCASE 2025's multi-relevance judgements). A clip's relevant

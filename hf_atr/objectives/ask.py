@@ -27,7 +27,9 @@ OT_TOLERANCE = 1e-5
 
 
 def inject_knowledge(embeds: torch.Tensor, neighbours: torch.Tensor, injection_ratio: float) -> torch.Tensor:
-    """Knowledge-enhanced embeddings ``u' = (1 − ρ)·u + ρ·ū`` (ASK Eq. 8 with ρ the knowledge weight, DESIGN.md).
+    """Knowledge-enhanced embeddings ``u' = (1 − ρ)·u + ρ·ū`` (ASK Eq. 8).
+
+    ASK's Eq. 8 and App. A disagree on what ρ weighs; here ρ (``injection_ratio``) is the weight of the knowledge.
 
     Args:
         embeds: ``(batch, dim)`` embeddings ``u_i``.
@@ -64,7 +66,7 @@ def log_knowledge_potential(
 
 
 def optimal_transport_realignment(similarity: torch.Tensor, ot_reg: float) -> torch.Tensor:
-    """``(batch, batch)`` row-stochastic realignment plan ``B·Q*`` (ASK Eq. 14, App. C Eq. 33; DESIGN.md).
+    """``(batch, batch)`` row-stochastic realignment plan ``B·Q*`` (ASK Eq. 14, App. C Eq. 33).
 
     ``Q* = argmax_Q ⟨Q, S⟩ + ε H(Q)`` with uniform marginals, solved by log-domain Sinkhorn on the cost
     ``−S``; the plan is detached (a fixed re-weighting of the rows, not a path for gradients).

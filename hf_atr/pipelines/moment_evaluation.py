@@ -1,4 +1,4 @@
-"""Moment retrieval evaluation (issue 24 §4, §6): a dual encoder's moments for every query of a moment dataset,
+"""Moment retrieval evaluation: a dual encoder's moments for every query of a moment dataset,
 scored with the Moment-DETR metrics, and the report with each sampled query's timeline.
 
 Each recording is encoded once, window by window (:func:`~hf_atr.pipelines.moment_scoring.moment_windowing`:

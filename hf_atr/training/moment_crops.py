@@ -1,4 +1,4 @@
-"""Training on moment annotations (issue 24 §5): window crops of long recordings, inside and outside the moments.
+"""Training on moment annotations: window crops of long recordings, inside and outside the moments.
 
 A moment dataset (:func:`~hf_atr.data.moments.load_moments`: one row per query, ``windows`` in seconds of the
 recording ``audio``) becomes, every epoch, one item per query:

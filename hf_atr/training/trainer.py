@@ -207,7 +207,8 @@ class AtrTrainer(Trainer):
     each process reads its own shards, each DataLoader worker its own part of them, and resuming skips the consumed
     items before they are decoded. The default collator is :class:`AtrDataCollator`; ``remove_unused_columns``
     is turned off (the collator needs ``captions`` and ``audio_id``), and the loss is divided by
-    gradient-accumulation steps as usual (``model_accepts_loss_kwargs = False``, see STACK-NOTES.md).
+    gradient-accumulation steps as usual (``model_accepts_loss_kwargs = False``: transformers' Trainer skips
+    that division when the batch has ``labels`` and ``forward`` takes ``**kwargs``).
     ``dataloader_pin_memory`` holds on an accelerator only: on the CPU it is turned off.
 
     Scale:

@@ -76,7 +76,7 @@ def test_a_builder_that_loads_no_corpus_is_one_more_row(monkeypatch, tmp_path, c
 
 
 def test_the_table_takes_its_row_kinds_and_two_rows_from_the_modules_beside_it():
-    """Issue 21: the row kinds (builder_rows), ``shards`` and ``moments`` moved out; their import paths stay."""
+    """The row kinds (builder_rows), ``shards`` and ``moments`` live in modules of their own; their import paths stay."""
     from hf_atr.commands.build_dataset import builder_rows, moments_builder, shards_builder
 
     assert dataset_builders.Builder is builder_rows.Builder

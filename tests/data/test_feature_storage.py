@@ -1,4 +1,4 @@
-"""Fixed-shape storage of audio features and the one-gather read of a batch (issue 22 §1)."""
+"""Fixed-shape storage of audio features and the one-gather read of a batch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""examples/train.py: the same --seed gives the same weights, run after run (issue 11 §6)."""
+"""examples/train.py: the same --seed gives the same weights, run after run."""
 
 from __future__ import annotations
 

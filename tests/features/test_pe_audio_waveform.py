@@ -22,7 +22,7 @@ def _reference(extractor: PeAudioFeatureExtractor, clips: list[np.ndarray]) -> d
 @pytest.mark.parametrize(
     "lengths",
     [
-        [30_000],  # the example: 30,000 -> 30,720 samples, all valid
+        [30_000],  # 30,000 samples pad to 30,720 (16 hops of 1,920), all valid
         [30_000, 12_000, 45_000, 3_840],  # different lengths, one already a multiple of the hop
         [1_200, 1_921, 1_919, 7_000],  # a 25-ms clip, one sample over a hop, one short of it
     ],

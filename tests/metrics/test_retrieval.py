@@ -222,7 +222,7 @@ def test_scores_rounded_to_one_decimal_every_key_several_languages(seed, max_rel
 
 
 def test_constant_scores_rank_every_relevant_item_last():
-    # The collapsed model of issue 11: all scores equal. 40 clips, 5 captions each (200 captions).
+    # A collapsed model: all scores equal. 40 clips, 5 captions each (200 captions).
     metrics = retrieval_metrics(torch.zeros(200, 40), [i // 5 for i in range(200)], ks=(1, 5, 10, 39, 40))
     assert_metrics_equal(
         metrics,

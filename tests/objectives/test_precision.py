@@ -1,4 +1,4 @@
-"""Every registered objective computes in float32 whatever the autocast state (issue 11 §3)."""
+"""Every registered objective computes in float32 whatever the autocast state."""
 
 from __future__ import annotations
 

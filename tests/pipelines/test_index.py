@@ -116,7 +116,7 @@ def test_spans_and_root_round_trip_and_resolve_paths(tmp_path):
 
 
 def test_storage_names_stay_importable_from_the_index_module():
-    """The index's storage moved to ``index_storage`` (issue 21); users import its names from ``index``."""
+    """The index's storage moved to ``index_storage``; users import its names from ``index``."""
     from hf_atr.pipelines import index, index_storage
 
     for name in (

@@ -158,8 +158,8 @@ def _extracted_clips(tmp_path, processor, seconds):
 
 
 def test_a_gathered_batch_equals_the_batch_of_python_rows_bitwise(tmp_path):
-    """One gather of ``Array2D`` rows (``__getitems__``, what the DataLoader calls) against the rows as the loader read
-    them before issue 22: one ``dict(clips[i])`` per item, features as Python lists."""
+    """One gather of ``Array2D`` rows (``__getitems__``, what the DataLoader calls) against the rows as a row-by-row loader
+    reads them: one ``dict(clips[i])`` per item, features as Python lists."""
     processor = make_processor()
     clips, _ = _extracted_clips(tmp_path, processor, [1.0] * 5)
     pairs = CaptionPairDataset(clips)

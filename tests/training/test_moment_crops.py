@@ -1,4 +1,4 @@
-"""Moment training (issue 24 §5): crops inside the moments paired with their queries, crops outside them as
+"""Moment training: crops inside the moments paired with their queries, crops outside them as
 unpaired in-recording negatives, through the moments training view and the trainer."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every registered objective trains through AtrTrainer under mixed precision on CPU, with finite losses.
 
 ``TrainingArguments(bf16=True, use_cpu=True)`` runs the model's forward under bfloat16 autocast
-(accelerate); the objective must still see float32 embeddings with autocast off (issue 11 §3).
+(accelerate); the objective must still see float32 embeddings with autocast off.
 ``fp16=True`` is accepted on CPU, but accelerate applies neither autocast nor gradient scaling there (it enables
 both only on accelerators): the forward runs in float32, which is checked. Its CUDA path (float16 autocast of the
 forward, ``GradScaler`` loss scaling and unscaling before clipping and the step) is run here with torch's CPU

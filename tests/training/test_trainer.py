@@ -476,7 +476,7 @@ def test_int16_waveform_batches_are_left_to_accelerators_unless_asked_for(tmp_pa
 
 
 def test_a_dataset_saved_with_nested_list_features_trains_as_one_stored_as_arrays(tmp_path):
-    """Datasets saved before issue 22 hold their features as nested lists: they load, batch to the same numbers as
+    """Datasets whose features an older hf-atr saved as nested lists: they load, batch to the same numbers as
     the same features stored as ``Array2D`` (read in one gather), and train to the same losses."""
     from datasets import Array2D, List, Value, load_from_disk
 

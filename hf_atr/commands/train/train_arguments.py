@@ -35,8 +35,8 @@ AUTO_WORKERS = -1
 """``--dataloader_num_workers`` unset (or -1): :func:`default_dataloader_workers` picks the count."""
 MAX_DEFAULT_WORKERS = 8
 """The most DataLoader workers chosen by default. On a 16-core H100 machine, 8 workers fed AtrTrainer faster than
-15 (precomputed features: 278 against 322 ms per step of 256 pairs; raw audio on the device: 352 against 343 ms,
-issue 22): more workers contend with the training process for cores and memory bandwidth."""
+15 (precomputed features: 278 against 322 ms per step of 256 pairs; raw audio on the device: 352 against 343 ms):
+more workers contend with the training process for cores and memory bandwidth."""
 DATALOADER_WORKERS_HELP = (
     "DataLoader worker processes that prepare the training batches (0: in the training process). Unset (or -1): "
     f"min({MAX_DEFAULT_WORKERS}, usable cores per process - 1), the usable cores being those this process may run "

@@ -1,4 +1,4 @@
-"""Frame-level embeddings (issue 23 §3): a model converted from a ``PeAudioFrameLevelModel`` checkpoint embeds audio
+"""Frame-level embeddings: a model converted from a ``PeAudioFrameLevelModel`` checkpoint embeds audio
 every 40 ms, equal to transformers' model, and an index of its frames finds an event in a long recording at frame
 resolution."""
 

@@ -1,4 +1,4 @@
-"""A converted tiny PE-Audio model on every path raw audio takes (issue 23 §2): the on-device features and the waveform
+"""A converted tiny PE-Audio model on every path raw audio takes: the on-device features and the waveform
 collator, training on the device, windowed encoding, evaluation, indexing and search, and the search page's answers.
 
 PE-Audio reads 48-kHz waveforms that its extractor reflect-pads to a multiple of 1920 samples (counted valid) with a
