@@ -33,7 +33,7 @@ over queries, and the speed ratio over faiss flat.
     python benchmarks/search.py --device cuda --threads 16 --queries 4096 --nprobe   # a GPU, no IVF rows
 
 Measured on the project machine (2 shared cores, 1 thread, torch 2.13, faiss 1.15; loaded, so times are
-noisy but each row's ratio is taken in the same run), `--device cpu`: see README § Search and sharing.
+noisy but each row's ratio is taken in the same run), `--device cpu`: see docs/search-and-sharing.md.
 On a GPU: not measured here yet (an earlier prototype of the plain matmul + topk measured, at 1M x 512 on one
 H100, 31,268 q/s in float32 and 113,664 q/s in float16 against 194 q/s for faiss-cpu IndexFlatIP on 16 threads).
 

@@ -2,7 +2,7 @@
 
 One process:
     python examples/train.py --objective dart --output-dir runs/dart
-Several processes (CPU/gloo here, CUDA/NCCL on GPUs; see README "Training on many GPUs"):
+Several processes (CPU/gloo here, CUDA/NCCL on GPUs; see docs/training-at-scale.md):
     accelerate launch --config_file examples/accelerate_config.yaml examples/train.py --objective dart
     torchrun --standalone --nproc_per_node 2 examples/train.py --objective dart --use-cpu
 Every process gathers the embeddings of all processes, so objectives see the global batch

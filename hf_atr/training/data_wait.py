@@ -133,7 +133,7 @@ def data_wait_warning(meter: DataWaitMeter, workers: int) -> str:
         f"The last {meter.consecutive_waiting_steps} training steps each spent more than {meter.threshold:.0%} of "
         f"their time waiting for their batch ({meter.last_share:.0%} in the last one): {where}, and the model waits "
         f"for them. Raise --dataloader_num_workers (TrainingArguments.dataloader_num_workers) if cores are free "
-        f"(docs/gpu-input-pipeline.md). The share is logged as '{DATA_WAIT_LOG_KEY}'. Logged once."
+        f"(docs/training-throughput.md). The share is logged as '{DATA_WAIT_LOG_KEY}'. Logged once."
     )
 
 

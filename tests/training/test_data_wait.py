@@ -112,7 +112,7 @@ def test_a_slow_collator_is_logged_and_warned_about_once_and_a_fast_one_is_not(t
     assert warnings == [
         f"The last {DATA_WAIT_PATIENCE} {WARNING_START} (91% in the last one): the batches are collated in the "
         "training process itself (0 workers), and the model waits for them. Raise --dataloader_num_workers "
-        "(TrainingArguments.dataloader_num_workers) if cores are free (docs/gpu-input-pipeline.md). The share is "
+        "(TrainingArguments.dataloader_num_workers) if cores are free (docs/training-throughput.md). The share is "
         "logged as 'data_wait'. Logged once."
     ]
     caplog.clear()

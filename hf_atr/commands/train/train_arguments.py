@@ -249,7 +249,7 @@ class ObjectiveArguments:
 @dataclass
 class ScaleArguments:
     """Training at scale: a streamed corpus, audio features on the training device, gradient-cached batches
-    (README "Training at scale")."""
+    (docs/training-at-scale.md)."""
 
     _argument_group_name = "training at scale"
 
