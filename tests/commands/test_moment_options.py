@@ -23,7 +23,9 @@ def option(command: str, dest: str):
 def test_both_commands_share_one_declaration():
     for dest in ("moments", "proposer", "nms_iou"):
         search, evaluate = option("search", dest), option("evaluate", dest)
-        assert (search.choices, search.default, search.type) == (evaluate.choices, evaluate.default, evaluate.type)
+        assert [getattr(search, name) for name in ("choices", "default", "type")] == [
+            getattr(evaluate, name) for name in ("choices", "default", "type")
+        ]
     assert option("search", "proposer").help == option("evaluate", "proposer").help
     # What --moments does differs: a ranked list across an index, or the moment metrics of a dataset.
     assert option("search", "moments").help != option("evaluate", "moments").help
