@@ -12,9 +12,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-PROPOSER_NAMES = {"refined": "refined", "sliding_window": "sliding_window", "baseline": "sliding_window"}
-"""``--proposer`` -> :attr:`MomentProposalConfig.proposer <hf_atr.moments.proposal.MomentProposalConfig>`
-(``baseline`` is the AMR paper's sliding-window baseline)."""
+from .moment_options import add_moment_arguments
+
+MOMENTS_HELP = (
+    "find when each query's sound happens in its recording (a moment dataset: --dataset moments --data-dir DIR of "
+    "<corpus>_<split>_release.jsonl files, one such .jsonl file, or a saved dataset of hf_atr.load_moments rows) "
+    "and report R1@0.5, R1@0.7, mAP@0.5, mAP@0.75 and mAP; each recording is encoded once, window by window "
+    "(--window-seconds, default the extractor's window; --hop-seconds, default 1 s, or half the window when that "
+    "is shorter)"
+)
+"""``hf-atr evaluate --moments``'s help (the option is declared in :mod:`hf_atr.commands.moment_options`)."""
 CLIP_RETRIEVAL_OPTIONS = {
     "--zero-shot": "zero_shot",
     "--window-pooling": "window_pooling",
@@ -26,25 +33,9 @@ CLIP_RETRIEVAL_OPTIONS = {
 
 
 def add_moment_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--moments`` and its options (the window and hop are ``--window-seconds`` / ``--hop-seconds``)."""
-    group = parser.add_argument_group("moment retrieval (--moments)")
-    group.add_argument(
-        "--moments",
-        action="store_true",
-        help="find when each query's sound happens in its recording (a moment dataset: --dataset moments "
-        "--data-dir DIR of <corpus>_<split>_release.jsonl files, one such .jsonl file, or a saved dataset of "
-        "hf_atr.load_moments rows) and report R1@0.5, R1@0.7, mAP@0.5, mAP@0.75 and mAP; each recording is "
-        "encoded once, window by window (--window-seconds, default the extractor's window; --hop-seconds, "
-        "default 1 s, or half the window when that is shorter)",
-    )
-    group.add_argument(
-        "--proposer",
-        choices=tuple(PROPOSER_NAMES),
-        default="refined",
-        help="how a similarity curve becomes moments: refined (default: smoothing, thresholds relative to the "
-        "recording's own scores, boundaries at the windows' resolution, temporal NMS) or baseline / "
-        "sliding_window (the AMR paper's baseline: each window a moment)",
-    )
+    """``--moments`` and its options (:func:`~hf_atr.commands.moment_options.add_moment_arguments`; the window and
+    hop are ``--window-seconds`` / ``--hop-seconds``), and ``--predictions``."""
+    group = add_moment_arguments(parser, MOMENTS_HELP)
     group.add_argument(
         "--predictions",
         default=None,
@@ -54,11 +45,11 @@ def add_moment_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_moment_evaluation(args: argparse.Namespace) -> int:
-    """``hf-atr evaluate --moments``."""
+def run_moment_evaluation(args: argparse.Namespace, proposal: Any) -> int:
+    """``hf-atr evaluate --moments``, its moments proposed as ``proposal`` says
+    (:func:`~hf_atr.commands.moment_options.moment_proposal`)."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.moments.proposal import MomentProposalConfig
     from hf_atr.pipelines.moment_evaluation import PREDICTIONS_FILE, MomentEvaluator
 
     from .common import checked_model, model_dtype_arguments, write_evaluation_output
@@ -85,7 +76,7 @@ def run_moment_evaluation(args: argparse.Namespace) -> int:
         evaluator = MomentEvaluator(
             moments,
             processor,
-            proposal=MomentProposalConfig(proposer=PROPOSER_NAMES[args.proposer]),
+            proposal=proposal,
             hop_seconds=args.hop_seconds,
             window_seconds=args.window_seconds,
             batch_size=args.batch_size,
@@ -132,7 +123,7 @@ def _moment_split(args: argparse.Namespace) -> tuple[Any, str]:
 
 __all__ = [
     "CLIP_RETRIEVAL_OPTIONS",
-    "PROPOSER_NAMES",
+    "MOMENTS_HELP",
     "add_moment_evaluation_arguments",
     "run_moment_evaluation",
 ]

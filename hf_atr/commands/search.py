@@ -15,7 +15,8 @@ from .common import (
     load_retrieval_pipeline,
     model_dtype_arguments,
 )
-from .search_moments import add_moment_arguments, check_moment_arguments, run_moment_search
+from .moment_options import add_moment_arguments
+from .search_moments import MOMENTS_HELP, check_moment_arguments, run_moment_search
 
 
 def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -63,7 +64,7 @@ def add_search_parser(subparsers: Any) -> argparse.ArgumentParser:
         "halves the memory, near-ties may swap)",
     )
     add_dtype_argument(parser)
-    add_moment_arguments(parser)
+    add_moment_arguments(parser, MOMENTS_HELP)
     parser.set_defaults(handler=run_search)
     return parser
 

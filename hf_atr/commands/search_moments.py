@@ -1,8 +1,9 @@
 """``hf-atr search --moments``: when a described sound happens, as one ranked list of ``(file, start, end, score)``
 moments across the indexed files (``pipe.moments(query, top_k=K)``, :mod:`hf_atr.pipelines.moment_scoring`).
 
-Its options are added to ``hf-atr search``'s parser here and its run is called by ``run_search`` once the pipeline is
-loaded; nothing heavy is imported before then."""
+Its options are declared in :mod:`hf_atr.commands.moment_options`, shared with ``hf-atr evaluate --moments``.
+``run_search`` checks its refusals before it loads the pipeline, and calls its run once the pipeline is loaded;
+nothing heavy is imported before then."""
 
 from __future__ import annotations
 
@@ -11,50 +12,24 @@ import json
 import sys
 from typing import Any
 
+from .moment_options import moment_proposal
 
-def add_moment_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--moments`` and the proposer's options."""
-    group = parser.add_argument_group("moments (--moments)")
-    group.add_argument(
-        "--moments",
-        action="store_true",
-        help="find when the described sound happens: one ranked list of moments (file, start, end, score) across "
-        "the indexed files, each file scored from its stored windows",
-    )
-    group.add_argument(
-        "--proposer",
-        default="refined",
-        help="how a file's similarity curve becomes moments: refined (default: smoothing, thresholds relative to "
-        "the file's own scores, boundaries at the windows' resolution, temporal NMS) or sliding_window (the AMR "
-        "paper's baseline: each window a moment)",
-    )
-    group.add_argument(
-        "--nms-iou",
-        type=float,
-        default=None,
-        help="temporal NMS: drop a moment overlapping a better one by more than this IoU (default 0.5)",
-    )
+MOMENTS_HELP = (
+    "find when the described sound happens: one ranked list of moments (file, start, end, score) across the indexed "
+    "files, each file scored from its stored windows"
+)
+"""``hf-atr search --moments``'s help (the option is declared in :mod:`hf_atr.commands.moment_options`)."""
 
 
 def check_moment_arguments(args: argparse.Namespace) -> Any:
     """The :class:`~hf_atr.moments.proposal.MomentProposalConfig` of the command line, ``None`` without
     ``--moments``; a moment search by example, or a bad proposer option, ends the command with a message."""
-    if not args.moments:
-        return None
-    if args.audio is not None:
+    if args.moments and args.audio is not None:
         raise SystemExit(
             "hf-atr search: --moments finds when a described sound happens; give a text query (or --queries FILE), "
             "not --audio."
         )
-    from hf_atr.moments.proposal import MomentProposalConfig
-
-    options = {"proposer": args.proposer}
-    if args.nms_iou is not None:
-        options["nms_iou"] = args.nms_iou
-    try:
-        return MomentProposalConfig(**options)
-    except ValueError as error:
-        raise SystemExit(f"hf-atr search --moments: {error}") from error
+    return moment_proposal(args, "hf-atr search")
 
 
 def run_moment_search(pipe: Any, proposal: Any, queries: list[str], args: argparse.Namespace) -> int:
@@ -87,4 +62,4 @@ def run_moment_search(pipe: Any, proposal: Any, queries: list[str], args: argpar
     return 1 if failed else 0
 
 
-__all__ = ["add_moment_arguments", "check_moment_arguments", "run_moment_search"]
+__all__ = ["MOMENTS_HELP", "check_moment_arguments", "run_moment_search"]

@@ -27,9 +27,10 @@ from transformers import AutoModel
 
 from hf_atr.cli import main
 from hf_atr.commands.common import quiet_datasets_progress_bars
-from hf_atr.commands.train.fine_tune import objective_config, run_training, starting_point_base_model
 from hf_atr.commands.train.command import run_train_command
-from hf_atr.commands.train.train_arguments import ObjectiveArguments, StartingPointArguments, parse_train_arguments
+from hf_atr.commands.train.fine_tune import objective_config, run_training, starting_point_base_model
+from hf_atr.commands.train.model_arguments import ObjectiveArguments, StartingPointArguments
+from hf_atr.commands.train.train_arguments import parse_train_arguments
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.shards import write_audio_text_shards
@@ -777,7 +778,7 @@ def test_a_features_cache_of_another_storage_version_is_rebuilt_not_read(in_tmp,
     from tiny_models import feature_dataset, raw_audio_dataset, training_args
 
     from hf_atr.commands.train import feature_cache
-    from hf_atr.commands.train.train_arguments import DataArguments
+    from hf_atr.commands.train.data_arguments import DataArguments
 
     processor = make_processor()
     clips = raw_audio_dataset([1.0, 1.0, 1.0])

@@ -199,12 +199,15 @@ def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_pred
         and "Moment retrieval" in page
         and (tmp_path / "report" / "moment_timelines.png").exists()
     )
-    # The same file read directly, and the baseline proposer.
+    # The same file read directly, and the baseline proposer with the NMS threshold hf-atr search also takes.
     single = tmp_path / "baseline.jsonl"
     argv = _evaluate_moments(model_dir, str(moment_folder / "moments_test_release.jsonl"))
-    assert main([*argv, "--proposer", "baseline", "--predictions", str(single), "--hop-seconds", "0.5"]) == 0
+    assert main([*argv, "--proposer", "baseline", "--nms-iou", "0.3", "--predictions", str(single),
+                 "--hop-seconds", "0.5"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
-    assert '"proposer": "sliding_window"' in printed and "every 0.5 s" in printed
+    assert (
+        '"proposer": "sliding_window"' in printed and '"nms_iou": 0.3' in printed and "every 0.5 s" in printed
+    )
     assert len(single.read_text().splitlines()) == 4
 
 

@@ -83,13 +83,9 @@ def test_a_query_file_prints_one_json_line_per_query_and_reports_the_bad_ones(
             "hf-atr search: --moments finds when a described sound happens; give a text query (or --queries FILE), "
             "not --audio.",
         ),
-        (
-            ["--proposer", "detr", "a dog"],
-            "hf-atr search --moments: proposer must be one of ('refined', 'sliding_window'), got 'detr'.",
-        ),
         (["--nms-iou", "2", "a dog"], "hf-atr search --moments: nms_iou must be an IoU in [0, 1], got 2.0."),
     ],
-    ids=["by example", "proposer", "nms"],
+    ids=["by example", "nms"],
 )
 def test_a_moment_search_the_command_refuses_says_why(model_dir, moment_index, argv, message):
     _, index = moment_index
@@ -102,4 +98,4 @@ def test_help_lists_the_moment_options(capsys):
     with pytest.raises(SystemExit):
         run_cli(["search", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "--moments find when the described sound happens" in shown and "sliding_window (the AMR" in shown
+    assert "--moments find when the described sound happens" in shown and "sliding_window, also named baseline (the AMR" in shown

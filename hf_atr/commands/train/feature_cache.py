@@ -21,7 +21,7 @@ from transformers.utils import logging
 from ...data.feature_storage import FEATURE_STORAGE_VERSION
 from ...processing_atr import AtrProcessor
 from ...windowing import collect_cut_clips, extractor_window
-from .train_arguments import FEATURES_CACHE_SUBDIRECTORY, DataArguments
+from .data_arguments import FEATURES_CACHE_SUBDIRECTORY, DataArguments
 
 logger = logging.get_logger(__name__)
 

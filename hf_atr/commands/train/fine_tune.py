@@ -53,13 +53,10 @@ from ...training.streaming import StreamingPairs
 from ...training.trainer import AtrTrainer
 from ...training.waveform_collator import WaveformCollator
 from ..common import quiet_datasets_progress_bars
-from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
 from ..moment_data import moment_test_evaluator, moment_training_audio
-from .train_arguments import (
-    ObjectiveArguments,
-    StartingPointArguments,
-    TrainArguments,
-)
+from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
+from .model_arguments import ObjectiveArguments, StartingPointArguments
+from .train_arguments import TrainArguments
 from .training_data import TrainingData, check_languages, load_training_data
 
 logger = logging.get_logger(__name__)

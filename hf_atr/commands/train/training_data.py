@@ -16,7 +16,7 @@ from ...data.overlap import read_wavcaps_blocklist, remove_overlap
 from ...data.schema import ENGLISH, describe_dataset
 from ...data.shards import load_audio_text_shards
 from ..moment_data import is_moment_source, load_moment_corpus
-from .train_arguments import DataArguments
+from .data_arguments import DataArguments
 
 logger = logging.get_logger(__name__)
 
