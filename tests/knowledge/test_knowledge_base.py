@@ -142,9 +142,7 @@ def test_torch_search_in_blocks_matches_faiss(monkeypatch):
     audio, text = random_pairs(300)
     base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
     queries = F.normalize(torch.randn(50, 16, generator=torch.Generator().manual_seed(2)), dim=-1)
-    monkeypatch.setattr(
-        "hf_atr.knowledge.exact_search._SEARCH_BLOCK_ENTRIES", 7 * 300
-    )  # blocks of 7 queries
+    monkeypatch.setattr("hf_atr.knowledge.exact_search._SEARCH_BLOCK_ENTRIES", 7 * 300)  # blocks of 7 queries
     blocked = base.search(queries, modality="text", k=5)
     reference = base.search(queries, modality="text", k=5, backend="faiss")
     assert torch.equal(blocked[1], reference[1])
