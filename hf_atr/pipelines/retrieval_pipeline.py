@@ -1,9 +1,10 @@
-"""The ``audio-text-retrieval`` pipeline class: its construction and its queries; its other methods come from beside it.
+"""The ``audio-text-retrieval`` pipeline class: its construction and its queries; its other methods are mixed in.
 
 ``pipeline("audio-text-retrieval")``: index a corpus once, then search it with text or audio queries. The class
-takes ``index`` / ``save_index`` / ``load_index`` from :mod:`.index_methods`, ``moments`` from :mod:`.moment_search`
-and ``classify`` from :mod:`.zero_shot_classification` (one mixin each); the work is the modules' beside it
-(:mod:`.indexing`, :mod:`.persistence`, :mod:`.sharing`, :mod:`.moment_scoring`), and its ``push_to_hub`` is a thin call.
+takes ``index`` / ``save_index`` / ``load_index`` from :mod:`.index_methods`, ``moments`` from
+:mod:`.moment_search` and ``classify`` from :mod:`.zero_shot_classification` (one mixin each); the work is the
+modules' beside it (:mod:`.indexing`, :mod:`.persistence`, :mod:`.sharing`, :mod:`.moment_scoring`), and its
+``push_to_hub`` is a thin call.
 
 Example::
 
