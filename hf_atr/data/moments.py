@@ -21,22 +21,22 @@ A recording is the file ``<vid>.<ext>`` (any extension of :data:`~hf_atr.data.au
 audio folder: CASTELLA's downloader writes ``<YouTube id>.wav``, Clotho-Moment's generator ``<vid>.wav``.
 
 :func:`load_moments` returns one row per query; several queries share a recording, which an encoder should
-read once: :func:`moment_recordings` gives the distinct recordings and each query's recording.
+read once: :func:`moment_recordings` gives the distinct recordings and each query's recording. Each line of a file
+is read and checked by :mod:`hf_atr.data.moment_annotations`; this module finds the recordings and makes the dataset.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, List, Value
 
+from hf_atr.data import moment_annotations
 from hf_atr.data.audio import AUDIO_EXTENSIONS, AudioDecodeError, check_audio_file, is_appledouble
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
@@ -50,27 +50,27 @@ from hf_atr.data.corpus_utils import (
     select_splits,
     split_provenance,
 )
+from hf_atr.data.moment_annotations import (
+    SOURCE_AUDIO_ID_COLUMN,
+    MomentQuery,
+    read_queries,
+    read_translations,
+)
 from hf_atr.data.multilingual import normalize_language_code
 from hf_atr.data.schema import SOURCE_ID_COLUMN
+from hf_atr.deprecation import HfAtrDeprecationWarning
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
 
-MOMENT_FIELDS: tuple[str, ...] = ("qid", "query", "duration", "vid", "relevant_windows")
-"""The fields every line of a moment annotation file has."""
-
 MOMENT_COLUMNS = ("audio", "recording_id", "duration", "qid", "query", "windows")
 """The columns of a moment dataset (:func:`load_moments`) that training and evaluation read."""
-
-SOURCE_AUDIO_ID_COLUMN = "source_audio_id"
-"""Optional column of synthesised moments: the ``audio_id`` of the clip the moment was made from."""
 
 MOMENT_SPLITS: dict[str, str] = {"train": "train", "val": "validation", "valid": "validation", "test": "test"}
 """The split names in moment file names (Lighthouse: ``train``, ``val``, ``test``; Clotho-Moment's generator:
 ``valid``) -> hf-atr's."""
 
 _RELEASE_FILE = re.compile(r"(?P<corpus>.+)_(?P<split>train|val|valid|validation|test)_release\.jsonl")
-_LISTED_IN_WARNING = 5
 
 
 def moment_features(translation_languages: Iterable[str] = (), with_sources: bool = False) -> Features:
@@ -90,20 +90,6 @@ def moment_features(translation_languages: Iterable[str] = (), with_sources: boo
         features[SOURCE_AUDIO_ID_COLUMN] = Value("string")
         features[SOURCE_ID_COLUMN] = Value("string")
     return Features(features)
-
-
-@dataclass(frozen=True)
-class _Query:
-    """One checked line of a moment file."""
-
-    line: int
-    qid: str
-    query: str
-    duration: float
-    vid: str
-    windows: list[list[float]]
-    source_audio_id: str | None
-    source_id: str | None
 
 
 def load_moments(
@@ -149,13 +135,13 @@ def load_moments(
     root = audio_root(path.parent, audio_dir, "audio")
     split = split or _split_of(path) or "test"
     problems = CorpusProblems(missing, "moments", split)
-    queries = _read_queries(path, problems)
+    queries = read_queries(path, problems)
     recordings = _resolve_recordings(path, queries, root, problems)
     queries = [query for query in queries if query.vid in recordings]
     languages = {
         normalize_language_code(code): expand_path(file) for code, file in (translations or {}).items()
     }
-    translated = {language: _read_translations(file, queries) for language, file in languages.items()}
+    translated = {language: read_translations(file, queries) for language, file in languages.items()}
     with_sources = any(query.source_audio_id is not None for query in queries)
     rows = [
         {
@@ -266,87 +252,6 @@ def _split_of(path: Path) -> str | None:
     return MOMENT_SPLITS.get(match["split"], match["split"]) if match else None
 
 
-def _read_records(path: Path, problems: CorpusProblems) -> Iterable[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for each non-blank line of a JSON Lines file that holds a JSON object."""
-    with open(path, encoding="utf-8-sig") as lines:
-        for number, text in enumerate(lines, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except ValueError as error:
-                problems.flag(CorpusFormatError(f"{location(path, number)}: not a JSON object ({error})."))
-                continue
-            if not isinstance(record, dict):
-                problems.flag(
-                    CorpusFormatError(f"{location(path, number)}: not a JSON object but {record!r}.")
-                )
-                continue
-            yield number, record
-
-
-def _read_queries(path: Path, problems: CorpusProblems) -> list[_Query]:
-    queries: list[_Query] = []
-    first_line: dict[str, int] = {}
-    durations: dict[str, tuple[float, int]] = {}
-    outside: list[str] = []
-    for number, record in _read_records(path, problems):
-        where = location(path, number)
-        try:
-            query = _check_record(record, where)
-            if query.qid in first_line:
-                raise CorpusFormatError(
-                    f"{where}: qid {query.qid!r} is already on line {first_line[query.qid]}."
-                )
-            known = durations.setdefault(query.vid, (query.duration, number))
-            if known[0] != query.duration:
-                raise CorpusFormatError(
-                    f"{where}: recording {query.vid!r} has duration {query.duration:g}, but {known[0]:g} on line "
-                    f"{known[1]}."
-                )
-        except CorpusFormatError as error:
-            problems.flag(error)
-            continue
-        first_line[query.qid] = number
-        queries.append(replace(query, line=number))
-        outside += [
-            f"{where}: relevant_windows[{k}] {record['relevant_windows'][k]!r} {note}"
-            for k, (start, end) in enumerate(query.windows)
-            if (note := _outside_note(start, end, query.duration)) is not None
-        ]
-    if outside:
-        shown = "\n  ".join(outside[:_LISTED_IN_WARNING])
-        more = (
-            f"\n  ... and {len(outside) - _LISTED_IN_WARNING} more"
-            if len(outside) > _LISTED_IN_WARNING
-            else ""
-        )
-        logger.warning(
-            f"{path}: {len(outside)} window(s) run outside their recording [0, duration]. They are kept as "
-            "released (the metric reads them); training crops and the timeline figure clip them to the recording "
-            f"and skip those left with no length:\n  {shown}{more}"
-        )
-    return queries
-
-
-def _outside_note(start: float, end: float, duration: float) -> str | None:
-    """How the window ``[start, end]`` (seconds) runs outside a recording of ``duration`` seconds, in words
-    (``"ends 1 s past the end of the 5-s recording"``), or ``None`` when it lies inside ``[0, duration]``."""
-    recording = f"the {duration:g}-s recording"
-    if start >= duration:
-        where = "at" if start == duration else f"{start - duration:g} s past"
-        return f"starts {where} the end of {recording} and ends {end - duration:g} s past it: none of it is inside"
-    if end <= 0:
-        where = "at" if end == 0 else f"{-end:g} s before"
-        return f"ends {where} the start of {recording}: none of it is inside"
-    notes = []
-    if start < 0:
-        notes.append(f"starts {-start:g} s before the start of {recording}")
-    if end > duration:
-        notes.append(f"ends {end - duration:g} s past the end of {recording}")
-    return " and ".join(notes) or None
-
-
 def windows_inside(windows: Sequence[Sequence[float]], duration: float) -> list[list[float]]:
     """The parts of ``windows`` (``[[start, end], ...]`` seconds) that lie inside ``[0, duration]``, in order; a
     window with no length there is left out (``[69, 70]`` in a recording of 69 s). What a crop or a figure of the
@@ -365,64 +270,8 @@ def query_text_for_model(query: str) -> str:
     return query.strip()
 
 
-def _check_record(record: dict[str, Any], where: str) -> _Query:
-    absent = [field for field in MOMENT_FIELDS if field not in record]
-    if absent:
-        raise CorpusFormatError(f"{where}: no field(s) {absent}; a line needs {list(MOMENT_FIELDS)}.")
-    qid = record["qid"]
-    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
-        raise CorpusFormatError(f"{where}: qid {qid!r} is not a non-empty string or an integer.")
-    query, vid = record["query"], record["vid"]
-    if not isinstance(query, str) or not query.strip():
-        raise CorpusFormatError(f"{where}: query {query!r} is empty or not a string.")
-    if not isinstance(vid, str) or not vid.strip() or "/" in vid or "\\" in vid:
-        raise CorpusFormatError(
-            f"{where}: vid {vid!r} is not a recording name (a non-empty string without '/')."
-        )
-    duration = _number(record["duration"])
-    if duration is None or duration <= 0:
-        raise CorpusFormatError(
-            f"{where}: duration {record['duration']!r} is not a positive number of seconds."
-        )
-    windows = record["relevant_windows"]
-    if not isinstance(windows, list) or not windows:
-        raise CorpusFormatError(
-            f"{where}: relevant_windows {windows!r} is not a non-empty list of [start, end]."
-        )
-    checked = [_check_window(window, k, where) for k, window in enumerate(windows)]
-    source_audio_id, source_id = record.get(SOURCE_AUDIO_ID_COLUMN), record.get(SOURCE_ID_COLUMN)
-    return _Query(0, str(qid), query, duration, vid, checked, source_audio_id, source_id)
-
-
-def _check_window(window: Any, k: int, where: str) -> list[float]:
-    """``[start, end]`` as floats; a window that is not two finite numbers with ``start < end`` is an error."""
-    bounds = [_number(value) for value in window] if isinstance(window, list) else []
-    if len(bounds) != 2 or None in bounds:
-        raise CorpusFormatError(
-            f"{where}: relevant_windows[{k}] {window!r} is not [start, end]: two finite numbers of seconds."
-        )
-    start, end = bounds
-    if start == end:
-        raise CorpusFormatError(
-            f"{where}: relevant_windows[{k}] {window!r} has no length (it starts and ends at {start:g} s); a "
-            "window needs start < end."
-        )
-    if start > end:
-        raise CorpusFormatError(
-            f"{where}: relevant_windows[{k}] {window!r} ends {start - end:g} s before it starts; a window needs "
-            "start < end."
-        )
-    return [start, end]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def _resolve_recordings(
-    path: Path, queries: Sequence[_Query], root: Path, problems: CorpusProblems
+    path: Path, queries: Sequence[MomentQuery], root: Path, problems: CorpusProblems
 ) -> dict[str, Path]:
     """``vid -> <root>/<vid>.<ext>`` for each recording found and readable; the others are flagged with the
     first line that names them."""
@@ -457,31 +306,25 @@ def _resolve_recordings(
     return found
 
 
-def _read_translations(path: Path, queries: Sequence[_Query]) -> dict[str, list[str]]:
-    """``qid -> [translated query]`` from a translation file (fields ``qid`` and ``query``); its lines that are
-    malformed or name no query of the base are errors naming the line."""
-    if not path.is_file():
-        raise FileNotFoundError(f"Translation file not found: {path}")
-    qids = {query.qid for query in queries}
-    translated: dict[str, list[str]] = {}
-    strict = CorpusProblems("error", "moments", "translations")
-    for number, record in _read_records(path, strict):
-        qid, text = record.get("qid"), record.get("query")
-        where = location(path, number)
-        if str(qid) not in qids:
-            raise CorpusFormatError(f"{where}: qid {qid!r} is not a query of the annotation file.")
-        if not isinstance(text, str) or not text.strip():
-            raise CorpusFormatError(f"{where}: query {text!r} is empty or not a string.")
-        translated[str(qid)] = [text]
-    untranslated = len(qids) - len(translated)
-    if untranslated:
-        logger.warning(f"{path}: {untranslated} of {len(qids)} queries have no translation (None).")
-    return translated
+_MOVED_TO_ANNOTATIONS = ("MOMENT_FIELDS",)
+"""Public names of this module that moved to :mod:`hf_atr.data.moment_annotations`."""
+
+
+def __getattr__(name: str) -> Any:
+    """The names that moved to :mod:`hf_atr.data.moment_annotations`, read from there with a deprecation warning."""
+    if name not in _MOVED_TO_ANNOTATIONS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"hf_atr.data.moments.{name} is deprecated and will be removed in a future version; import it from "
+        f"hf_atr.data.moment_annotations.",
+        HfAtrDeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(moment_annotations, name)
 
 
 __all__ = [
     "MOMENT_COLUMNS",
-    "MOMENT_FIELDS",
     "is_moment_dataset",
     "load_moment_splits",
     "load_moments",

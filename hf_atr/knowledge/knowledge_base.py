@@ -1,9 +1,9 @@
 """The ASK knowledge base: fine-grained (audio, text) pairs and coarse-grained prototype pairs (ASK §4.1).
 
 The fine base ``K_f`` (ASK Eq. 6) is every (audio, caption) pair of a source dataset encoded by the
-current model, L2-normalised, searched by exact inner product: by default a blocked matrix product and
-``torch.topk`` on the queries' device, or faiss ``IndexFlatIP`` indexes (one per modality, the reference
-in the tests). The coarse base ``K_c`` (Eq. 7) comes from one faiss k-means partition of the paired
+current model, L2-normalised, searched by exact inner product (:mod:`.exact_search`): by default a blocked
+matrix product and ``torch.topk`` on the queries' device, or faiss ``IndexFlatIP`` indexes (one per modality, the
+reference in the tests). The coarse base ``K_c`` (Eq. 7) comes from one faiss k-means partition of the paired
 embeddings (each pair clustered as the concatenation ``[u; v]``, so audio and text prototypes share
 their cluster); each cluster is max-pooled per modality and re-normalised (ASK does not fix the pooling), giving
 ``N_c`` (audio, text) prototype pairs.
@@ -15,7 +15,6 @@ is one safetensors file (never a faiss-serialised or pickled blob).
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -30,14 +29,17 @@ from safetensors.torch import load_file, save_file
 from ..encoding import encode_pairs, pair_audio_ids
 from ..file_permissions import apply_umask
 from ..objectives.ask import DEFAULT_NUM_PROTOTYPES, SEARCH_BACKENDS
+from .exact_search import (
+    flat_ip_index,
+    top_distinct_clips,
+    top_distinct_clips_faiss,
+    top_entries,
+    top_entries_faiss,
+)
 
 KMEANS_ITERATIONS = 20
 MODALITIES = ("audio", "text")
 GRANULARITIES = ("fine", "coarse")
-_SEARCH_BLOCK_ENTRIES = 2**24
-"""Largest ``(queries, entries)`` score block the torch search holds at once (64 MiB in float32)."""
-_DISTINCT_BLOCK_ENTRIES = 2**22
-"""The same for distinct-clip search, which holds about 17 bytes per (query, entry) (scores, masks, indices)."""
 _TENSOR_KEYS = ("fine_audio", "fine_text", "coarse_audio", "coarse_text")
 _CLIP_KEY = "fine_clip"
 """Saved tensor of each fine pair's clip index into the ``clip_ids`` stored in the file's metadata."""
@@ -59,12 +61,6 @@ def _check_pair_tensors(audio: torch.Tensor, text: torch.Tensor, what: str) -> N
         raise ValueError(f"{what}: the knowledge base needs at least one (audio, text) pair.")
     if not (torch.isfinite(audio).all() and torch.isfinite(text).all()):
         raise ValueError(f"{what}: embeddings contain NaN or infinite values.")
-
-
-def _flat_ip_index(embeds: torch.Tensor) -> faiss.IndexFlatIP:
-    index = faiss.IndexFlatIP(embeds.shape[1])
-    index.add(np.ascontiguousarray(embeds.numpy(), dtype=np.float32))
-    return index
 
 
 def prototype_pairs(
@@ -316,7 +312,10 @@ class KnowledgeBase:
         name = f"{granularity}_{modality}"
         queries = queries.detach().float()
         if granularity == "coarse" or self.clip_ids is None:
-            return self._top_entries(name, queries, min(k, self.size(granularity)), backend)
+            k = min(k, self.size(granularity))
+            if backend == "faiss":
+                return top_entries_faiss(self._faiss_index(name), queries, k)
+            return top_entries(self._tensor_on(name, queries.device), queries, k)
         excluded = self._clip_codes(exclude_audio_ids, queries.shape[0], queries.device)
         k = min(k, len(self.clip_ids) - int(bool((excluded >= 0).any())))
         if k < 1:
@@ -324,30 +323,15 @@ class KnowledgeBase:
                 "KnowledgeBase.search: the base holds no clip other than the query's own; build it from more clips."
             )
         if backend == "faiss":
-            return self._top_distinct_clips_faiss(name, queries, k, excluded)
-        pair_clip = self._tensor_on(_CLIP_KEY, queries.device)
-        block_rows = max(1, _DISTINCT_BLOCK_ENTRIES // pair_clip.shape[0])
-        blocks = [
-            self._top_distinct_clips(name, block, k, excluded_block)
-            for block, excluded_block in zip(queries.split(block_rows), excluded.split(block_rows))
-        ]
-        return torch.cat([scores for scores, _ in blocks]), torch.cat([indices for _, indices in blocks])
-
-    def _top_entries(
-        self, name: str, queries: torch.Tensor, k: int, backend: str
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Plain top-``k`` of the entries ``name`` for float32 ``(n, dim)`` queries."""
-        if backend == "faiss":
-            scores, indices = self._faiss_index(name).search(np.ascontiguousarray(queries.cpu().numpy()), k)
-            return torch.from_numpy(scores).to(queries.device), torch.from_numpy(indices).to(queries.device)
-        entries = self._tensor_on(name, queries.device)
-        block_rows = max(1, _SEARCH_BLOCK_ENTRIES // entries.shape[0])
-        blocks = [(block @ entries.T).topk(k, dim=1) for block in queries.split(block_rows)]
-        return torch.cat([block.values for block in blocks]), torch.cat([block.indices for block in blocks])
+            return top_distinct_clips_faiss(
+                self._faiss_index(name), self.tensors[_CLIP_KEY], queries, k, excluded
+            )
+        entries, pair_clip = (self._tensor_on(key, queries.device) for key in (name, _CLIP_KEY))
+        return top_distinct_clips(entries, pair_clip, len(self.clip_ids), queries, k, excluded)
 
     def _faiss_index(self, name: str) -> faiss.IndexFlatIP:
         if name not in self._faiss_indexes:
-            self._faiss_indexes[name] = _flat_ip_index(self.tensors[name])
+            self._faiss_indexes[name] = flat_ip_index(self.tensors[name])
         return self._faiss_indexes[name]
 
     def _clip_codes(self, audio_ids: Sequence[str] | None, count: int, device: torch.device) -> torch.Tensor:
@@ -356,47 +340,6 @@ class KnowledgeBase:
             return torch.full((count,), -1, dtype=torch.long, device=device)
         codes = {audio_id: code for code, audio_id in enumerate(self.clip_ids)}
         return torch.tensor([codes.get(str(audio_id), -1) for audio_id in audio_ids], device=device)
-
-    def _top_distinct_clips(
-        self, name: str, queries: torch.Tensor, k: int, excluded: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Best pair of each of the ``k`` best clips (by their best pair), the excluded clip left out."""
-        scores = queries @ self._tensor_on(name, queries.device).T
-        pair_clip = self._tensor_on(_CLIP_KEY, queries.device).expand_as(scores)
-        clip_scores = scores.new_full((scores.shape[0], len(self.clip_ids)), -math.inf)
-        clip_scores.scatter_reduce_(1, pair_clip, scores, "amax")
-        num_pairs = scores.shape[1]
-        pair_numbers = torch.arange(num_pairs, device=scores.device).expand_as(scores)
-        best_pair = torch.full_like(clip_scores, num_pairs, dtype=torch.long).scatter_reduce_(
-            1, pair_clip, pair_numbers.where(scores == clip_scores.gather(1, pair_clip), num_pairs), "amin"
-        )
-        rows = (excluded >= 0).nonzero().squeeze(1)
-        clip_scores[rows, excluded[rows]] = -math.inf
-        top = clip_scores.topk(k, dim=1)
-        return top.values, best_pair.gather(1, top.indices)
-
-    def _top_distinct_clips_faiss(
-        self, name: str, queries: torch.Tensor, k: int, excluded: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """As :meth:`_top_distinct_clips`, from a faiss top list long enough to hold ``k + 1`` clips."""
-        pair_clip = self.tensors[_CLIP_KEY]
-        candidates = min(pair_clip.shape[0], (k + 1) * int(torch.bincount(pair_clip).max()))
-        scores, indices = self._faiss_index(name).search(
-            np.ascontiguousarray(queries.cpu().numpy()), candidates
-        )
-        scores, indices = torch.from_numpy(scores), torch.from_numpy(indices)
-        # Equal scores (a clip's audio stored once per caption) in pair order, as the torch search breaks ties.
-        by_pair = indices.sort(dim=1, stable=True).indices
-        by_score = scores.gather(1, by_pair).sort(dim=1, descending=True, stable=True).indices
-        reorder = by_pair.gather(1, by_score)
-        scores, indices = scores.gather(1, reorder), indices.gather(1, reorder)
-        clips = pair_clip[indices]
-        seen_before = (
-            (clips[:, :, None] == clips[:, None, :]) & torch.ones(candidates, candidates).tril(-1).bool()
-        ).any(-1)
-        kept = ~seen_before & (clips != excluded.cpu()[:, None])
-        order = torch.sort((~kept).to(torch.uint8), dim=1, stable=True).indices[:, :k]
-        return scores.gather(1, order).to(queries.device), indices.gather(1, order).to(queries.device)
 
     def pairs(
         self, indices: torch.Tensor, *, granularity: str = "fine", device: Any = None, dtype: Any = None

@@ -1,8 +1,10 @@
-"""The ``audio-text-retrieval`` pipeline class: its queries and ``classify``, thin hand-offs for the rest.
+"""The ``audio-text-retrieval`` pipeline class: its construction and its queries; its other methods are mixed in.
 
-``pipeline("audio-text-retrieval")``: index a corpus once, then search it with text or audio queries. Indexing,
-saving and loading, the Hub and moments are the work of the modules beside it (:mod:`.indexing`,
-:mod:`.persistence`, :mod:`.sharing`, :mod:`.moment_scoring`); the pipeline's methods for them are thin calls.
+``pipeline("audio-text-retrieval")``: index a corpus once, then search it with text or audio queries. The class
+takes ``index`` / ``save_index`` / ``load_index`` from :mod:`.index_methods`, ``moments`` from
+:mod:`.moment_search` and ``classify`` from :mod:`.zero_shot_classification` (one mixin each); the work is the
+modules' beside it (:mod:`.indexing`, :mod:`.persistence`, :mod:`.sharing`, :mod:`.moment_scoring`), and its
+``push_to_hub`` is a thin call.
 
 Example::
 
@@ -35,9 +37,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -45,24 +45,18 @@ from transformers import AutoModel, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
+from hf_atr.audio_encoding import SkippedAudio, float32_embeddings
 from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
-from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels, float32_embeddings
 from hf_atr.export.onnx_encoder import OnnxDualEncoder
-from hf_atr.moments.proposal import MomentProposalConfig
 from hf_atr.pipelines.device_search import checked_device, checked_dtype
 from hf_atr.pipelines.index import EmbeddingIndex
+from hf_atr.pipelines.index_methods import IndexMethods
 from hf_atr.pipelines.index_storage import model_dtype
-from hf_atr.pipelines.indexing import IndexingOptions, index_corpus, index_vectors
-from hf_atr.pipelines.moment_scoring import DEFAULT_TOP_K, find_moments
-from hf_atr.pipelines.persistence import (
-    AUDIO_INDEX_NAME,
-    TEXT_INDEX_NAME,
-    default_index_dir,
-    holds_index,
-    load_indexes,
-    save_indexes,
-)
+from hf_atr.pipelines.indexing import index_vectors
+from hf_atr.pipelines.moment_search import MomentSearch
+from hf_atr.pipelines.persistence import AUDIO_INDEX_NAME, TEXT_INDEX_NAME, default_index_dir, holds_index
 from hf_atr.pipelines.sharing import hub_index_dir, push_pipeline_to_hub
+from hf_atr.pipelines.zero_shot_classification import ZeroShotClassification
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.windowing import Windowing, pool_window_embeddings, window_bounds
 
@@ -105,7 +99,7 @@ class _AudioExample:
     audio: Any
 
 
-class AudioTextRetrievalPipeline(Pipeline):
+class AudioTextRetrievalPipeline(IndexMethods, MomentSearch, ZeroShotClassification, Pipeline):
     """Text→audio and audio→text search over an indexed corpus, query by example, and zero-shot audio
     classification.
 
@@ -337,154 +331,7 @@ class AudioTextRetrievalPipeline(Pipeline):
             hit["caption"] = gallery.captions[position]
         return hit
 
-    # Moments: hf_atr.pipelines.moment_scoring does the work ------------------------------------------
-
-    def moments(
-        self,
-        query: str,
-        recording: Any = None,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        hop_seconds: float | None = None,
-        proposal: MomentProposalConfig | None = None,
-        sampling_rate: int | None = None,
-        batch_size: int = 32,
-    ) -> list[dict[str, Any]]:
-        """When a described sound happens: the moments of ``recording`` (or of every indexed file) that match the
-        text ``query``, best first.
-
-        The recording is scored frame by frame by a model with frame-level embeddings (``config.audio_frame_rate``:
-        one score per 40-ms frame of PE-Audio), else (or when ``hop_seconds`` is given) window by window (the
-        pipeline's window length, every ``hop_seconds``: default 1 s, or the pipeline's hop when finer), into a
-        similarity curve, which ``proposal`` turns into moments
-        (:class:`~hf_atr.moments.proposal.MomentProposalConfig`: smoothing, thresholds relative to the
-        recording's own scores, boundaries at the curve's resolution, temporal NMS; or the AMR paper's
-        sliding-window baseline). :mod:`hf_atr.pipelines.moment_scoring` says how.
-
-        Args:
-            query: a description of the sound (text).
-            recording: one recording as queries take audio (a path, an array, ``{"raw" | "array",
-                "sampling_rate"}``). A file the audio index holds is scored from its stored entries (nothing is
-                encoded) when they are of the kind it would be scored with (frames or windows), unless
-                ``hop_seconds`` is given. ``None``: every file of the audio index, from its stored entries.
-            top_k: how many moments to return (per recording, or across the index's files).
-
-        Returns:
-            ``[{"start", "end", "score"}]`` for a recording; ``[{"id", "score", "start", "end", "path"?}]`` across
-            the index (``path`` when the index knows its folder). Times in seconds, scores the model's similarity.
-        """
-        return find_moments(
-            self,
-            query,
-            recording,
-            top_k=top_k,
-            hop_seconds=hop_seconds,
-            proposal=proposal,
-            sampling_rate=sampling_rate,
-            batch_size=batch_size,
-        )
-
-    # Indexing, saving, the Hub: hf_atr.pipelines.indexing, .persistence and .sharing do the work -------
-
-    def index(
-        self,
-        corpus: Any,
-        *,
-        ids: Sequence[str] | None = None,
-        batch_size: int = 32,
-        index_captions: bool = True,
-        show_progress: bool = True,
-        pool: bool = False,
-        strict: bool = False,
-        append: bool = False,
-        root: str | os.PathLike | None = None,
-        sampling_rate: int | None = None,
-    ) -> EmbeddingIndex:
-        """Encode ``corpus`` once (batched, with a progress bar) into the matching index.
-
-        Args:
-            corpus: a list of captions (strings) → caption index; a list of audio clips (file paths, arrays,
-                ``{"raw" | "array", "sampling_rate"}`` dicts; each array one clip) → audio index; a
-                ``datasets.Dataset`` with ``audio`` or precomputed features → audio index with ids from
-                its ``audio_id`` column, and, when it has ``captions`` and ``index_captions``, a caption
-                index whose ids are ``"<audio_id>#<slot>"``. A list of strings is audio when any of them
-                names an audio file (exists, or ends in an audio extension).
-            ids: one id per item (lists only); default: for files their path relative to ``root`` (as
-                given when there is no ``root``), else ``"0"``, ``"1"``, ...
-            batch_size: windows (or clips) per forward pass; captions go four times as many.
-            pool: store one entry per clip (its windows pooled by ``windowing.pooling``, spanning the whole
-                clip) instead of one entry per window with its span.
-            strict: stop at the first item that cannot be decoded (``AudioDecodeError`` naming it; what was
-                indexed before it stays in the index). By default such items are skipped, listed in
-                :attr:`skipped` (and in ``skipped.tsv`` by :meth:`save_index`) and summed up in a warning.
-                macOS ``._*`` AppleDouble files are skipped either way, with reason ``AppleDouble``.
-            append: add to the current index instead of replacing it; an id already in it is an error.
-            root: the directory file ids are relative to, recorded in the index so that hits carry a
-                ``path`` that resolves from anywhere (default: the current directory when the ids are the
-                file paths; with ``ids`` of your own and no ``root``, hits carry no ``path``).
-            sampling_rate: the rate of the arrays in a list given bare (default: the processor's, said once in
-                the log).
-
-        Raises:
-            ValueError: an empty corpus, a single clip instead of a list, two items with one id (naming both),
-                an id already indexed, or a ``batch_size`` below 1.
-            AudioDecodeError: an array that is not one clip (:func:`~hf_atr.data.audio.audio_clips`), whatever
-                ``strict`` says: it is refused before anything is encoded.
-
-        Returns:
-            The audio index, or the caption index for a list of captions. Under several processes
-            (``torch.distributed`` initialised, e.g. by ``accelerate launch``) each process encodes a share
-            of the items and every process returns the whole index, the one a single process builds.
-        """
-        options = IndexingOptions(
-            batch_size=batch_size, show_progress=show_progress, pool=pool, strict=strict, append=append
-        )
-        return index_corpus(
-            self,
-            corpus,
-            ids=ids,
-            index_captions=index_captions,
-            root=root,
-            sampling_rate=sampling_rate,
-            options=options,
-        )
-
-    def save_index(
-        self, directory: str | os.PathLike | None = None, *, report_skipped: bool = True
-    ) -> list[Path]:
-        """Write the audio and/or caption index (safetensors + ids JSON) and ``skipped.tsv`` (the audio left
-        out, ``path<TAB>reason``, when there is any); returns the files written.
-
-        Under several processes only the first writes; every process returns once the files are there.
-
-        Args:
-            directory: default ``<model dir>/retrieval_index``, which the next ``pipeline()`` on that
-                model directory loads automatically (and ``push_to_hub`` helpers upload).
-            report_skipped: write ``skipped.tsv`` (a stale one is removed when nothing was skipped).
-        """
-        if directory is None:
-            directory = default_index_dir(self.model)
-            if directory is None:
-                raise ValueError("The model was not loaded from a directory; pass save_index(directory).")
-        if self.audio_index is None and self.text_index is None:
-            raise ValueError("Nothing to save: build an index with `pipe.index(...)` first.")
-        return save_indexes(
-            directory, self.audio_index, self.text_index, self.skipped, report_skipped=report_skipped
-        )
-
-    def load_index(self, directory: str | os.PathLike) -> None:
-        """Load the indexes saved in ``directory`` (and its ``skipped.tsv``), checking dimension and model
-        fingerprint; an index of a kind that ``directory`` does not hold is left as it was.
-
-        Raises:
-            IndexFormatError: a corrupt file, or an index built by another model (rebuild it).
-            FileNotFoundError: ``directory`` holds no index.
-        """
-        audio_index, text_index, self.skipped = load_indexes(directory, self.model)
-        if audio_index is not None:
-            self.audio_index = audio_index
-        if text_index is not None:
-            self.text_index = text_index
+    # The Hub: hf_atr.pipelines.sharing does the work -------------------------------------------------
 
     def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload the model, its processor, its card and this pipeline's index in one commit.
@@ -495,49 +342,6 @@ class AudioTextRetrievalPipeline(Pipeline):
         list of skipped files stays local.
         """
         return push_pipeline_to_hub(self, repo_id, **upload)
-
-    # Zero-shot classification ------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def classify(
-        self,
-        audio: Any,
-        labels: Sequence[str],
-        *,
-        templates: str | Sequence[str] | None = None,
-        sampling_rate: int | None = None,
-    ) -> list[dict[str, Any]] | list[list[dict[str, Any]]]:
-        """Zero-shot classification of one clip (or a list of clips) into ``labels``.
-
-        Each label becomes captions through ``templates`` (default ``"This is a sound of {}."``); several
-        templates are averaged into one label embedding and re-normalised (CLIP's prompt ensembles; a ``dot``-scoring
-        model, such as one converted from PE-Audio, scores the mean as it is).
-        Scores are the softmax over labels of the model's ``logits_per_audio`` (audio scale · similarity), as
-        transformers' ``zero-shot-audio-classification`` pipeline scores a ``ClapModel``. A clip longer than
-        the extractor's window is embedded window by window and pooled (``windowing``).
-
-        Args:
-            audio: one clip (a path, an array, ``{"raw" | "array", "sampling_rate"}``), or a list of clips.
-            sampling_rate: the rate of arrays given bare (default: the processor's, said once in the log).
-
-        Returns:
-            ``[{"label", "score"}]`` best first, or one such list per clip for a list of clips.
-        """
-        given = self.read_audio(audio, sampling_rate, "the audio")
-        labels = list(labels)
-        label_embeds = encode_labels(self.model, self.processor, labels, templates)
-        rows = [{"audio": clip, "audio_id": name} for clip, name in zip(given.clips, given.names)]
-        audio_embeds = encode_audio(self.model, self.processor, rows, windowing=self.windowing)
-        head = self.model.scoring_head
-        device = head.logit_scale.device
-        probabilities = (
-            head.audio_logits(audio_embeds.to(device), label_embeds.to(device)).softmax(dim=-1).cpu()
-        )
-        results = [
-            [{"label": labels[i], "score": float(row[i])} for i in row.argsort(descending=True).tolist()]
-            for row in probabilities
-        ]
-        return results[0] if given.single else results
 
 
 BACKENDS = ("torch", "onnx")

@@ -87,7 +87,7 @@ def brute_force_distinct_clips(keys, audio_ids, query, own_id, k):
 def test_fine_search_returns_k_distinct_clips_other_than_the_query_s_own(modality, backend, monkeypatch):
     audio, text, audio_ids = clip_pairs(clips=40, captions_per_clip=5)
     base = KnowledgeBase.from_embeddings(audio, text, audio_ids=audio_ids, num_prototypes=8)
-    monkeypatch.setattr("hf_atr.knowledge.knowledge_base._DISTINCT_BLOCK_ENTRIES", 3 * 200)  # blocks of 3
+    monkeypatch.setattr("hf_atr.knowledge.exact_search._DISTINCT_BLOCK_ENTRIES", 3 * 200)  # blocks of 3
     query_rows = [0, 7, 23, 24, 111, 199, 150]  # each a stored pair: its own clip would rank first
     queries = (audio if modality == "audio" else text)[query_rows]
     own = [audio_ids[row] for row in query_rows]
@@ -142,9 +142,7 @@ def test_torch_search_in_blocks_matches_faiss(monkeypatch):
     audio, text = random_pairs(300)
     base = KnowledgeBase.from_embeddings(audio, text, num_prototypes=40)
     queries = F.normalize(torch.randn(50, 16, generator=torch.Generator().manual_seed(2)), dim=-1)
-    monkeypatch.setattr(
-        "hf_atr.knowledge.knowledge_base._SEARCH_BLOCK_ENTRIES", 7 * 300
-    )  # blocks of 7 queries
+    monkeypatch.setattr("hf_atr.knowledge.exact_search._SEARCH_BLOCK_ENTRIES", 7 * 300)  # blocks of 7 queries
     blocked = base.search(queries, modality="text", k=5)
     reference = base.search(queries, modality="text", k=5, backend="faiss")
     assert torch.equal(blocked[1], reference[1])

@@ -18,11 +18,11 @@ from transformers import pipeline
 
 from hf_atr.data.audio import AudioDecodeError, encode_wav
 from hf_atr.encoding import encode_audio, encode_audio_windows
-from hf_atr.pipelines import indexing
 from hf_atr.pipelines.index import IndexFormatError, model_fingerprint
 from hf_atr.pipelines.indexing import (
     IndexingOptions,
     IndexingRun,
+    filling,
     index_vectors,
     indexed_files,
     new_index,
@@ -187,7 +187,7 @@ def test_indexing_options_refuse_bad_values(tmp_path):
 def record_steps(monkeypatch, pipe):
     """The clips of each encoding call (one per step) and the files the index held at each save."""
     steps, saves = [], []
-    encode, save = indexing.encode_audio_windows, pipe.save_index
+    encode, save = filling.encode_audio_windows, pipe.save_index
 
     def recorded_encode(model, processor, part, **kwargs):
         steps.append(len(part))
@@ -197,7 +197,7 @@ def record_steps(monkeypatch, pipe):
         saves.append(indexed_files(pipe))
         return save(directory, **kwargs)
 
-    monkeypatch.setattr(indexing, "encode_audio_windows", recorded_encode)
+    monkeypatch.setattr(filling, "encode_audio_windows", recorded_encode)
     monkeypatch.setattr(pipe, "save_index", recorded_save)
     return steps, saves
 
