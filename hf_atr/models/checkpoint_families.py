@@ -39,11 +39,13 @@ class CheckpointFamily:
         argument: ``hf-atr train``'s starting-point argument for such a checkpoint (``"clap_model"``:
             ``--clap_model``).
         module: the family module's import path (see the module docstring).
+        description: what the argument takes, for its ``--help``.
     """
 
     name: str
     argument: str
     module: str
+    description: str
 
     def family_module(self) -> ModuleType:
         """The family module, imported.
@@ -69,8 +71,19 @@ class CheckpointFamily:
 
 
 CHECKPOINT_FAMILIES: dict[str, CheckpointFamily] = {
-    "clap": CheckpointFamily("CLAP", "clap_model", "hf_atr.models.clap.clap_family"),
-    "pe_audio": CheckpointFamily("PE-Audio", "pe_audio_model", "hf_atr.models.pe_audio.pe_audio_family"),
+    "clap": CheckpointFamily(
+        "CLAP",
+        "clap_model",
+        "hf_atr.models.clap.clap_family",
+        "a transformers ClapModel checkpoint with its ClapProcessor (e.g. a local copy of laion/clap-htsat-unfused)",
+    ),
+    "pe_audio": CheckpointFamily(
+        "PE-Audio",
+        "pe_audio_model",
+        "hf_atr.models.pe_audio.pe_audio_family",
+        "a transformers PeAudioModel checkpoint with its PeAudioProcessor (e.g. a local copy of facebook/pe-av-small), "
+        "trained with its objective, sigmoid, unless --objective is given",
+    ),
 }
 """The families by key (``AtrDualEncoderModel.from_checkpoint("clap", ...)``); a new family adds its row."""
 

@@ -1,6 +1,6 @@
-"""The table of checkpoint families: every row resolves to a family module, and a new family (a module written to a
-temporary folder plus one row) converts, gives its processor and window, and trains through ``hf-atr train``'s own
-path with no other file touched."""
+"""The table of checkpoint families: every row resolves to a family module and has its ``hf-atr train`` argument,
+and a new family (a module written to a temporary folder plus one row) converts, gives its processor and window, and
+trains from its own flag through ``hf-atr train``'s code with no other file touched."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ from tiny_models import make_processor, save_towers, write_sound_folder
 from transformers import ASTFeatureExtractor, AutoModel
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
+from hf_atr.commands.train import train_arguments
 from hf_atr.commands.train.fine_tune import load_starting_point, run_training, starting_point_base_model
-from hf_atr.commands.train.train_arguments import StartingPointArguments, parse_train_arguments
+from hf_atr.commands.train.train_arguments import (
+    StartingPointArguments,
+    parse_train_arguments,
+    with_checkpoint_arguments,
+)
 from hf_atr.models.checkpoint_families import (
     CHECKPOINT_FAMILIES,
     FAMILY_MODULE_NAMES,
@@ -80,18 +85,24 @@ def fake_family(tmp_path, monkeypatch):
     (modules / "fake_atr_family.py").write_text(textwrap.dedent(FAKE_FAMILY_MODULE))
     monkeypatch.syspath_prepend(str(modules))
     monkeypatch.setitem(
-        CHECKPOINT_FAMILIES, "fake", CheckpointFamily("Fake", "fake_model", "fake_atr_family")
+        CHECKPOINT_FAMILIES,
+        "fake",
+        CheckpointFamily("Fake", "fake_model", "fake_atr_family", "a tiny AST + BERT checkpoint of the test"),
     )
     save_towers(tmp_path / "fake")
     return tmp_path / "fake"
 
 
-FakeStartingPoint = dataclasses.make_dataclass(
-    "FakeStartingPoint",
-    [("fake_model", str | None, dataclasses.field(default=None))],
-    bases=(StartingPointArguments,),
-)
-"""``hf-atr train``'s starting-point arguments with the fake family's (``--fake_model``)."""
+def fake_starting_point_arguments() -> type:
+    """``hf-atr train``'s starting-point arguments as :func:`with_checkpoint_arguments` makes them once the fake
+    family has its row (the module's own class was made when it was imported, before the row)."""
+
+    @dataclasses.dataclass
+    @with_checkpoint_arguments
+    class FakeStartingPoint(StartingPointArguments):
+        model_name_or_path: str | None = None
+
+    return FakeStartingPoint
 
 
 @pytest.mark.parametrize("key", sorted(CHECKPOINT_FAMILIES))
@@ -100,7 +111,8 @@ def test_every_row_names_a_family_module_and_a_starting_point_argument(key):
     module = family.family_module()
     assert all(callable(getattr(module, name)) for name in FAMILY_MODULE_NAMES[1:])
     assert family.fixed_config_fields and all(isinstance(name, str) for name in family.fixed_config_fields)
-    assert family.argument in {field.name for field in dataclasses.fields(StartingPointArguments)}
+    fields = {field.name: field for field in dataclasses.fields(StartingPointArguments)}
+    assert fields[family.argument].metadata["help"].startswith(family.description)
 
 
 def test_an_unknown_family_and_an_incomplete_module_are_refused(tmp_path, monkeypatch):
@@ -108,8 +120,9 @@ def test_an_unknown_family_and_an_incomplete_module_are_refused(tmp_path, monkey
         checkpoint_family("fak")
     (tmp_path / "half_family.py").write_text("FIXED_CONFIG_FIELDS = ()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    half = CheckpointFamily("Half", "half_model", "half_family", "half a family")
     with pytest.raises(TypeError, match=r"lacks \['load_model_parts', 'load_processor_parts'\]"):
-        CheckpointFamily("Half", "half_model", "half_family").load_processor_parts("anywhere")
+        half.load_processor_parts("anywhere")
 
 
 def test_a_new_family_converts_with_its_processor_and_window(fake_family):
@@ -128,22 +141,27 @@ def test_a_new_family_converts_with_its_processor_and_window(fake_family):
 
 
 def test_a_new_family_trains_one_step_through_hf_atr_train(fake_family, monkeypatch):
+    """``--fake_model`` is parsed, converted, trained for one step, evaluated and saved by ``hf-atr train``'s code."""
     monkeypatch.chdir(fake_family.parent)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", fake_family.parent / "datasets-cache")
+    monkeypatch.setattr(train_arguments, "StartingPointArguments", fake_starting_point_arguments())
     write_sound_folder(fake_family.parent / "sounds", clips=8)
+    help_text = " ".join(train_arguments.argument_parser().format_help().split())
+    assert "--fake-model FAKE_MODEL a tiny AST + BERT checkpoint of the test; converted with" in help_text
     parsed = parse_train_arguments(
-        ["--dataset", "audiofolder", "--data_dir", "sounds", "--test_size", "0.25", "--output_dir", "run",
-         "--max_steps", "1", "--per_device_train_batch_size", "4", "--report_to", "none"]
+        ["--fake_model", "fake", "--dataset", "audiofolder", "--data_dir", "sounds", "--test_size", "0.25",
+         "--output_dir", "run", "--max_steps", "1", "--per_device_train_batch_size", "4", "--report_to", "none"]
     )  # fmt: skip
-    start = FakeStartingPoint(fake_model="fake")
-    assert starting_point_base_model(FakeStartingPoint(fake_model="owner/fake")) == ["owner/fake"]
+    assert starting_point_base_model(parsed.starting_point) is None  # a local directory
+    assert starting_point_base_model(train_arguments.StartingPointArguments(fake_model="owner/fake")) == [
+        "owner/fake"
+    ]
     with pytest.raises(ValueError, match=r"--fake_model \(a Fake checkpoint\), or --audio_model"):
-        load_starting_point(FakeStartingPoint())
-    result = run_training(parsed._replace(starting_point=start))
+        load_starting_point(train_arguments.StartingPointArguments())
+    result = run_training(parsed)
     assert result.starting_point == "Fake checkpoint fake"
     assert result.train_metrics["epoch"] > 0 and np.isfinite(result.train_metrics["train_loss"])
     trained = AutoModel.from_pretrained(fake_family.parent / "run" / "model")
     assert trained.config.projection_dim == 8
-    assert (
-        AtrProcessor.from_pretrained(fake_family.parent / "run" / "model").feature_extractor.max_length == 100
-    )
+    saved_processor = AtrProcessor.from_pretrained(fake_family.parent / "run" / "model")
+    assert saved_processor.feature_extractor.max_length == 100
