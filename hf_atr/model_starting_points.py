@@ -1,9 +1,10 @@
 """Where an :class:`~hf_atr.modeling_atr.AtrDualEncoderModel` starts from other checkpoints: two pretrained
-backbones, a whole ``ClapModel``, a whole ``PeAudioModel``.
+backbones, or a whole checkpoint of a family hf-atr converts (``ClapModel``, ``PeAudioModel``, ...).
 
-:class:`AtrStartingPoints` holds the class methods (``from_audio_text_pretrained``, ``from_clap``,
-``from_pe_audio``); the model inherits them, so they are called on the model class as before. The checkpoint
-conversions themselves (weights and config values renamed) live with their families in :mod:`hf_atr.models`.
+:class:`AtrStartingPoints` holds the class methods (``from_audio_text_pretrained``, ``from_checkpoint`` and its
+named forms ``from_clap``, ``from_pe_audio``); the model inherits them, so they are called on the model class as
+before. The checkpoint conversions themselves (weights and config values renamed) live with their families in
+:mod:`hf_atr.models`, one row each in :data:`~hf_atr.models.checkpoint_families.CHECKPOINT_FAMILIES`.
 """
 
 from __future__ import annotations
@@ -11,25 +12,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from .configuration_atr import ATR_CONFIG_FIELDS, AtrConfig
 from .model_layers import encoder_only
-from .models.clap.convert_clap_checkpoint import (
-    CLAP_FIXED_CONFIG_FIELDS,
-    atr_config_kwargs_from_clap,
-    convert_clap_state_dict,
-    load_clap_checkpoint,
-)
-from .models.pe_audio.convert_pe_audio_checkpoint import (
-    PE_AUDIO_DEFAULT_OBJECTIVE,
-    PE_AUDIO_FIXED_CONFIG_FIELDS,
-    atr_config_kwargs_from_pe_audio,
-    convert_pe_audio_state_dict,
-    is_frame_level,
-    load_pe_audio_checkpoint,
-    pe_audio_frame_rate,
-)
+from .models.checkpoint_families import checkpoint_family
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
 from .towers import tower_from_pretrained
 
@@ -117,11 +102,7 @@ class AtrStartingPoints:
             ClapCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor
                 has no place in the hf-atr model (the keys are named).
         """
-        config_kwargs = checkpoint_config_kwargs(kwargs, CLAP_FIXED_CONFIG_FIELDS, "from_clap", "CLAP")
-        clap = load_clap_checkpoint(clap_name_or_path, **kwargs)
-        config = AtrConfig(**atr_config_kwargs_from_clap(clap.config), **config_kwargs)
-        model = cls(config=config, audio_model=clap.audio_model, text_model=clap.text_model)
-        return model._load_converted(clap.state_dict(), convert_clap_state_dict, str(clap_name_or_path))
+        return cls._from_family("clap", clap_name_or_path, "from_clap", kwargs)
 
     @classmethod
     def from_pe_audio(cls, pe_name_or_path: str | os.PathLike, **kwargs: Any) -> Self:
@@ -146,24 +127,37 @@ class AtrStartingPoints:
             PeAudioCheckpointError: the checkpoint lacks weights, has unexpected or mismatched ones, or a tensor has
                 no place in the hf-atr model (the keys are named).
         """
-        config_kwargs = checkpoint_config_kwargs(
-            kwargs, PE_AUDIO_FIXED_CONFIG_FIELDS, "from_pe_audio", "PE-Audio"
-        )
-        config_kwargs.setdefault("objective", dict(PE_AUDIO_DEFAULT_OBJECTIVE))
-        pe_model = load_pe_audio_checkpoint(pe_name_or_path, **kwargs)
-        if is_frame_level(pe_model.config):
-            config_kwargs.setdefault(
-                "audio_frame_rate", pe_audio_frame_rate(pe_name_or_path, pe_model.config)
-            )
-        config = AtrConfig(**atr_config_kwargs_from_pe_audio(pe_model.config), **config_kwargs)
-        model = cls(config=config, audio_model=pe_model.audio_encoder, text_model=pe_model.text_model)
-        return model._load_converted(pe_model.state_dict(), convert_pe_audio_state_dict, str(pe_name_or_path))
+        return cls._from_family("pe_audio", pe_name_or_path, "from_pe_audio", kwargs)
 
-    def _load_converted(self, source_state: dict[str, torch.Tensor], convert: Any, source: str) -> Self:
-        """Load a converted checkpoint's tensors (``convert(state, shapes, source)`` names any that do not fit)."""
-        atr_shapes = {key: tensor.shape for key, tensor in self.state_dict().items()}
-        self.load_state_dict(convert(source_state, atr_shapes, source=source), strict=False)
-        return self.eval()
+    @classmethod
+    def from_checkpoint(cls, family: str, name_or_path: str | os.PathLike, **kwargs: Any) -> Self:
+        """Convert a checkpoint of ``family``, a key of :data:`~hf_atr.models.checkpoint_families.CHECKPOINT_FAMILIES`
+        (``"clap"``: :meth:`from_clap`, ``"pe_audio"``: :meth:`from_pe_audio`), into an hf-atr model; its towers
+        and tensors come from the family module's ``load_model_parts``.
+
+        Keyword arguments that are :class:`AtrConfig` fields go to the config (the fields the checkpoint fixes are
+        refused; the family's defaults, e.g. PE-Audio's objective, yield to them); the others to the family's
+        ``from_pretrained``. Pair with :meth:`hf_atr.AtrProcessor.from_checkpoint`.
+
+        Raises:
+            ValueError: an unknown family, or a field the checkpoint fixes; the family's checkpoint error (a
+                ``ValueError``) when a tensor has no place in the hf-atr model.
+        """
+        return cls._from_family(family, name_or_path, f"from_checkpoint({family!r})", kwargs)
+
+    @classmethod
+    def _from_family(
+        cls, family: str, name_or_path: str | os.PathLike, method: str, kwargs: dict[str, Any]
+    ) -> Self:
+        row = checkpoint_family(family)
+        config_kwargs = checkpoint_config_kwargs(kwargs, row.fixed_config_fields, method, row.name)
+        parts = row.load_model_parts(name_or_path, **kwargs)
+        config = AtrConfig(**parts.config, **{**parts.defaults, **config_kwargs})
+        model = cls(config=config, audio_model=parts.audio_model, text_model=parts.text_model)
+        atr_shapes = {key: tensor.shape for key, tensor in model.state_dict().items()}
+        converted = parts.convert(parts.state_dict, atr_shapes, source=str(name_or_path))
+        model.load_state_dict(converted, strict=False)
+        return model.eval()
 
 
 __all__ = ["AtrStartingPoints", "checkpoint_config_kwargs"]

@@ -1,7 +1,7 @@
 """AtrProcessor: a transformers audio feature extractor + a tokenizer behind one call.
 
 How its features are stacked into a batch of model inputs is in :mod:`hf_atr.audio_batches` (its names are
-importable from here too).
+importable from here too), how a dataset is featurised once in :mod:`hf_atr.dataset_features`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from datasets import Features, Value
-from transformers import (
-    AutoFeatureExtractor,
-    AutoProcessor,
-    AutoTokenizer,
-    BatchFeature,
-    ClapFeatureExtractor,
-    ClapProcessor,
-    PeAudioFeatureExtractor,
-)
+from transformers import AutoFeatureExtractor, AutoProcessor, AutoTokenizer, BatchFeature
 from transformers.processing_utils import ProcessorMixin
 from transformers.utils import logging
 
@@ -35,16 +26,16 @@ from .audio_batches import (
     stack_feature,
 )
 from .configuration_atr import AtrConfig
-from .data.audio import AudioDecodeError, audio_clips, decode_audio
+from .data.audio import audio_clips, decode_audio
 from .data.feature_storage import feature_storage_types, first_dimension_varies
 from .data.schema import check_caption
+from .dataset_features import extract_split
 from .features.registry import batched_features_for
 from .long_clips import inference_features
+from .models.checkpoint_families import checkpoint_family
 from .models.sentence_transformer.sentence_transformer_layout import read_sentence_transformer
-from .windowing import collect_cut_clips, extractor_window, minimum_samples, pad_short_clip, report_cut_clips
+from .windowing import extractor_window, minimum_samples, pad_short_clip, report_cut_clips
 
-DECODE_ERROR_COLUMN = "_audio_decode_error"
-"""Temporary column of :meth:`AtrProcessor.extract_audio_features`: why a clip could not be decoded."""
 FEATURE_BACKENDS = ("transformers", "torch")
 
 logger = logging.get_logger(__name__)
@@ -142,36 +133,34 @@ class AtrProcessor(ProcessorMixin):
         self._varying_frames: frozenset[str] | None = None
 
     @classmethod
+    def from_checkpoint(cls, family: str, name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
+        """The feature extractor and tokenizer of a checkpoint of ``family``, a key of
+        :data:`~hf_atr.models.checkpoint_families.CHECKPOINT_FAMILIES`, read by the family module's
+        ``load_processor_parts`` (keyword arguments go to it). Pair with
+        :meth:`hf_atr.AtrDualEncoderModel.from_checkpoint`.
+        """
+        return cls(*checkpoint_family(family).load_processor_parts(name_or_path, **kwargs))
+
+    @classmethod
     def from_clap(cls, clap_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
-        """The feature extractor and tokenizer of a CLAP checkpoint (``ClapProcessor.from_pretrained``).
+        """The feature extractor and tokenizer of a CLAP checkpoint (``ClapProcessor.from_pretrained``):
+        :meth:`from_checkpoint` ``("clap", ...)``.
 
         Pair with :meth:`hf_atr.AtrDualEncoderModel.from_clap`. The CLAP feature extractor's ``is_longer``
         output reaches the model (fused checkpoints use it). Keyword arguments go to ``from_pretrained``.
         """
-        clap_processor = ClapProcessor.from_pretrained(clap_name_or_path, **kwargs)
-        if not isinstance(clap_processor.feature_extractor, ClapFeatureExtractor):
-            raise ValueError(
-                f"{clap_name_or_path} has a {type(clap_processor.feature_extractor).__name__}, not a "
-                "ClapFeatureExtractor: it is not a CLAP checkpoint."
-            )
-        return cls(clap_processor.feature_extractor, clap_processor.tokenizer)
+        return cls.from_checkpoint("clap", clap_name_or_path, **kwargs)
 
     @classmethod
     def from_pe_audio(cls, pe_name_or_path: str | os.PathLike, **kwargs: Any) -> AtrProcessor:
-        """The raw-waveform feature extractor and tokenizer of a PE-Audio checkpoint (``PeAudioProcessor``).
+        """The raw-waveform feature extractor and tokenizer of a PE-Audio checkpoint: :meth:`from_checkpoint`
+        ``("pe_audio", ...)``.
 
         Pair with :meth:`hf_atr.AtrDualEncoderModel.from_pe_audio`. The extractor reflect-pads each 48-kHz clip to
         a multiple of its hop (1920 samples) and marks that padding valid; its ``padding_mask`` reaches the model as
         ``audio_attention_mask``. Keyword arguments go to ``from_pretrained``.
         """
-        # PeAudioProcessor.from_pretrained would read any extractor's settings into a PeAudioFeatureExtractor.
-        feature_extractor = AutoFeatureExtractor.from_pretrained(pe_name_or_path, **kwargs)
-        if not isinstance(feature_extractor, PeAudioFeatureExtractor):
-            raise ValueError(
-                f"{pe_name_or_path} has a {type(feature_extractor).__name__}, not a PeAudioFeatureExtractor: it is "
-                "not a PE-Audio checkpoint."
-            )
-        return cls(feature_extractor, AutoTokenizer.from_pretrained(pe_name_or_path, **kwargs))
+        return cls.from_checkpoint("pe_audio", pe_name_or_path, **kwargs)
 
     @classmethod
     def from_audio_text_pretrained(
@@ -413,6 +402,17 @@ class AtrProcessor(ProcessorMixin):
         ``split`` (a ``Dataset`` only) names it in its progress bar and warnings (a ``DatasetDict``'s splits go by
         their keys).
         """
+        options = {
+            "audio_column": audio_column,
+            "batch_size": batch_size,
+            "num_proc": num_proc,
+            "keep_audio": keep_audio,
+            "strict": strict,
+        }
+
+        def featurize(arrays: Sequence[np.ndarray], names: Sequence[str]) -> dict[str, Any]:
+            return self._featurize(arrays, None, "np", feature_backend, audio_names=names)
+
         if isinstance(dataset, dict):  # a DatasetDict: each split on its own, named in its report
             if cache_file_name is not None:
                 raise ValueError(
@@ -420,93 +420,13 @@ class AtrProcessor(ProcessorMixin):
                 )
             return type(dataset)(
                 {
-                    split: self._extract_split(
-                        data,
-                        split,
-                        audio_column,
-                        batch_size,
-                        num_proc,
-                        keep_audio,
-                        feature_backend,
-                        strict,
-                        None,
-                    )
-                    for split, data in dataset.items()
+                    name: extract_split(self, featurize, data, split=name, cache_file_name=None, **options)
+                    for name, data in dataset.items()
                 }
             )
-        return self._extract_split(
-            dataset,
-            split,
-            audio_column,
-            batch_size,
-            num_proc,
-            keep_audio,
-            feature_backend,
-            strict,
-            cache_file_name,
+        return extract_split(
+            self, featurize, dataset, split=split, cache_file_name=cache_file_name, **options
         )
-
-    def _extract_split(
-        self,
-        dataset: Any,
-        split: str | None,
-        audio_column: str,
-        batch_size: int,
-        num_proc: int | None,
-        keep_audio: bool,
-        feature_backend: str,
-        strict: bool,
-        cache_file_name: str | None,
-    ) -> Any:
-        placeholder = np.zeros(minimum_samples(self.feature_extractor), dtype=np.float32)
-
-        def featurize_batch(batch: dict[str, list], indices: list[int]) -> dict[str, Any]:
-            names = [str(name) for name in batch.get("audio_id", indices)]
-            arrays, errors = [], []
-            for value, name in zip(batch[audio_column], names):
-                try:
-                    arrays.append(decode_audio(value, self.sampling_rate, source=name))
-                    errors.append("")
-                except AudioDecodeError as error:
-                    if strict:
-                        raise
-                    arrays.append(placeholder)  # keeps the batch's shape; the row is filtered out below
-                    errors.append(error.reason)
-            features = self._featurize(arrays, None, "np", feature_backend, audio_names=names)
-            return {**features, DECODE_ERROR_COLUMN: errors}
-
-        remove_columns = None if keep_audio else [audio_column]
-        kept = {name: kind for name, kind in dataset.features.items() if keep_audio or name != audio_column}
-        stored = Features({**kept, **self.feature_storage_types(), DECODE_ERROR_COLUMN: Value("string")})
-        cache = {} if cache_file_name is None else {"cache_file_name": cache_file_name}
-        where = f"split {split!r}" if split is not None else "the dataset"
-        with collect_cut_clips(
-            f"extract_audio_features on {where}", extractor_window(self.feature_extractor)
-        ):
-            featurized = dataset.map(
-                featurize_batch,
-                batched=True,
-                batch_size=batch_size,
-                num_proc=num_proc,
-                with_indices=True,
-                remove_columns=remove_columns,
-                features=stored,
-                desc=f"Extracting audio features of {where}",
-                **cache,
-            )
-        errors = featurized[DECODE_ERROR_COLUMN]
-        failed = [row for row, error in enumerate(errors) if error]
-        if failed:
-            names = featurized.select(failed)["audio_id"] if "audio_id" in featurized.column_names else failed
-            listed = "; ".join(f"{name} ({errors[row]})" for name, row in zip(names[:10], failed))
-            more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
-            logger.warning(
-                f"extract_audio_features: {len(failed)} of {len(errors)} clip(s) of {where} cannot be decoded "
-                f"and are left out: {listed}{more}. Pass strict=True to stop at the first instead."
-            )
-            failed_rows = set(failed)
-            featurized = featurized.select([row for row in range(len(errors)) if row not in failed_rows])
-        return featurized.remove_columns(DECODE_ERROR_COLUMN)
 
 
 def register_auto_processor() -> None:

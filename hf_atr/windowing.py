@@ -23,21 +23,18 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import (
-    ASTFeatureExtractor,
-    ClapFeatureExtractor,
-    PeAudioFeatureExtractor,
-    WhisperFeatureExtractor,
-)
 from transformers.utils import logging
 
-from .features.ast_fbank import AstFbankFeatures
+from .deprecation import HfAtrDeprecationWarning
+from .features import pe_audio_waveform
+from .features.registry import batched_features_class
 
 logger = logging.get_logger(__name__)
 
@@ -50,11 +47,6 @@ DEFAULT_HOP_FRACTION = 0.5
 MIN_CLIP_SECONDS = 0.025
 """Shortest clip handed to a feature extractor: one 25-ms analysis frame (Kaldi's, which AST uses; Whisper's
 400 samples at 16 kHz). Shorter clips are zero-padded to it (or to the extractor's FFT window if longer)."""
-RAW_WAVEFORM_WINDOW_SECONDS = 10.0
-"""Window of windowed search for an extractor that passes whole waveforms to the model (PE-Audio's): about the
-windows of AST (10.24 s) and CLAP (10 s), so that a long recording is never one forward pass of attention over
-all its frames (an hour is 90,000 PE-Audio frames). hf-atr's choice, not the checkpoint's; rounded down to a
-multiple of the extractor's hop."""
 CUT_CLIPS_NAMED = 5
 """How many cut clips a log line names (the count covers all of them)."""
 
@@ -83,36 +75,18 @@ class ExtractorWindow:
 
 
 def extractor_window(feature_extractor: Any) -> ExtractorWindow:
-    """The window ``feature_extractor`` reads (see :class:`ExtractorWindow`), decided per family:
-
-    - ``ASTFeatureExtractor``: ``max_length`` frames of 25 ms every 10 ms, read from the start;
-    - ``WhisperFeatureExtractor``: ``chunk_length`` seconds from the start;
-    - ``PannsFeatureExtractor``: ``max_length_s`` seconds from the start;
-    - ``ClapFeatureExtractor``: ``max_length_s`` seconds; ``rand_trunc`` cuts a longer clip to its head at
-      inference (its random crop is training's, :mod:`hf_atr.long_clips`), ``fusion`` reads it whole (the window is then only the length of the chunks that windowed search uses);
-    - ``PeAudioFeatureExtractor``: reads the whole waveform (reflect-padded to a multiple of its hop); the
-      window is :data:`RAW_WAVEFORM_WINDOW_SECONDS`, used only by windowed search, as CLAP fusion's;
-    - any other extractor: no window; the whole clip reaches the model.
+    """The window ``feature_extractor`` reads (see :class:`ExtractorWindow`), as its batched feature class declares
+    it (:meth:`~hf_atr.features.BatchedFeatureExtractor.clip_window`, found by
+    :func:`~hf_atr.features.batched_features_class`): AST ``max_length`` frames, Whisper ``chunk_length``, PANNs and
+    CLAP ``max_length_s`` (CLAP ``fusion`` reads a longer clip whole), PE-Audio the whole waveform (its window,
+    10 s, only bounds windowed search). An extractor without a batched class has no window: the whole clip reaches
+    the model.
     """
-    # Imported here: loading the PANNs modules runs the deferred auto-class registrations, which import the
-    # processor, which imports this module (hf_atr.auto_registration).
-    from .models.panns.feature_extraction_panns import PannsFeatureExtractor
-
-    rate = int(feature_extractor.sampling_rate)
-    if isinstance(feature_extractor, ASTFeatureExtractor):
-        samples = AstFbankFeatures.from_extractor(feature_extractor).window_samples
-        return ExtractorWindow(samples, True, rate)
-    if isinstance(feature_extractor, WhisperFeatureExtractor):
-        return ExtractorWindow(int(feature_extractor.n_samples), True, rate)
-    if isinstance(feature_extractor, PannsFeatureExtractor):
-        return ExtractorWindow(feature_extractor.max_length_samples, True, rate)
-    if isinstance(feature_extractor, ClapFeatureExtractor):
-        fused = feature_extractor.truncation == "fusion"
-        return ExtractorWindow(int(feature_extractor.nb_max_samples), not fused, rate)
-    if isinstance(feature_extractor, PeAudioFeatureExtractor):
-        hop = int(feature_extractor.hop_length)
-        return ExtractorWindow(int(RAW_WAVEFORM_WINDOW_SECONDS * rate) // hop * hop, False, rate)
-    return ExtractorWindow(None, False, rate)
+    implementation = batched_features_class(feature_extractor)
+    samples, cuts_long_clips = (
+        (None, False) if implementation is None else implementation.clip_window(feature_extractor)
+    )
+    return ExtractorWindow(samples, cuts_long_clips, int(feature_extractor.sampling_rate))
 
 
 def minimum_samples(feature_extractor: Any) -> int:
@@ -330,13 +304,26 @@ def _cut_message(names: Sequence[str], seconds: Sequence[float], window: Extract
     )
 
 
+def __getattr__(name: str) -> Any:
+    """``RAW_WAVEFORM_WINDOW_SECONDS``, which moved to :mod:`hf_atr.features.pe_audio_waveform` (the class that
+    declares PE-Audio's window), still read from here with an :class:`~hf_atr.deprecation.HfAtrDeprecationWarning`."""
+    if name != "RAW_WAVEFORM_WINDOW_SECONDS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "hf_atr.windowing.RAW_WAVEFORM_WINDOW_SECONDS is deprecated and will be removed in a future version; import "
+        "it from hf_atr.features.pe_audio_waveform.",
+        HfAtrDeprecationWarning,
+        stacklevel=2,
+    )
+    return pe_audio_waveform.RAW_WAVEFORM_WINDOW_SECONDS
+
+
 __all__ = [
     "DEFAULT_HOP_FRACTION",
     "DEFAULT_POOLING",
     "ExtractorWindow",
     "MIN_CLIP_SECONDS",
     "POOLINGS",
-    "RAW_WAVEFORM_WINDOW_SECONDS",
     "Windowing",
     "collect_cut_clips",
     "extractor_window",

@@ -53,6 +53,7 @@ FLOORS = {
     "hf_atr.model_starting_points": 4,
     "hf_atr.scoring_head": 4,
     "hf_atr.processing_atr": 4,
+    "hf_atr.dataset_features": 4,
     "hf_atr.audio_batches": 4,
     "hf_atr.windowing": 4,
     "hf_atr.long_clips": 4,

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 import torch
 from tiny_models import SAMPLING_RATE, make_processor, tiny_clap_feature_extractor, tiny_feature_extractor
-from transformers import Wav2Vec2FeatureExtractor
+from transformers import PeAudioFeatureExtractor, Wav2Vec2FeatureExtractor
 
+from hf_atr import windowing
+from hf_atr.features.pe_audio_waveform import RAW_WAVEFORM_WINDOW_SECONDS
 from hf_atr.windowing import (
     MIN_CLIP_SECONDS,
+    ExtractorWindow,
     Windowing,
     collect_cut_clips,
     extractor_window,
@@ -60,6 +63,16 @@ def test_an_extractor_without_window_reads_the_whole_clip():
     assert window.samples is None and not window.cuts_long_clips
     assert Windowing().samples(extractor) is None
     assert Windowing(window_seconds=2.0).samples(extractor) == (32000, 16000)
+
+
+def test_pe_audio_s_window_is_its_hop_aligned_search_window_and_its_old_home_warns():
+    extractor = PeAudioFeatureExtractor(sampling_rate=48000, hop_length=1920)
+    window = extractor_window(extractor)
+    assert window == ExtractorWindow(480000, False, 48000)  # 10 s, a multiple of the hop
+    with pytest.deprecated_call(match="import it from hf_atr.features.pe_audio_waveform"):
+        assert windowing.RAW_WAVEFORM_WINDOW_SECONDS == RAW_WAVEFORM_WINDOW_SECONDS == 10.0
+    with pytest.raises(AttributeError, match="has no attribute 'WINDOW'"):
+        getattr(windowing, "WINDOW")  # noqa: B009
 
 
 def test_windowing_defaults_to_the_extractor_window_with_half_overlap_and_checks_its_values():

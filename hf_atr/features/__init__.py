@@ -7,12 +7,17 @@ Light: imports torch, NumPy and transformers' extractor classes only.
 """
 
 from .ast_fbank import AstFbankFeatures
-from .base import BatchedFeatureExtractor, RandomSource
+from .base import BatchedFeatureExtractor, ClipWindow, RandomSource
 from .clap_log_mel import ClapLogMelFeatures
 from .decibel_mel import DecibelMelFeatures
 from .panns_log_mel import PannsLogMelFeatures
 from .pe_audio_waveform import PeAudioWaveformFeatures
-from .registry import batched_features_for, register_batched_features, supported_extractors
+from .registry import (
+    batched_features_class,
+    batched_features_for,
+    register_batched_features,
+    supported_extractors,
+)
 from .spectrogram import pad_waveforms
 from .whisper_log_mel import WhisperLogMelFeatures
 
@@ -20,11 +25,13 @@ __all__ = [
     "AstFbankFeatures",
     "BatchedFeatureExtractor",
     "ClapLogMelFeatures",
+    "ClipWindow",
     "DecibelMelFeatures",
     "PannsLogMelFeatures",
     "PeAudioWaveformFeatures",
     "RandomSource",
     "WhisperLogMelFeatures",
+    "batched_features_class",
     "batched_features_for",
     "pad_waveforms",
     "register_batched_features",

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers.audio_utils import mel_filter_bank, window_function
 
-from .base import BatchedFeatureExtractor, without_autocast
+from .base import BatchedFeatureExtractor, ClipWindow, without_autocast
 from .spectrogram import mel_power_
 
 HOP_LENGTH = 160
@@ -90,6 +90,11 @@ class AstFbankFeatures(BatchedFeatureExtractor):
             mean=extractor.mean,
             std=extractor.std,
         )
+
+    @classmethod
+    def clip_window(cls, extractor: Any) -> ClipWindow:
+        """``max_length`` frames of 25 ms every 10 ms, read from the start."""
+        return ClipWindow(cls.from_extractor(extractor).window_samples, True)
 
     @property
     def window_samples(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +38,18 @@ def without_autocast(method: _Method) -> _Method:
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+class ClipWindow(NamedTuple):
+    """What one call of a feature extractor reads of a clip.
+
+    ``samples``: the window at the extractor's rate, ``None`` when it has none (every sample reaches the model);
+    ``cuts_long_clips``: whether a longer clip is cut to it, keeping its head, rather than read whole by the
+    extractor or the model (CLAP fusion, PE-Audio's raw waveforms), whose window then only bounds windowed search.
+    """
+
+    samples: int | None
+    cuts_long_clips: bool
 
 
 RandomSource = torch.Generator | np.random.RandomState | None
@@ -76,6 +88,12 @@ class BatchedFeatureExtractor(abc.ABC):
     @abc.abstractmethod
     def from_extractor(cls, extractor: Any) -> BatchedFeatureExtractor:
         """Build from a transformers feature extractor instance, reading every setting from it."""
+
+    @classmethod
+    def clip_window(cls, extractor: Any) -> ClipWindow:
+        """The window the transformers ``extractor`` reads of a clip (:func:`hf_atr.windowing.extractor_window`
+        reads it); by default none: the whole clip reaches the model."""
+        return ClipWindow(None, False)
 
     @property
     def window_samples(self) -> int | None:

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from transformers.audio_utils import window_function
 
-from .base import RandomSource
+from .base import ClipWindow, RandomSource
 from .decibel_mel import DecibelMelFeatures
 from .spectrogram import linear_resize_time
 
@@ -103,6 +103,13 @@ class ClapLogMelFeatures(DecibelMelFeatures):
             truncation=extractor.truncation,
             padding=extractor.padding,
         )
+
+    @classmethod
+    def clip_window(cls, extractor: Any) -> ClipWindow:
+        """``max_length_s`` seconds; ``rand_trunc`` cuts a longer clip to its head at inference (its random crop is
+        training's, :mod:`hf_atr.long_clips`), ``fusion`` reads it whole (the window is then only the length of the
+        chunks windowed search uses)."""
+        return ClipWindow(int(extractor.nb_max_samples), extractor.truncation != "fusion")
 
     @property
     def window_samples(self) -> int | None:

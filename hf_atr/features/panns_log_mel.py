@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .base import ClipWindow
 from .decibel_mel import DecibelMelFeatures
 
 
@@ -63,6 +64,11 @@ class PannsLogMelFeatures(DecibelMelFeatures):
             max_length=extractor.max_length_samples,
             padding_value=extractor.padding_value,
         )
+
+    @classmethod
+    def clip_window(cls, extractor: Any) -> ClipWindow:
+        """``max_length_s`` seconds from the start."""
+        return ClipWindow(int(extractor.max_length_samples), True)
 
     @property
     def window_samples(self) -> int:

@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-from .base import BatchedFeatureExtractor
+from .base import BatchedFeatureExtractor, ClipWindow
+
+RAW_WAVEFORM_WINDOW_SECONDS = 10.0
+"""Window of windowed search for an extractor that passes whole waveforms to the model (PE-Audio's): about the
+windows of AST (10.24 s) and CLAP (10 s), so that a long recording is never one forward pass of attention over
+all its frames (an hour is 90,000 PE-Audio frames). hf-atr's choice, not the checkpoint's; rounded down to a
+multiple of the extractor's hop."""
 
 
 def reflect_indices(positions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -60,6 +66,13 @@ class PeAudioWaveformFeatures(BatchedFeatureExtractor):
             hop_length=int(extractor.hop_length),
             padding_value=float(extractor.padding_value),
         )
+
+    @classmethod
+    def clip_window(cls, extractor: Any) -> ClipWindow:
+        """The whole waveform reaches the model (reflect-padded to a multiple of its hop); the window is
+        :data:`RAW_WAVEFORM_WINDOW_SECONDS`, used only by windowed search."""
+        hop = int(extractor.hop_length)
+        return ClipWindow(int(RAW_WAVEFORM_WINDOW_SECONDS * int(extractor.sampling_rate)) // hop * hop, False)
 
     def valid_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
         """``(batch,)`` samples each clip fills once reflect-padded: ``lengths`` rounded up to the hop."""

@@ -10,7 +10,8 @@ with one call::
     register_batched_features(MyFeatureExtractor, MyLogMelFeatures)
 
 Lookup is by exact class: a subclass may compute something else, so it falls back to transformers until it
-is registered itself.
+is registered itself. Each implementation also declares the window its extractor reads of a clip
+(:meth:`BatchedFeatureExtractor.clip_window`), which :func:`hf_atr.windowing.extractor_window` reads from here.
 """
 
 from __future__ import annotations
@@ -72,13 +73,18 @@ def supported_extractors() -> tuple[type, ...]:
     return tuple(_IMPLEMENTATIONS)
 
 
+def batched_features_class(extractor: Any) -> type[BatchedFeatureExtractor] | None:
+    """The class of ``extractor``'s batched torch twin, unbuilt; ``None`` when its class has none."""
+    extractor_class = type(extractor)
+    return _IMPLEMENTATIONS.get(extractor_class) or _IMPLEMENTATIONS_BY_NAME.get(
+        f"{extractor_class.__module__}.{extractor_class.__qualname__}"
+    )
+
+
 def batched_features_for(extractor: Any) -> BatchedFeatureExtractor | None:
     """The batched torch twin of ``extractor``, built from its current settings; ``None`` (logged once per
     class at info level) when its class has none, so the caller uses the transformers extractor."""
-    extractor_class = type(extractor)
-    implementation = _IMPLEMENTATIONS.get(extractor_class) or _IMPLEMENTATIONS_BY_NAME.get(
-        f"{extractor_class.__module__}.{extractor_class.__qualname__}"
-    )
+    implementation = batched_features_class(extractor)
     if implementation is None:
         logger.info_once(
             f"No batched torch features for {type(extractor).__name__} (supported: "

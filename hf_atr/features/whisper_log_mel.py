@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from transformers.audio_utils import window_function
 
-from .base import BatchedFeatureExtractor, without_autocast
+from .base import BatchedFeatureExtractor, ClipWindow, without_autocast
 from .spectrogram import audible_frame_counts, centered_signal, mel_power_
 
 WINDOW = "hann"
@@ -69,6 +69,11 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
             dither=extractor.dither,
             return_attention_mask=bool(extractor.return_attention_mask),
         )
+
+    @classmethod
+    def clip_window(cls, extractor: Any) -> ClipWindow:
+        """``chunk_length`` seconds (``n_samples``) from the start."""
+        return ClipWindow(int(extractor.n_samples), True)
 
     @property
     def window_samples(self) -> int:

@@ -1,5 +1,6 @@
 """What every checkpoint conversion into an hf-atr dual encoder shares (CLAP, PE-Audio): refusing a checkpoint that
-``from_pretrained`` loaded incompletely, and renaming its tensors with every key accounted for.
+``from_pretrained`` loaded incompletely, renaming its tensors with every key accounted for, and the parts a
+converted checkpoint hands the dual encoder (:class:`ConvertedCheckpoint`).
 
 transformers 5 only warns about missing, unexpected or mismatched weights (and fills missing ones with random
 values); a conversion must instead name them and stop. This module knows no hf-atr model: the converters pass
@@ -9,6 +10,7 @@ their own key mapping, error class and names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,6 +21,29 @@ logger = logging.get_logger(__name__)
 DERIVED_BUFFER_SUFFIXES = ("position_ids", "token_type_ids", "relative_position_index", "num_batches_tracked")
 """Buffers computed from the config alone (index tables, a batch-norm step counter): a checkpoint may lack
 them without losing anything, and ``_init_weights`` sets them."""
+
+
+@dataclass(frozen=True)
+class ConvertedCheckpoint:
+    """A checkpoint read into the parts of an hf-atr dual encoder (a family module's ``load_model_parts``,
+    :mod:`hf_atr.models.checkpoint_families`).
+
+    Attributes:
+        config: the ``AtrConfig`` fields the checkpoint determines (its towers' configs, projections, scoring).
+        audio_model, text_model: the checkpoint's towers, weights loaded.
+        state_dict: the checkpoint's own tensors, under its keys.
+        convert: ``convert(state_dict, atr_shapes, source=...)``: the tensors under their hf-atr keys
+            (:func:`convert_state_dict` with the family's mapping), raising on any without a place.
+        defaults: ``AtrConfig`` fields the checkpoint suggests and a caller may override (PE-Audio: its sigmoid
+            objective).
+    """
+
+    config: dict[str, Any]
+    audio_model: torch.nn.Module
+    text_model: torch.nn.Module
+    state_dict: Mapping[str, torch.Tensor]
+    convert: Callable[..., dict[str, torch.Tensor]]
+    defaults: dict[str, Any] = field(default_factory=dict)
 
 
 def is_derived_buffer(key: str) -> bool:
@@ -136,6 +161,7 @@ def convert_state_dict(
 
 __all__ = [
     "DERIVED_BUFFER_SUFFIXES",
+    "ConvertedCheckpoint",
     "check_loading_info",
     "convert_state_dict",
     "describe_mismatch",

@@ -12,8 +12,11 @@ from transformers import (
 
 from hf_atr.features import (
     AstFbankFeatures,
+    BatchedFeatureExtractor,
     ClapLogMelFeatures,
+    ClipWindow,
     WhisperLogMelFeatures,
+    batched_features_class,
     batched_features_for,
     register_batched_features,
     registry,
@@ -72,3 +75,22 @@ def test_a_new_family_plugs_in_with_one_call(monkeypatch):
     register_batched_features(PannsLikeExtractor, AstFbankFeatures, exist_ok=True)
     with pytest.raises(TypeError, match="is not a BatchedFeatureExtractor subclass"):
         register_batched_features(PannsLikeExtractor, dict)
+
+
+def test_each_class_declares_its_window_without_being_built(monkeypatch):
+    """The registry's class of an extractor declares the window it reads (what ``extractor_window`` reports)."""
+
+    def refuse(extractor):
+        raise AssertionError("built")
+
+    monkeypatch.setattr(
+        WhisperLogMelFeatures, "from_extractor", classmethod(lambda cls, extractor: refuse(extractor))
+    )
+    whisper = WhisperFeatureExtractor(chunk_length=2)
+    assert batched_features_class(whisper) is WhisperLogMelFeatures
+    assert WhisperLogMelFeatures.clip_window(whisper) == ClipWindow(32000, True)
+    assert ClapLogMelFeatures.clip_window(ClapFeatureExtractor(truncation="fusion")) == ClipWindow(
+        480000, False
+    )
+    assert batched_features_class(Wav2Vec2FeatureExtractor()) is None
+    assert BatchedFeatureExtractor.clip_window(Wav2Vec2FeatureExtractor()) == ClipWindow(None, False)

@@ -43,6 +43,7 @@ from ...evaluation.evaluator import RetrievalEvaluator
 from ...hub import push_to_hub
 from ...model_card.facts import card_data, hub_model_id, record_sharing_terms
 from ...modeling_atr import AtrDualEncoderModel
+from ...models.checkpoint_families import CHECKPOINT_FAMILIES
 from ...objectives.registry import build_objective, validate_objective_config
 from ...processing_atr import AtrProcessor
 from ...training.callbacks import ModelCardCallback
@@ -63,12 +64,6 @@ logger = logging.get_logger(__name__)
 
 ARCHITECTURE_OPTIONS = ("projection_dim", "audio_pooling", "text_pooling", "scoring")
 """Starting-point options that shape new projections and scoring heads; an hf-atr model has its own."""
-CHECKPOINT_CONVERSIONS = {
-    "clap_model": ("from_clap", "CLAP"),
-    "pe_audio_model": ("from_pe_audio", "PE-Audio"),
-}
-"""Starting points converted from another family's checkpoint: the flag's field, the converter of the model and
-of the processor (``AtrDualEncoderModel``'s and ``AtrProcessor``'s classmethod of that name), the family."""
 
 
 def objective_config(arguments: ObjectiveArguments, current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -113,17 +108,22 @@ def load_starting_point(
     Raises:
         ValueError: not exactly one starting point, or an option the starting point fixes.
     """
+    checkpoints = {  # one starting point per row of the family table (--clap_model, --pe_audio_model, ...)
+        key: getattr(arguments, family.argument, None) for key, family in CHECKPOINT_FAMILIES.items()
+    }
     given = {
         "--model_name_or_path": arguments.model_name_or_path,
-        "--clap_model": arguments.clap_model,
-        "--pe_audio_model": arguments.pe_audio_model,
+        **{f"--{CHECKPOINT_FAMILIES[key].argument}": path for key, path in checkpoints.items()},
         "--audio_model/--text_model": arguments.audio_model or arguments.text_model,
     }
     chosen = [name for name, value in given.items() if value]
     if len(chosen) != 1:
+        families = "".join(
+            f"--{family.argument} (a {family.name} checkpoint), " for family in CHECKPOINT_FAMILIES.values()
+        )
         raise ValueError(
-            f"Give one starting point: --model_name_or_path (an hf-atr model), --clap_model (a CLAP checkpoint), "
-            f"--pe_audio_model (a PE-Audio checkpoint), or --audio_model with --text_model; got {chosen or 'none'}."
+            f"Give one starting point: --model_name_or_path (an hf-atr model), {families}or --audio_model with "
+            f"--text_model; got {chosen or 'none'}."
         )
     options = {
         name: getattr(arguments, name)
@@ -143,12 +143,12 @@ def load_starting_point(
             )
         model = AtrDualEncoderModel.from_pretrained(path, **options)
         return model, AtrProcessor.from_pretrained(path), f"hf-atr model {path}"
-    for flag, (converter, family) in CHECKPOINT_CONVERSIONS.items():
-        if path := getattr(arguments, flag):
+    for key, path in checkpoints.items():
+        if path:
             return (
-                getattr(AtrDualEncoderModel, converter)(path, **options),
-                getattr(AtrProcessor, converter)(path),
-                f"{family} checkpoint {path}",
+                AtrDualEncoderModel.from_checkpoint(key, path, **options),
+                AtrProcessor.from_checkpoint(key, path),
+                f"{CHECKPOINT_FAMILIES[key].name} checkpoint {path}",
             )
     if not (arguments.audio_model and arguments.text_model):
         raise ValueError("--audio_model and --text_model go together: give both towers.")
@@ -159,10 +159,11 @@ def load_starting_point(
 
 
 def starting_point_base_model(arguments: StartingPointArguments) -> list[str] | None:
-    """The card's ``base_model`` for a starting point given by its Hub id (an hf-atr model, a CLAP or PE-Audio
-    checkpoint named ``owner/name``, not a local directory); ``None`` otherwise, and for towers, whose own names the card
-    reads (:func:`~hf_atr.model_card.write_model_card`)."""
-    source = arguments.model_name_or_path or arguments.clap_model or arguments.pe_audio_model
+    """The card's ``base_model`` for a starting point given by its Hub id (an hf-atr model, a checkpoint of a family
+    of :data:`~hf_atr.models.checkpoint_families.CHECKPOINT_FAMILIES` named ``owner/name``, not a local directory);
+    ``None`` otherwise, and for towers, whose own names the card reads (:func:`~hf_atr.model_card.write_model_card`)."""
+    checkpoints = (getattr(arguments, family.argument, None) for family in CHECKPOINT_FAMILIES.values())
+    source = arguments.model_name_or_path or next((path for path in checkpoints if path), None)
     hub_id = hub_model_id(source)
     return [hub_id] if hub_id else None
 

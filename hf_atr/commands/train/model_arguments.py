@@ -6,33 +6,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...models.checkpoint_families import CHECKPOINT_FAMILIES
 from .option_values import json_object
 
 
+def with_checkpoint_arguments(cls: type) -> type:
+    """Give the starting-point class, before ``@dataclass`` reads it, one ``str | None`` field per row of
+    :data:`~hf_atr.models.checkpoint_families.CHECKPOINT_FAMILIES` (``--clap_model``, ``--pe_audio_model``, ...)
+    after ``model_name_or_path``, its help the row's description: a new family needs no line here."""
+    annotations = {}
+    for name, kind in cls.__annotations__.items():
+        annotations[name] = kind
+        if name == "model_name_or_path":
+            for key, family in CHECKPOINT_FAMILIES.items():
+                annotations[family.argument] = "str | None"
+                help_text = (
+                    f"{family.description}; converted with AtrDualEncoderModel.from_checkpoint({key!r})"
+                )
+                setattr(cls, family.argument, field(default=None, metadata={"help": help_text}))
+    cls.__annotations__ = annotations
+    return cls
+
+
 @dataclass
+@with_checkpoint_arguments
 class StartingPointArguments:
-    """Where fine-tuning starts: exactly one of ``model_name_or_path``, ``clap_model``, ``pe_audio_model``, or
-    ``audio_model`` with ``text_model``."""
+    """Where fine-tuning starts: exactly one of ``model_name_or_path``, a checkpoint of a family
+    (:func:`with_checkpoint_arguments`: ``clap_model``, ``pe_audio_model``, ...), or ``audio_model`` with
+    ``text_model``."""
 
     _argument_group_name = (
-        "starting point (one of --model_name_or_path, --clap_model, --pe_audio_model, "
-        "--audio_model + --text_model)"
+        "starting point (one of --model_name_or_path, "
+        + "".join(f"--{family.argument}, " for family in CHECKPOINT_FAMILIES.values())
+        + "--audio_model + --text_model)"
     )
 
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "an hf-atr model directory (saved with its processor) to fine-tune"}
     )
-    clap_model: str | None = field(
-        default=None,
-        metadata={"help": "a transformers ClapModel checkpoint with its ClapProcessor (e.g. a local copy of "
-                  "laion/clap-htsat-unfused), converted with AtrDualEncoderModel.from_clap"},
-    )  # fmt: skip
-    pe_audio_model: str | None = field(
-        default=None,
-        metadata={"help": "a transformers PeAudioModel checkpoint with its PeAudioProcessor (e.g. a local copy of "
-                  "facebook/pe-av-small), converted with AtrDualEncoderModel.from_pe_audio; trains with its "
-                  "objective, sigmoid, unless --objective is given"},
-    )  # fmt: skip
     audio_model: str | None = field(
         default=None,
         metadata={"help": "audio tower directory with its feature extractor (AST, Whisper, PANNs, ...), "
@@ -130,4 +141,4 @@ class CardArguments:
                 )
 
 
-__all__ = ["CardArguments", "ObjectiveArguments", "StartingPointArguments"]
+__all__ = ["CardArguments", "ObjectiveArguments", "StartingPointArguments", "with_checkpoint_arguments"]

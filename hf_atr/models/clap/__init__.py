@@ -1,7 +1,8 @@
 """Conversion of transformers ``ClapModel`` checkpoints (LAION CLAP) into hf-atr dual encoders.
 
-Used by :meth:`hf_atr.AtrDualEncoderModel.from_clap` and :meth:`hf_atr.AtrProcessor.from_clap`; CLAP's towers
-themselves are transformers' ``ClapAudioModel`` / ``ClapTextModel`` (see :mod:`hf_atr.towers`).
+Used by :meth:`hf_atr.AtrDualEncoderModel.from_clap` and :meth:`hf_atr.AtrProcessor.from_clap` through its family
+module, :mod:`~hf_atr.models.clap.clap_family`; CLAP's towers themselves are transformers' ``ClapAudioModel`` /
+``ClapTextModel`` (see :mod:`hf_atr.towers`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Conversion of transformers ``PeAudioModel`` checkpoints (Perception Encoder audio-text) into hf-atr dual encoders.
 
-Used by :meth:`hf_atr.AtrDualEncoderModel.from_pe_audio` and :meth:`hf_atr.AtrProcessor.from_pe_audio`; the towers
-themselves are transformers' ``PeAudioEncoder`` and ModernBERT.
+Used by :meth:`hf_atr.AtrDualEncoderModel.from_pe_audio` and :meth:`hf_atr.AtrProcessor.from_pe_audio` through its
+family module, :mod:`~hf_atr.models.pe_audio.pe_audio_family`; the towers themselves are transformers'
+``PeAudioEncoder`` and ModernBERT.
 """
 
 from __future__ import annotations
