@@ -191,6 +191,7 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from .decibel_mel import DecibelMelFeatures
@@ -73,6 +74,7 @@ class PannsLogMelFeatures(DecibelMelFeatures):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from .base import BatchedFeatureExtractor
@@ -61,19 +62,21 @@ class PeAudioWaveformFeatures(BatchedFeatureExtractor):
             padding_value=float(extractor.padding_value),
         )
 
-    def valid_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
-        """``(batch,)`` samples each clip fills once reflect-padded: ``lengths`` rounded up to the hop."""
-        return -torch.div(-lengths, self.hop_length, rounding_mode="floor") * self.hop_length
+    def valid_lengths(self, lengths: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """``(batch,)`` samples each clip fills once reflect-padded: ``lengths`` rounded up to the hop (a tensor
+        for a tensor, a NumPy array for a NumPy array)."""
+        return -(-lengths // self.hop_length) * self.hop_length
 
     def compute(
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         valid = self.valid_lengths(lengths)
-        width = int(valid.max())
+        width = int(self.valid_lengths(host_lengths).max())
         padding_mask = torch.arange(width, device=waveforms.device)[None, :] < valid[:, None]
         values = waveforms.new_full((waveforms.shape[0], width), self.padding_value)
         kept = min(width, waveforms.shape[1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from transformers.audio_utils import window_function
 
@@ -82,6 +83,7 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
