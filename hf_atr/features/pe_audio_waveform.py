@@ -78,17 +78,17 @@ class PeAudioWaveformFeatures(BatchedFeatureExtractor):
         valid = self.valid_lengths(lengths)
         width = int(self.valid_lengths(host_lengths).max())
         padding_mask = torch.arange(width, device=waveforms.device)[None, :] < valid[:, None]
-        values = waveforms.new_full((waveforms.shape[0], width), self.padding_value)
+        # Room after the batch's longest clip for every clip's tail (below), so that no index is cut.
+        values = waveforms.new_full((waveforms.shape[0], width + self.hop_length - 1), self.padding_value)
         kept = min(width, waveforms.shape[1])
         values[:, :kept] = waveforms[:, :kept]
-        values.masked_fill_(~padding_mask, self.padding_value)
-        # Only the last hop of a clip is reflected: index (batch, hop - 1) positions, not the whole batch.
+        values[:, :width].masked_fill_(~padding_mask, self.padding_value)
+        # Only the last hop of a clip is reflected: the (batch, hop - 1) positions after its end are written, each
+        # its reflection where it is valid and padding past that; no mask selects them (a read of the device).
         tail = lengths[:, None] + torch.arange(self.hop_length - 1, device=waveforms.device)[None, :]
-        reflected = tail < valid[:, None]
-        rows = torch.arange(waveforms.shape[0], device=waveforms.device)[:, None].expand_as(tail)
-        sources = reflect_indices(tail, lengths)
-        values[rows[reflected], tail[reflected]] = waveforms[rows[reflected], sources[reflected]]
-        return {"input_values": values[:, None, :], "padding_mask": padding_mask.to(torch.int32)}
+        reflection = waveforms.gather(1, reflect_indices(tail, lengths))
+        values.scatter_(1, tail, torch.where(tail < valid[:, None], reflection, self.padding_value))
+        return {"input_values": values[:, None, :width], "padding_mask": padding_mask.to(torch.int32)}
 
 
 __all__ = ["PeAudioWaveformFeatures", "reflect_indices"]
