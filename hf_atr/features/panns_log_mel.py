@@ -79,9 +79,9 @@ class PannsLogMelFeatures(DecibelMelFeatures):
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         batch = waveforms.shape[0]
-        signal_lengths = torch.full_like(lengths, self.max_length)
-        content_lengths = lengths.clamp(max=self.max_length)
-        frames = int(self.frame_counts(signal_lengths[:1]))
+        signal_lengths = np.full_like(host_lengths, self.max_length)
+        content_lengths = np.minimum(host_lengths, self.max_length)
+        frames = self.frame_counts(self.max_length)
         features = waveforms.new_empty(batch, frames, self.num_mel_bins)
         for chunk in self.chunks(batch, frames, waveforms.device):
             features[chunk] = self.log_mel(
