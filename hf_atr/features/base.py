@@ -187,8 +187,9 @@ class BatchedFeatureExtractor(abc.ABC):
         random_source: RandomSource = None,
     ) -> dict[str, torch.Tensor]:
         """Featurise 1-D waveforms of any lengths at :attr:`sampling_rate` on ``device`` (default CPU)."""
-        waveforms, lengths = pad_waveforms(arrays, device=device, dtype=dtype)
-        return self(waveforms, lengths, random_source=random_source)
+        waveforms, _ = pad_waveforms(arrays, device=device, dtype=dtype)
+        # The lengths as the host knows them, so that the device is not read back.
+        return self(waveforms, [len(array) for array in arrays], random_source=random_source)
 
     @staticmethod
     def chunks(batch: int, frames_per_clip: int, device: torch.device) -> list[slice]:
