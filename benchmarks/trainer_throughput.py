@@ -41,6 +41,7 @@ import itertools
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -471,8 +472,11 @@ class TrainingRow(NamedTuple):
     flops: int
 
 
-def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path) -> list[TrainingRow]:
-    """Part 2: one :class:`TrainingRow` per input, worker count and (with ``--compile``) eager and compiled."""
+def training_rows(
+    args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path
+) -> Iterator[TrainingRow]:
+    """Part 2: one :class:`TrainingRow` per input, worker count and (with ``--compile``) eager and compiled, each
+    yielded as soon as it is timed."""
     device = torch.device(args.device)
     model, processor, seconds = build_model(args.model, tokenizer)
     rate = processor.sampling_rate
@@ -501,7 +505,6 @@ def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, wor
         "precomputed features": ("collator", "features"),
         f"raw {rate // 1000}-kHz audio": ("device", "raw"),
     }
-    rows = []
     variants = [False, True] if args.compile else [False]
     for label, (audio_features, folder) in inputs.items():
         clips = load_from_disk(str(work / folder))
@@ -523,12 +526,9 @@ def training_rows(args: argparse.Namespace, tokenizer: RobertaTokenizerFast, wor
                 raw_seconds, raw_first = raw_step_seconds(
                     copy.deepcopy(model), batch, features, device, args.bf16, args.steps, compiled
                 )
-                rows.append(
-                    TrainingRow(
-                        label, workers, compiled, trained, trained_first, raw_seconds, raw_first, flops
-                    )
+                yield TrainingRow(
+                    label, workers, compiled, trained, trained_first, raw_seconds, raw_first, flops
                 )
-    return rows
 
 
 def main() -> None:
@@ -574,7 +574,8 @@ def main() -> None:
     logging.set_verbosity_error()
     datasets.disable_progress_bars()
     tokenizer = roberta_size_tokenizer()
-    print(f"device {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+    name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+    print(f"device {device}{name}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         if not args.skip_collate:
@@ -585,7 +586,7 @@ def main() -> None:
             )
             rates = collate_rows(args, tokenizer, work)
             for label, rate in rates:
-                print(f"  {label:<62} {rate:>8,.0f} rows/s  {rate / rates[0][1]:>6.1f}x")
+                print(f"  {label:<62} {rate:>8,.0f} rows/s  {rate / rates[0][1]:>6.1f}x", flush=True)
             print(f"\nTokenising {args.collate_batch_size} captions into torch tensors")
             for label, milliseconds in tokenise_ms(tokenizer, args.collate_batch_size):
                 print(f"  {label:<62} {milliseconds:>8.1f} ms")
@@ -596,21 +597,14 @@ def main() -> None:
 def print_training(
     args: argparse.Namespace, tokenizer: RobertaTokenizerFast, work: Path, device: torch.device
 ) -> None:
-    """Part 2's table: per row, the trainer's and the raw step's ms, pairs/s and model FLOPs utilisation."""
+    """Part 2's table: per row, the trainer's and the raw step's ms, pairs/s and model FLOPs utilisation. Each row
+    is printed (and flushed) as soon as it is timed, so that a run stopped by a time limit keeps the rows it timed;
+    the whole table follows at the end."""
     peak, peak_source = peak_tflops(device, args.peak_tflops)
     print(
         f"\nTraining step, model {args.model}, batch {args.batch_size}, {'bf16' if args.bf16 else 'fp32'}: "
         f"{args.steps} steps timed per row, the median taken after the first two (which warm up, and compile "
         "with --compile)."
-    )
-    rows = training_rows(args, tokenizer, work)
-    print(
-        "Model FLOPs per step (forward + backward of the model and objective, FlopCounterMode, counted once): "
-        + ", ".join(
-            f"{row.input} {row.flops / 1e9:,.1f} GFLOP"
-            for row in rows
-            if row.workers == args.workers[0] and not row.compiled
-        )
     )
     print(
         f"MFU = FLOPs per step / step time / peak; peak {peak if peak is not None else '-'} TFLOP/s ({peak_source})"
@@ -619,18 +613,36 @@ def print_training(
         f"  {'input':<24} {'workers':>7} {'mode':>8} {'trainer ms':>10} {'pairs/s':>8} {'MFU':>6} "
         f"{'raw ms':>8} {'pairs/s':>8} {'MFU':>6} {'share':>6} {'1st step s (trainer/raw)':>25}"
     )
+    print(header, flush=True)
+    rows = []
+    for row in training_rows(args, tokenizer, work):
+        rows.append(row)
+        print(row_line(row, args, peak), flush=True)
+    print(
+        "\nModel FLOPs per step (forward + backward of the model and objective, FlopCounterMode, counted once): "
+        + ", ".join(
+            f"{row.input} {row.flops / 1e9:,.1f} GFLOP"
+            for row in rows
+            if row.workers == args.workers[0] and not row.compiled
+        )
+    )
     print(header)
     if args.compile:
         print("  (compiled rows: the trainer runs first; the raw step then reuses the graphs it compiled)")
     for row in rows:
-        print(
-            f"  {row.input:<24} {row.workers:>7} {'compiled' if row.compiled else 'eager':>8} "
-            f"{1000 * row.trainer_seconds:>10.1f} {args.batch_size / row.trainer_seconds:>8.1f} "
-            f"{utilisation(row.flops, row.trainer_seconds, peak):>6} {1000 * row.raw_seconds:>8.1f} "
-            f"{args.batch_size / row.raw_seconds:>8.1f} {utilisation(row.flops, row.raw_seconds, peak):>6} "
-            f"{row.raw_seconds / row.trainer_seconds:>6.0%} "
-            f"{f'{row.trainer_first_seconds:.1f} / {row.raw_first_seconds:.1f}':>25}"
-        )
+        print(row_line(row, args, peak))
+
+
+def row_line(row: TrainingRow, args: argparse.Namespace, peak: float | None) -> str:
+    """One row of part 2's table, aligned under its header."""
+    return (
+        f"  {row.input:<24} {row.workers:>7} {'compiled' if row.compiled else 'eager':>8} "
+        f"{1000 * row.trainer_seconds:>10.1f} {args.batch_size / row.trainer_seconds:>8.1f} "
+        f"{utilisation(row.flops, row.trainer_seconds, peak):>6} {1000 * row.raw_seconds:>8.1f} "
+        f"{args.batch_size / row.raw_seconds:>8.1f} {utilisation(row.flops, row.raw_seconds, peak):>6} "
+        f"{row.raw_seconds / row.trainer_seconds:>6.0%} "
+        f"{f'{row.trainer_first_seconds:.1f} / {row.raw_first_seconds:.1f}':>25}"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from transformers.audio_utils import mel_filter_bank, window_function
 
@@ -101,29 +102,32 @@ class AstFbankFeatures(BatchedFeatureExtractor):
         """Samples that make ``max_length`` frames; later samples never reach a feature."""
         return (self.max_length - 1) * HOP_LENGTH + self.frame_length
 
-    def frame_counts(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Whole frames in each clip (no padding): ``(batch,)``, clamped to ``[0, max_length]``."""
-        counts = 1 + torch.div(lengths - self.frame_length, HOP_LENGTH, rounding_mode="floor")
-        return counts.clamp(min=0, max=self.max_length)
+    def frame_counts(self, lengths: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """Whole frames in each clip (no padding): ``(batch,)``, clamped to ``[0, max_length]``; a tensor for a
+        tensor, a NumPy array for a NumPy array."""
+        return (1 + (lengths - self.frame_length) // HOP_LENGTH).clip(0, self.max_length)
 
     def compute(
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         batch = waveforms.shape[0]
-        counts = self.frame_counts(lengths)
-        frames_used = int(counts.max())
+        host_counts = self.frame_counts(host_lengths)
+        frames_used = int(host_counts.max())
         fbank = waveforms.new_empty(batch, self.max_length, self.num_mel_bins)
         # Frames past a clip's end are zeros before normalisation, as transformers pads them.
-        fbank[:, frames_used:] = self.normalize_(torch.zeros((), dtype=waveforms.dtype)).item()
+        fbank[:, frames_used:] = 0.0
+        self.normalize_(fbank[:, frames_used:])
         if frames_used > 0:
+            counts = self.frame_counts(lengths)
             for chunk in self.chunks(batch, frames_used, waveforms.device):
                 log_mel = fbank[chunk, :frames_used]
                 self.log_mel(waveforms[chunk], frames_used, log_mel)
-                if bool((counts[chunk] < frames_used).any()):
+                if (host_counts[chunk] < frames_used).any():
                     frame_index = torch.arange(frames_used, device=waveforms.device)
                     log_mel.masked_fill_(frame_index[None, :, None] >= counts[chunk, None, None], 0.0)
                 self.normalize_(log_mel)

@@ -60,6 +60,13 @@ fixed choices (CLAP: the head of a long clip; Whisper: no dither), the rule at i
 noise are training augmentation: training hands a seeded source."""
 
 
+def host_array(lengths: torch.Tensor | np.ndarray | Sequence[int]) -> np.ndarray:
+    """``lengths`` as an int64 NumPy array on the host (a copy from an accelerator, which waits for it)."""
+    if isinstance(lengths, torch.Tensor):
+        return lengths.detach().to("cpu", torch.long).numpy()
+    return np.array(lengths, dtype=np.int64)
+
+
 class BatchedFeatureExtractor(abc.ABC):
     """A transformers audio feature extractor re-implemented as batched torch on any device.
 
@@ -130,16 +137,21 @@ class BatchedFeatureExtractor(abc.ABC):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
-        """The features of ``waveforms: (batch, samples)`` with ``lengths: (batch,)`` on their device."""
+        """The features of ``waveforms: (batch, samples)`` with ``lengths: (batch,)`` on their device.
+
+        ``host_lengths: (batch,)`` holds the same lengths as an int64 NumPy array on the host: shapes and the
+        other choices made in Python read it, not ``lengths``, so that they never wait for the device.
+        """
 
     @without_autocast
     def __call__(
         self,
         waveforms: torch.Tensor,
-        lengths: torch.Tensor | None = None,
+        lengths: torch.Tensor | np.ndarray | Sequence[int] | None = None,
         *,
         random_source: RandomSource = None,
         random_choices: dict[str, torch.Tensor] | None = None,
@@ -148,7 +160,9 @@ class BatchedFeatureExtractor(abc.ABC):
 
         Args:
             waveforms: ``(batch, samples)`` float at :attr:`sampling_rate`, zero-padded after each clip.
-            lengths: ``(batch,)`` true lengths; ``None`` when every clip fills ``samples``.
+            lengths: ``(batch,)`` true lengths; ``None`` when every clip fills ``samples``. Lengths on the host (a
+                NumPy array, a list, a CPU tensor) are read without waiting for the device; a tensor on an
+                accelerator is read back once.
             random_source: used when ``random_choices`` is not given (see :data:`RandomSource`); also
                 drives noise the extractor adds (Whisper's dither), which is added only with a
                 ``torch.Generator``. ``None`` (default): nothing random, the fixed inference choices.
@@ -164,23 +178,23 @@ class BatchedFeatureExtractor(abc.ABC):
                 f"{type(self).__name__} expects float waveforms of shape (batch, samples), both non-zero, got "
                 f"{waveforms.dtype} {tuple(waveforms.shape)}."
             )
-        if lengths is None:
-            lengths = torch.full((waveforms.shape[0],), waveforms.shape[1], dtype=torch.long)
-        lengths = lengths.to(device=waveforms.device, dtype=torch.long)
-        if (
-            lengths.shape != (waveforms.shape[0],)
-            or bool((lengths < 1).any())
-            or int(lengths.max()) > waveforms.shape[1]
-        ):
+        batch, samples = waveforms.shape
+        host_lengths = host_array(lengths) if lengths is not None else np.full(batch, samples, dtype=np.int64)
+        if host_lengths.shape != (batch,) or host_lengths.min() < 1 or host_lengths.max() > samples:
             raise ValueError(
-                f"lengths must hold one length in [1, {waveforms.shape[1]}] per clip, got {lengths.tolist()}."
+                f"lengths must hold one length in [1, {samples}] per clip, got {host_lengths.tolist()}."
             )
+        if isinstance(lengths, torch.Tensor):
+            device_lengths = lengths.to(device=waveforms.device, dtype=torch.long)
+        else:
+            # From pageable host memory: the copy is queued without waiting for the kernels already queued.
+            device_lengths = torch.from_numpy(host_lengths).to(waveforms.device, non_blocking=True)
         if random_choices is None:
-            random_choices = self.draw_random_choices(lengths.cpu(), random_source)
+            random_choices = self.draw_random_choices(torch.from_numpy(host_lengths), random_source)
         random_choices = {name: value.to(waveforms.device) for name, value in random_choices.items()}
         generator = random_source if isinstance(random_source, torch.Generator) else None
         waveforms = waveforms.to(torch.promote_types(waveforms.dtype, torch.float32))
-        return self.compute(waveforms, lengths, random_choices, generator)
+        return self.compute(waveforms, device_lengths, host_lengths, random_choices, generator)
 
     def featurize_arrays(
         self,
@@ -191,8 +205,9 @@ class BatchedFeatureExtractor(abc.ABC):
         random_source: RandomSource = None,
     ) -> dict[str, torch.Tensor]:
         """Featurise 1-D waveforms of any lengths at :attr:`sampling_rate` on ``device`` (default CPU)."""
-        waveforms, lengths = pad_waveforms(arrays, device=device, dtype=dtype)
-        return self(waveforms, lengths, random_source=random_source)
+        waveforms, _ = pad_waveforms(arrays, device=device, dtype=dtype)
+        # The lengths as the host knows them, so that the device is not read back.
+        return self(waveforms, [len(array) for array in arrays], random_source=random_source)
 
     @staticmethod
     def chunks(batch: int, frames_per_clip: int, device: torch.device) -> list[slice]:

@@ -41,7 +41,7 @@ from transformers.audio_utils import window_function
 
 from .base import ClipWindow, RandomSource
 from .decibel_mel import DecibelMelFeatures
-from .spectrogram import linear_resize_time
+from .spectrogram import Lengths, linear_resize_time
 
 WINDOW = "hann"
 POWER_FLOOR = 1e-10
@@ -198,21 +198,23 @@ class ClapLogMelFeatures(DecibelMelFeatures):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
-        signal_lengths = self.signal_lengths(lengths)
+        signal_lengths = self.signal_lengths(host_lengths)
         frames = self.frame_counts(signal_lengths)
-        mel = waveforms.new_empty(len(lengths), int(frames.max()), self.num_mel_bins)
-        crop_offsets = random_choices.get("crop_offsets", torch.zeros_like(lengths))
-        content_lengths = self.content_lengths(lengths)
-        for chunk in self.chunks(len(lengths), mel.shape[1], waveforms.device):
+        mel = waveforms.new_empty(len(host_lengths), int(frames.max()), self.num_mel_bins)
+        if "crop_offsets" in random_choices:
+            waveforms = self.cropped(waveforms, lengths, random_choices["crop_offsets"])
+        content_lengths = self.content_lengths(host_lengths)
+        for chunk in self.chunks(len(host_lengths), mel.shape[1], waveforms.device):
             # Short clips are repeated (content_periods) straight into the framed buffer.
             chunk_mel = self.log_mel(
-                self.cropped(waveforms[chunk], lengths[chunk], crop_offsets[chunk]),
+                waveforms[chunk],
                 signal_lengths[chunk],
                 content_lengths=content_lengths[chunk],
-                content_periods=lengths[chunk],
+                content_periods=host_lengths[chunk],
             )
             mel[chunk, : chunk_mel.shape[1]] = chunk_mel
         is_longer = random_choices["is_longer"].to(torch.bool)[:, None]
@@ -223,51 +225,56 @@ class ClapLogMelFeatures(DecibelMelFeatures):
             "is_longer": is_longer,
         }
 
-    def signal_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Length of the waveform each clip's mel is taken from: ``(batch,)``."""
+    def signal_lengths(self, lengths: Lengths) -> Lengths:
+        """Length of the waveform each clip's mel is taken from: ``(batch,)`` (a tensor for a tensor, NumPy for
+        NumPy)."""
+        arrays = np if isinstance(lengths, np.ndarray) else torch
         if self.truncation == "fusion":
-            return lengths.clamp(min=self.max_length)
-        return torch.full_like(lengths, self.max_length)
+            return arrays.maximum(lengths, arrays.full_like(lengths, self.max_length))
+        return arrays.full_like(lengths, self.max_length)
 
-    def content_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+    def content_lengths(self, lengths: Lengths) -> Lengths:
         """Samples of each clip's signal that come from the clip (whole, cropped or repeated); zeros follow
-        up to :meth:`signal_lengths`: ``(batch,)``."""
+        up to :meth:`signal_lengths`: ``(batch,)`` (a tensor for a tensor, NumPy for NumPy)."""
+        arrays = np if isinstance(lengths, np.ndarray) else torch
         longer = lengths > self.max_length
         if self.padding == "repeat":
-            shorter_content = torch.full_like(lengths, self.max_length)
+            shorter_content = arrays.full_like(lengths, self.max_length)
         elif self.padding == "repeatpad":
-            shorter_content = torch.div(self.max_length, lengths, rounding_mode="floor") * lengths
+            shorter_content = self.max_length // lengths * lengths
         else:
             shorter_content = lengths
-        longer_content = lengths if self.truncation == "fusion" else torch.full_like(lengths, self.max_length)
-        return torch.where(longer, longer_content, shorter_content)
+        longer_content = (
+            lengths if self.truncation == "fusion" else arrays.full_like(lengths, self.max_length)
+        )
+        return arrays.where(longer, longer_content, shorter_content)
 
     def cropped(
         self, waveforms: torch.Tensor, lengths: torch.Tensor, crop_offsets: torch.Tensor
     ) -> torch.Tensor:
-        """``waveforms`` with each rand_trunc crop moved to the start of its row (a copy only when some crop
-        does not start at 0): the signal of a longer clip then starts at the row's start, as a shorter
-        clip's does."""
-        if not bool((crop_offsets > 0).any()):
-            return waveforms
-        source = waveforms.clone()
-        for row, (length, offset) in enumerate(zip(lengths.tolist(), crop_offsets.tolist())):
-            if length > self.max_length:
-                source[row, : self.max_length] = waveforms[row, offset : offset + self.max_length]
-        return source
+        """The first ``max_length`` samples of each row's signal: a longer clip's rand_trunc crop (from
+        ``crop_offsets``), a shorter clip's start; ``(batch, min(max_length, samples))``. Gathered on the device,
+        with no read of which clips are cropped; rand_trunc's signals never read past ``max_length``."""
+        window = min(self.max_length, waveforms.shape[1])
+        offsets = torch.where(lengths > self.max_length, crop_offsets.to(lengths.dtype), 0)
+        positions = offsets[:, None] + torch.arange(window, device=waveforms.device)[None, :]
+        return waveforms.gather(1, positions)
 
-    def fuse(self, mel: torch.Tensor, frames: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    def fuse(self, mel: torch.Tensor, frames: np.ndarray, starts: torch.Tensor) -> torch.Tensor:
         """Fusion stack ``(batch, 4, chunk_frames, feature_size)``: fused clips get (shrunk whole, front,
-        middle, back crop), the others four copies of their mel."""
+        middle, back crop), the others four copies of their mel. ``frames: (batch,)`` NumPy on the host, each
+        clip's mel frames (which clips are fused is read there, not on the device)."""
         chunk = self.chunk_frames
         stack = mel[:, None, :chunk].repeat(1, 1 + FUSION_CROPS, 1, 1)
-        fused = torch.nonzero(frames > chunk).flatten()
-        if fused.numel() > 0:
+        fused_rows = np.flatnonzero(frames > chunk)
+        if fused_rows.size > 0:
+            fused = torch.from_numpy(fused_rows).to(mel.device, non_blocking=True)
+            fused_frames = torch.from_numpy(frames[fused_rows]).to(mel.device, non_blocking=True)
             clips, bins = mel[fused], mel.shape[-1]
             window = starts[fused, :, None] + torch.arange(chunk, device=mel.device)  # (fused, 3, chunk)
             crops = clips.gather(1, window.reshape(len(fused), -1, 1).expand(-1, -1, bins))
             stack[fused, 1:] = crops.reshape(len(fused), FUSION_CROPS, chunk, bins)
-            stack[fused, 0] = linear_resize_time(clips, frames[fused], chunk)
+            stack[fused, 0] = linear_resize_time(clips, fused_frames, chunk)
         return stack
 
 

@@ -14,6 +14,7 @@ import torch
 
 from .base import BatchedFeatureExtractor, without_autocast
 from .spectrogram import (
+    Lengths,
     audible_frame_counts,
     centered_frame_counts,
     centered_signal,
@@ -47,8 +48,8 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
         self.hop_length = hop_length
         self.power_floor = power_floor
 
-    def frame_counts(self, lengths: torch.Tensor) -> torch.Tensor:
-        """Frames of each clip's centred STFT: ``(batch,)``."""
+    def frame_counts(self, lengths: Lengths) -> Lengths:
+        """Frames of each clip's centred STFT: ``(batch,)`` (a tensor for a tensor, NumPy for NumPy)."""
         return centered_frame_counts(lengths, self.fft_length, self.hop_length)
 
     @without_autocast
@@ -68,7 +69,9 @@ class DecibelMelFeatures(BatchedFeatureExtractor):
         repeated to that length) then ``padding_value`` up to ``signal_lengths[i]`` (see
         :func:`~hf_atr.features.spectrogram.centered_signal`). Frames that hold
         padding only (:func:`~hf_atr.features.spectrogram.audible_frame_counts`) all equal one padding
-        frame, computed once. Below float64, deep frames get a float64 FFT (:data:`PRECISE_RANGE_DB`).
+        frame, computed once. Below float64, deep frames get a float64 FFT (:data:`PRECISE_RANGE_DB`). The
+        lengths decide shapes and loops only: NumPy arrays on the host spare the device any read but the choice
+        of the deep frames.
         """
         total = int(self.frame_counts(signal_lengths).max())
         audible = total

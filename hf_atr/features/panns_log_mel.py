@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from .base import ClipWindow
@@ -79,13 +80,14 @@ class PannsLogMelFeatures(DecibelMelFeatures):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         batch = waveforms.shape[0]
-        signal_lengths = torch.full_like(lengths, self.max_length)
-        content_lengths = lengths.clamp(max=self.max_length)
-        frames = int(self.frame_counts(signal_lengths[:1]))
+        signal_lengths = np.full_like(host_lengths, self.max_length)
+        content_lengths = np.minimum(host_lengths, self.max_length)
+        frames = self.frame_counts(self.max_length)
         features = waveforms.new_empty(batch, frames, self.num_mel_bins)
         for chunk in self.chunks(batch, frames, waveforms.device):
             features[chunk] = self.log_mel(

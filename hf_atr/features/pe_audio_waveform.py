@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from .base import BatchedFeatureExtractor, ClipWindow
@@ -74,31 +75,33 @@ class PeAudioWaveformFeatures(BatchedFeatureExtractor):
         hop = int(extractor.hop_length)
         return ClipWindow(int(RAW_WAVEFORM_WINDOW_SECONDS * int(extractor.sampling_rate)) // hop * hop, False)
 
-    def valid_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
-        """``(batch,)`` samples each clip fills once reflect-padded: ``lengths`` rounded up to the hop."""
-        return -torch.div(-lengths, self.hop_length, rounding_mode="floor") * self.hop_length
+    def valid_lengths(self, lengths: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """``(batch,)`` samples each clip fills once reflect-padded: ``lengths`` rounded up to the hop (a tensor
+        for a tensor, a NumPy array for a NumPy array)."""
+        return -(-lengths // self.hop_length) * self.hop_length
 
     def compute(
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         valid = self.valid_lengths(lengths)
-        width = int(valid.max())
+        width = int(self.valid_lengths(host_lengths).max())
         padding_mask = torch.arange(width, device=waveforms.device)[None, :] < valid[:, None]
-        values = waveforms.new_full((waveforms.shape[0], width), self.padding_value)
+        # Room after the batch's longest clip for every clip's tail (below), so that no index is cut.
+        values = waveforms.new_full((waveforms.shape[0], width + self.hop_length - 1), self.padding_value)
         kept = min(width, waveforms.shape[1])
         values[:, :kept] = waveforms[:, :kept]
-        values.masked_fill_(~padding_mask, self.padding_value)
-        # Only the last hop of a clip is reflected: index (batch, hop - 1) positions, not the whole batch.
+        values[:, :width].masked_fill_(~padding_mask, self.padding_value)
+        # Only the last hop of a clip is reflected: the (batch, hop - 1) positions after its end are written, each
+        # its reflection where it is valid and padding past that; no mask selects them (a read of the device).
         tail = lengths[:, None] + torch.arange(self.hop_length - 1, device=waveforms.device)[None, :]
-        reflected = tail < valid[:, None]
-        rows = torch.arange(waveforms.shape[0], device=waveforms.device)[:, None].expand_as(tail)
-        sources = reflect_indices(tail, lengths)
-        values[rows[reflected], tail[reflected]] = waveforms[rows[reflected], sources[reflected]]
-        return {"input_values": values[:, None, :], "padding_mask": padding_mask.to(torch.int32)}
+        reflection = waveforms.gather(1, reflect_indices(tail, lengths))
+        values.scatter_(1, tail, torch.where(tail < valid[:, None], reflection, self.padding_value))
+        return {"input_values": values[:, None, :width], "padding_mask": padding_mask.to(torch.int32)}
 
 
 __all__ = ["PeAudioWaveformFeatures", "reflect_indices"]

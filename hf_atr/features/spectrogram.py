@@ -2,7 +2,9 @@
 
 Every function takes a batch of zero-padded waveforms ``(batch, samples)`` with the true length of each
 clip, ``lengths: (batch,)``, so clips of different lengths share one kernel call. Arithmetic runs in the
-waveforms' dtype (float64 to compare with transformers' NumPy path, float32 for training).
+waveforms' dtype (float64 to compare with transformers' NumPy path, float32 for training). Lengths that decide
+shapes or loops may be NumPy arrays on the host (:data:`Lengths`): read there, they make the host wait for no
+device.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+
+Lengths = torch.Tensor | np.ndarray
+"""``(batch,)`` integer lengths or counts: a tensor, or a NumPy array on the host; the functions that take one
+return the same kind."""
 
 
 def pad_waveforms(
@@ -42,15 +48,15 @@ def pad_waveforms(
     return padded.to(device), lengths.to(device)
 
 
-def centered_frame_counts(lengths: torch.Tensor, frame_length: int, hop_length: int) -> torch.Tensor:
+def centered_frame_counts(lengths: Lengths, frame_length: int, hop_length: int) -> Lengths:
     """Frames of a ``center=True`` STFT (``frame_length // 2`` samples of padding at each end): ``(batch,)``."""
     padding = frame_length // 2
-    return 1 + torch.div(lengths + 2 * padding - frame_length, hop_length, rounding_mode="floor")
+    return 1 + (lengths + 2 * padding - frame_length) // hop_length
 
 
 def audible_frame_counts(
-    content_lengths: torch.Tensor, signal_lengths: torch.Tensor, frame_length: int, hop_length: int
-) -> torch.Tensor:
+    content_lengths: Lengths, signal_lengths: Lengths, frame_length: int, hop_length: int
+) -> Lengths:
     """Frames of a ``center=True`` STFT before the first one whose window holds padding only: ``(batch,)``.
 
     Clip ``i``'s signal is ``content_lengths[i]`` samples followed by a constant up to ``signal_lengths[i]``.
@@ -59,23 +65,24 @@ def audible_frame_counts(
     end reaches no content (``content + frame_length // 2 < signal``); every such frame is the same. When the
     reflection reaches content, the count is :func:`centered_frame_counts` of the signal (no frame is skipped).
     """
+    arrays = np if isinstance(content_lengths, np.ndarray) else torch
     padding = frame_length // 2
-    first_silent = torch.div(content_lengths + padding + hop_length - 1, hop_length, rounding_mode="floor")
+    first_silent = (content_lengths + padding + hop_length - 1) // hop_length
     all_frames = centered_frame_counts(signal_lengths, frame_length, hop_length)
-    return torch.where(
-        content_lengths + padding < signal_lengths, first_silent.clamp(max=all_frames), all_frames
+    return arrays.where(
+        content_lengths + padding < signal_lengths, arrays.minimum(first_silent, all_frames), all_frames
     )
 
 
 def centered_signal(
     source: torch.Tensor,
-    signal_lengths: torch.Tensor,
+    signal_lengths: Lengths,
     frame_length: int,
     frames: int,
     hop_length: int,
     *,
-    content_lengths: torch.Tensor | None = None,
-    content_periods: torch.Tensor | None = None,
+    content_lengths: Lengths | None = None,
+    content_periods: Lengths | None = None,
     padding_value: float = 0.0,
 ) -> torch.Tensor:
     """The reflect-padded signals a ``center=True`` STFT frames, as far as its first ``frames`` frames read.

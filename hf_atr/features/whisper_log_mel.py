@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from transformers.audio_utils import window_function
 
@@ -87,11 +88,12 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
         self,
         waveforms: torch.Tensor,
         lengths: torch.Tensor,
+        host_lengths: np.ndarray,
         random_choices: dict[str, torch.Tensor],
         generator: torch.Generator | None,
     ) -> dict[str, torch.Tensor]:
         batch = waveforms.shape[0]
-        clipped = lengths.clamp(max=self.n_samples)
+        clipped = np.minimum(host_lengths, self.n_samples)
         source, content_lengths = waveforms, clipped
         if self.dither != 0.0 and generator is not None:
             # Dither is noise: drawn in training only (from its generator). The noise covers the padding too,
@@ -103,28 +105,30 @@ class WhisperLogMelFeatures(BatchedFeatureExtractor):
                 signal.shape, generator=generator, dtype=signal.dtype, device=generator.device
             )
             source = signal + self.dither * noise.to(waveforms.device)
-            content_lengths = torch.full_like(clipped, self.n_samples)
-        signal_lengths = torch.full_like(clipped, self.n_samples)
+            content_lengths = np.full_like(clipped, self.n_samples)
+        signal_lengths = np.full_like(clipped, self.n_samples)
         audible = audible_frame_counts(content_lengths, signal_lengths, self.n_fft, self.hop_length)
-        audible = audible.clamp(max=self.num_frames)
+        audible = np.minimum(audible, self.num_frames)
         features = waveforms.new_empty(batch, self.num_mel_bins, self.num_frames)
         for chunk in self.chunks(batch, int(audible.max()), waveforms.device):
             self.log_mel(source[chunk], content_lengths[chunk], int(audible[chunk].max()), features[chunk])
         outputs = {"input_features": features}
         if self.return_attention_mask:
             frame_starts = torch.arange(self.num_frames, device=waveforms.device) * self.hop_length
-            outputs["attention_mask"] = (frame_starts[None, :] < clipped[:, None]).to(torch.int32)
+            clipped_on_device = lengths.clamp(max=self.n_samples)
+            outputs["attention_mask"] = (frame_starts[None, :] < clipped_on_device[:, None]).to(torch.int32)
         return outputs
 
     @without_autocast
     def log_mel(
-        self, source: torch.Tensor, content_lengths: torch.Tensor, frames: int, features: torch.Tensor
+        self, source: torch.Tensor, content_lengths: np.ndarray, frames: int, features: torch.Tensor
     ) -> None:
         """Writes into ``features: (batch, num_mel_bins, num_frames)`` the log-mel, scaled as Whisper expects,
         of the signals ``source[i, :content_lengths[i]]`` padded with ``padding_value`` to ``n_samples``.
         Only the first ``frames`` frames are computed; later ones hold padding only (``frames`` is at least
-        each clip's ``audible_frame_counts``) and equal one padding frame, computed once."""
-        signal_lengths = torch.full_like(content_lengths, self.n_samples)
+        each clip's ``audible_frame_counts``) and equal one padding frame, computed once. ``content_lengths:
+        (batch,)`` is a NumPy array on the host (it decides the loops that build the signals)."""
+        signal_lengths = np.full_like(content_lengths, self.n_samples)
         signal = centered_signal(
             source,
             signal_lengths,

@@ -302,6 +302,8 @@ class UnbalancedFeatureTransport(Objective):
         self.register_buffer("reliability_ema", torch.zeros(0))
         self.register_buffer("channel_active", torch.zeros(0, dtype=torch.bool))
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+        # num_updates as the host knows it; None after loading: read it once from the buffer.
+        self._updates_on_host: int | None = 0
 
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
@@ -315,11 +317,19 @@ class UnbalancedFeatureTransport(Objective):
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+        self._updates_on_host = None
+
+    def updates(self) -> int:
+        """``num_updates`` as a Python int: read from the buffer once after loading, then counted on the host, so
+        that a training step does not wait for the device to learn it."""
+        if self._updates_on_host is None:
+            self._updates_on_host = int(self.num_updates)
+        return self._updates_on_host
 
     @property
     def frozen(self) -> bool:
         """Whether the reliability state has stopped updating (``freeze_after_steps`` reached)."""
-        return self.freeze_after_steps is not None and int(self.num_updates) >= self.freeze_after_steps
+        return self.freeze_after_steps is not None and self.updates() >= self.freeze_after_steps
 
     def update_reliability(self, audio_embeds: torch.Tensor, text_embeds: torch.Tensor) -> None:
         """Fold this (global) batch's reliabilities into the EMA (Eq. 13), then update
@@ -340,8 +350,10 @@ class UnbalancedFeatureTransport(Objective):
             self.reliability_ema.mul_(self.ema_decay).add_(
                 batch_reliability.to(self.reliability_ema), alpha=1 - self.ema_decay
             )
+        updates = self.updates() + 1
         self.num_updates += 1
-        if int(self.num_updates) <= self.warmup_steps or self.hysteresis_low is None:
+        self._updates_on_host = updates
+        if updates <= self.warmup_steps or self.hysteresis_low is None:
             self.channel_active.fill_(True)
             return
         relative = self.reliability_ema / self.reliability_ema.mean().clamp_min(
@@ -359,7 +371,7 @@ class UnbalancedFeatureTransport(Objective):
         Args:
             reliability: ``(dim,)`` the reliabilities in use (the EMA, or the batch's before any update).
         """
-        if int(self.num_updates) <= self.warmup_steps:
+        if self.updates() <= self.warmup_steps:
             return None
         active = (
             self.channel_active

@@ -138,10 +138,10 @@ def _balanced_potentials(
     newton_after = (
         _NEWTON_AFTER_ITERATIONS_PER_COLUMN * b.shape[0] if b.shape[0] <= _NEWTON_MAX_COLUMNS else None
     )
+    # The column marginal of the current plan comes for free from the next column update.
+    kernel_t_u = kernel.T @ u
+    error = float(torch.dist(v * kernel_t_u, b))
     while True:
-        kernel_t_u = kernel.T @ u
-        # The column marginal of the current plan comes for free from the next column update.
-        error = float(torch.dist(v * kernel_t_u, b))
         if error < tol:
             break
         if iterations >= max_iter:
@@ -155,13 +155,18 @@ def _balanced_potentials(
         v = b / kernel_t_u
         u = a / (kernel @ v)
         iterations += 1
-        spread = float(scaling_spread(u, v))
+        # One read per iteration: the scalings' spread and the next error, computed as if they need no absorbing
+        # (they seldom do); after an absorption the error is computed again.
+        kernel_t_u = kernel.T @ u
+        spread, error = torch.stack([scaling_spread(u, v), torch.dist(v * kernel_t_u, b)]).tolist()
         if not spread <= ABSORB_LOG_SCALING:
             if not math.isfinite(spread):
                 u, v = u_previous, v_previous
             alpha, beta = _balanced_log_step(log_kernel, log_a, log_b, alpha + u.log())
             kernel = stabilised_kernel(log_kernel, alpha, beta)
             u, v = torch.ones_like(a), torch.ones_like(b)
+            kernel_t_u = kernel.T @ u
+            error = float(torch.dist(v * kernel_t_u, b))
     return alpha + u.log(), beta + v.log()
 
 
@@ -221,13 +226,15 @@ def sinkhorn_log_plan(
         (n, m) log plan ``log P``; finite wherever ``cost`` is, even where ``P`` underflows.
     """
     solver = "sinkhorn_log_plan"
+    uniform = a is None and b is None  # both of total mass 1: nothing to compare (and no read of the device)
     reg, a, b = checked_problem(solver, cost, reg, a, b, max_iter, tol, grad_mode, GRAD_MODES)
-    total_a, total_b = float(a.detach().sum()), float(b.detach().sum())
-    if not _same_total(total_a, total_b):
-        raise ValueError(
-            f"{solver}: marginals must have the same total mass for balanced OT; got sum(a)={total_a:.6g}, "
-            f"sum(b)={total_b:.6g}. Use partial_sinkhorn_log_plan or unbalanced_sinkhorn_plan otherwise."
-        )
+    if not uniform:
+        total_a, total_b = torch.stack([a.detach().sum(), b.detach().sum()]).tolist()
+        if not _same_total(total_a, total_b):
+            raise ValueError(
+                f"{solver}: marginals must have the same total mass for balanced OT; got sum(a)={total_a:.6g}, "
+                f"sum(b)={total_b:.6g}. Use partial_sinkhorn_log_plan or unbalanced_sinkhorn_plan otherwise."
+            )
     log_kernel = -cost / reg
     log_a, log_b = a.log(), b.log()
     if grad_mode == "autograd":

@@ -80,10 +80,9 @@ def _partial_potentials(
     row_cap, column_cap = (-alpha).exp(), (-beta).exp()  # keep alpha + log u <= 0, beta + log v <= 0
     u, v, s = torch.ones_like(a), torch.ones_like(b), torch.ones_like(mass)
     iterations = 1
+    projected_u, error = _row_projection(kernel, a, u, v, s, row_cap)
+    error = float(error)
     while True:
-        kernel_v = kernel @ v
-        projected_u = torch.minimum(a / (s * kernel_v), row_cap)
-        error = float(torch.linalg.vector_norm(s * kernel_v * (u - projected_u)))
         if error < tol:
             break
         if iterations >= max_iter:
@@ -95,7 +94,10 @@ def _partial_potentials(
         v = torch.minimum(b / (s * kernel_t_u), column_cap)
         s = mass / (v @ kernel_t_u)
         iterations += 1
-        spread = float(scaling_spread(u, v, s.reshape(1)))
+        # One read per iteration: the scalings' spread and the next error, computed as if they need no absorbing
+        # (they seldom do); after an absorption the error is computed again.
+        projected_u, error = _row_projection(kernel, a, u, v, s, row_cap)
+        spread, error = torch.stack([scaling_spread(u, v, s.reshape(1)), error]).tolist()
         if not spread <= ABSORB_LOG_SCALING:
             if not math.isfinite(spread):
                 u, v, s = previous
@@ -105,7 +107,24 @@ def _partial_potentials(
             kernel = stabilised_kernel(log_kernel, alpha + eta, beta)
             row_cap, column_cap = (-alpha).exp(), (-beta).exp()
             u, v, s = torch.ones_like(a), torch.ones_like(b), torch.ones_like(mass)
+            projected_u, error = _row_projection(kernel, a, u, v, s, row_cap)
+            error = float(error)
     return alpha + u.log(), beta + v.log(), eta + s.log()
+
+
+def _row_projection(
+    kernel: torch.Tensor,
+    a: torch.Tensor,
+    u: torch.Tensor,
+    v: torch.Tensor,
+    s: torch.Tensor,
+    row_cap: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The row scaling's next value ``(n,)`` (capped by ``row_cap``) and the stopping error, a 0-dim tensor: the
+    L2 norm of the row-marginal change the projection makes (POT's criterion)."""
+    kernel_v = kernel @ v
+    projected_u = torch.minimum(a / (s * kernel_v), row_cap)
+    return projected_u, torch.linalg.vector_norm(s * kernel_v * (u - projected_u))
 
 
 def _solve_bicgstab(
@@ -130,11 +149,11 @@ def _solve_bicgstab(
     direction = torch.zeros_like(residual)
     image = torch.zeros_like(residual)
     rho = step = omega = 1.0
-    residual_norm = float(torch.linalg.vector_norm(residual))
+    # The residual's norm and its product with the shadow (the next rho) are read together, once per iteration.
+    residual_norm, rho_next = torch.stack([torch.linalg.vector_norm(residual), shadow @ residual]).tolist()
     for _ in range(max_iter):
         if residual_norm <= threshold:
             return solution
-        rho_next = float(shadow @ residual)
         if rho_next == 0.0 or omega == 0.0:
             break
         direction = residual + (rho_next / rho) * (step / omega) * (direction - omega * image)
@@ -145,11 +164,16 @@ def _solve_bicgstab(
         if float(torch.linalg.vector_norm(half_residual)) <= threshold:
             return solution
         half_image = apply_system(half_residual)
-        omega = float(half_image @ half_residual) / max(float(half_image @ half_image), 1e-300)
+        image_residual, image_norm = torch.stack(
+            [half_image @ half_residual, half_image @ half_image]
+        ).tolist()
+        omega = image_residual / max(image_norm, 1e-300)
         solution = solution + omega * half_residual
         residual = half_residual - omega * half_image
-        residual_norm = float(torch.linalg.vector_norm(residual))
         rho = rho_next
+        residual_norm, rho_next = torch.stack(
+            [torch.linalg.vector_norm(residual), shadow @ residual]
+        ).tolist()
         if not math.isfinite(residual_norm):
             break
     warn_not_converged(f"{solver} (implicit backward)", max_iter, tol, residual_norm / scale)
@@ -235,7 +259,7 @@ def partial_sinkhorn_log_plan(
     solver = "partial_sinkhorn_log_plan"
     reg, a, b = checked_problem(solver, cost, reg, a, b, max_iter, tol, grad_mode, GRAD_MODES)
     mass = float(mass)
-    largest_mass = min(float(a.detach().sum()), float(b.detach().sum()))
+    largest_mass = min(torch.stack([a.detach().sum(), b.detach().sum()]).tolist())  # one read of the device
     if not (math.isfinite(mass) and 0 < mass <= largest_mass * (1 + 1e-5)):
         raise ValueError(
             f"{solver}: `mass` must lie in (0, min(sum(a), sum(b))] = (0, {largest_mass:.6g}]; got {mass}."

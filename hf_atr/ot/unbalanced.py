@@ -60,12 +60,9 @@ def _unbalanced_potentials(
     kernel = stabilised_kernel(log_kernel_ab, alpha, beta)
     log_u, log_v = torch.zeros_like(log_a), torch.zeros_like(log_b)
     iterations, absorbed = 1, True
+    new_log_u, new_log_v, error = _scaling_step(kernel, log_a, log_b, alpha, beta, exponent, log_u, log_v)
+    error = float(error)
     while True:
-        # With kernel = exp(log_kernel_ab + alpha_i + beta_j), the damped projection of the total row
-        # potential alpha + log_u is exponent * (log a + alpha - log(kernel @ v)); same for columns.
-        new_log_u = (log_a + alpha - (kernel @ log_v.exp()).log_()).mul_(exponent).sub_(alpha)
-        new_log_v = (log_b + beta - (kernel.T @ new_log_u.exp()).log_()).mul_(exponent).sub_(beta)
-        error = float(torch.maximum((new_log_u - log_u).abs().amax(), (new_log_v - log_v).abs().amax()))
         if not math.isfinite(error) or (absorbed and error > ABSORB_LOG_SCALING):
             # A plan whose mass is far below 1 (costs many times reg: the relaxed marginals let it destroy mass)
             # keeps the stabilised kernel far below 1 even right after absorbing, so the scalings leave float
@@ -82,13 +79,43 @@ def _unbalanced_potentials(
         if iterations >= max_iter:
             warn_not_converged("unbalanced_sinkhorn_plan", max_iter, tol, error)
             break
-        spread = float(torch.cat([log_u, log_v]).abs_().amax())
+        # One read per iteration: the scalings' spread and the next step's error, computed as if they need no
+        # absorbing (they seldom do); after an absorption the step is computed again.
+        new_log_u, new_log_v, error = _scaling_step(kernel, log_a, log_b, alpha, beta, exponent, log_u, log_v)
+        spread, error = torch.stack([torch.cat([log_u, log_v]).abs_().amax(), error]).tolist()
         if not spread <= ABSORB_LOG_SCALING:
             alpha, beta = _unbalanced_log_step(log_kernel_ab, log_a, log_b, exponent, beta + log_v)
             kernel = stabilised_kernel(log_kernel_ab, alpha, beta)
             log_u, log_v = torch.zeros_like(log_u), torch.zeros_like(log_v)
             absorbed = True
+            new_log_u, new_log_v, error = _scaling_step(
+                kernel, log_a, log_b, alpha, beta, exponent, log_u, log_v
+            )
+            error = float(error)
     return alpha + log_u, beta + log_v
+
+
+def _scaling_step(
+    kernel: torch.Tensor,
+    log_a: torch.Tensor,
+    log_b: torch.Tensor,
+    alpha: torch.Tensor,
+    beta: torch.Tensor,
+    exponent: float,
+    log_u: torch.Tensor,
+    log_v: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One damped scaling iteration in the stabilised kernel: the new log scalings ``(n,)``, ``(m,)`` and the
+    stopping error, a 0-dim tensor (the largest change of a log scaling)."""
+    # With kernel = exp(log_kernel_ab + alpha_i + beta_j), the damped projection of the total row
+    # potential alpha + log_u is exponent * (log a + alpha - log(kernel @ v)); same for columns.
+    new_log_u = (log_a + alpha - (kernel @ log_v.exp()).log_()).mul_(exponent).sub_(alpha)
+    new_log_v = (log_b + beta - (kernel.T @ new_log_u.exp()).log_()).mul_(exponent).sub_(beta)
+    return (
+        new_log_u,
+        new_log_v,
+        torch.maximum((new_log_u - log_u).abs().amax(), (new_log_v - log_v).abs().amax()),
+    )
 
 
 @torch.no_grad()

@@ -19,7 +19,9 @@ from ..processing_atr import model_audio_inputs
 WAVEFORMS = "waveforms"
 """Batch entry: ``(batch, samples)`` waveforms, zero-padded: float32, or ``int16`` PCM as the files store it."""
 WAVEFORM_LENGTHS = "waveform_lengths"
-"""Batch entry: ``(batch,)`` the samples of each waveform before padding."""
+"""Batch entry: ``(batch,)`` int64 NumPy array, the samples of each waveform before padding. NumPy, so that the
+batch's move to the training device leaves it on the host, where the features read the batch's shapes from it
+without waiting for the device."""
 RANDOM_CHOICES = "feature_random_choices"
 """Batch entry: the extractor's random choices drawn in the worker (a dict of ``(batch, ...)`` tensors)."""
 CROPPED = "waveform_cropped"

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -83,7 +84,7 @@ def frozen_batch_norm_statistics(model: nn.Module) -> Iterator[None]:
 
 
 def _rows(value: Any, rows: slice) -> Any:
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, (torch.Tensor, np.ndarray)):
         return value[rows]
     if isinstance(value, Mapping):
         return {name: _rows(item, rows) for name, item in value.items()}
@@ -102,8 +103,8 @@ def split_batch(
 ) -> list[dict[str, Any]]:
     """Split a batch of model inputs into chunks of at most ``chunk_size`` clips.
 
-    Tensors (and dicts of tensors, e.g. the waveform collator's random choices) are cut along their first
-    dimension: the caption entries (:data:`TEXT_INPUT_NAMES`) by ``captions_per_audio`` rows per clip, all others
+    Tensors and NumPy arrays (and dicts of them, e.g. the waveform collator's random choices; its lengths and crop
+    flags are NumPy, kept on the host) are cut along their first dimension: the caption entries (:data:`TEXT_INPUT_NAMES`) by ``captions_per_audio`` rows per clip, all others
     by one row per clip; other values are shared by every chunk.
 
     Args:

@@ -68,8 +68,9 @@ class WaveformCollator(AtrDataCollator):
 
     Returns, besides the captions and metadata of :class:`AtrDataCollator`: ``waveforms: (batch,
     samples)`` zero-padded, ``int16`` PCM when every clip of the batch was read as stored, else float32,
-    ``waveform_lengths: (batch,)``, ``feature_random_choices`` (a dict of ``(batch, ...)`` tensors) and
-    ``waveform_cropped: (batch,)``, a bool NumPy array (clips cut to the window; it stays on the host).
+    ``waveform_lengths: (batch,)``, an int64 NumPy array (it stays on the host), ``feature_random_choices`` (a
+    dict of ``(batch, ...)`` tensors) and ``waveform_cropped: (batch,)``, a bool NumPy array (clips cut to the
+    window; it stays on the host).
     :func:`~hf_atr.training.device_features.featurize_waveforms` turns them into model inputs on the device.
 
     Raises:
@@ -122,7 +123,7 @@ class WaveformCollator(AtrDataCollator):
         random_choices = self.features.draw_random_choices(lengths, generator, source_lengths=source_lengths)
         return {
             WAVEFORMS: padded,
-            WAVEFORM_LENGTHS: lengths,
+            WAVEFORM_LENGTHS: lengths.numpy(),
             RANDOM_CHOICES: random_choices,
             CROPPED: (source_lengths > lengths).numpy(),
         }

@@ -311,6 +311,19 @@ def test_ema_state_round_trips_through_state_dict_and_safetensors(tmp_path):
     DartObjective().load_state_dict(load_file(tmp_path / "fresh.safetensors"))
 
 
+def test_the_update_count_is_kept_on_the_host_and_read_again_after_loading():
+    transport = UnbalancedFeatureTransport()
+    for seed in range(2):
+        transport(*batch_embeddings(seed=seed))
+    assert transport.updates() == transport.num_updates.item() == 2
+    restored = UnbalancedFeatureTransport()
+    assert restored.updates() == 0
+    restored.load_state_dict(transport.state_dict())
+    assert restored.updates() == 2
+    restored(*batch_embeddings(seed=3))
+    assert restored.updates() == restored.num_updates.item() == 3
+
+
 def test_warmup_then_top_k_channels():
     transport = UnbalancedFeatureTransport(warmup_steps=2, top_k_channels=3)
     for seed in range(2):
