@@ -37,7 +37,8 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, List, Value
 
-from hf_atr.data.audio import AUDIO_EXTENSIONS, AudioDecodeError, check_audio_file, is_appledouble
+from hf_atr.data.audio import AUDIO_EXTENSIONS, check_audio_file, is_appledouble
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
     CorpusProblems,
@@ -50,7 +51,7 @@ from hf_atr.data.corpus_utils import (
     select_splits,
     split_provenance,
 )
-from hf_atr.data.multilingual import normalize_language_code
+from hf_atr.data.language_codes import normalize_language_code
 from hf_atr.data.schema import SOURCE_ID_COLUMN
 from hf_atr.lazy import get_logger
 

@@ -2,7 +2,7 @@
 
 What a corpus becomes (:func:`index_corpus`, which :meth:`AudioTextRetrievalPipeline.index
 <hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.index>` calls): a list of captions the caption
-index; a list of clips (read by the pipeline's audio-input contract, :func:`hf_atr.data.audio.audio_clips`) or a
+index; a list of clips (read by the pipeline's audio-input contract, :func:`hf_atr.data.audio_arrays.audio_clips`) or a
 ``datasets.Dataset`` the audio index, a long clip window by window with each window's span (or one pooled entry
 per clip); a dataset's captions the caption index.
 
@@ -30,20 +30,16 @@ import torch
 from tqdm.auto import tqdm
 from transformers.utils import logging
 
-from hf_atr.data.audio import AudioDecodeError, is_appledouble, is_one_clip, looks_like_audio_path
+from hf_atr.audio_batches import AUDIO_INPUT_NAMES
+from hf_atr.audio_encoding import AudioEmbeddings, SkippedAudio, encode_audio_clips, encode_audio_windows
+from hf_atr.data.audio import is_appledouble, looks_like_audio_path
+from hf_atr.data.audio_arrays import AudioDecodeError, is_one_clip
 from hf_atr.distributed import gather_shards, rank_and_world_size
-from hf_atr.encoding import (
-    AudioEmbeddings,
-    SkippedAudio,
-    encode_audio_clips,
-    encode_audio_windows,
-    encode_text,
-)
+from hf_atr.encoding import encode_text
 from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.pipelines.index import EmbeddingIndex, metric_for_scoring
 from hf_atr.pipelines.index_storage import model_dtype, model_fingerprints
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME, holds_index
-from hf_atr.processing_atr import AUDIO_INPUT_NAMES
 from hf_atr.windowing import Windowing
 
 logger = logging.get_logger(__name__)
@@ -161,7 +157,7 @@ def new_index(pipe: Any, root: str | None = None) -> EmbeddingIndex:
 
 def index_vectors(model: Any, embeds: torch.Tensor) -> torch.Tensor:
     """``embeds: (n, dim)`` in the index's geometry, float32 on the CPU: ``M^{1/2} x`` for Mahalanobis scoring
-    (:meth:`~hf_atr.modeling_atr.AtrScoringHead.transform`), unchanged otherwise. Entries and queries alike."""
+    (:meth:`~hf_atr.scoring_head.AtrScoringHead.transform`), unchanged otherwise. Entries and queries alike."""
     head = model.scoring_head
     return head.transform(embeds.to(head.logit_scale.device)).float().cpu()
 

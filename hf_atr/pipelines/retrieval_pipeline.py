@@ -20,7 +20,7 @@ Example::
 
 Audio is read as transformers' audio pipelines read it, the same wherever it is accepted (queries, query by
 example, :meth:`~AudioTextRetrievalPipeline.classify`, :meth:`~AudioTextRetrievalPipeline.index`;
-:func:`hf_atr.data.audio.audio_clips`): a file path, ``{"raw" | "array": samples, "sampling_rate": rate}``, or
+:func:`hf_atr.data.audio_arrays.audio_clips`): a file path, ``{"raw" | "array": samples, "sampling_rate": rate}``, or
 an array; one array is one clip (a 2-D array is one multi-channel clip in either orientation, mixed down as a
 file is), a batch is a list, and an array without a rate is taken at the processor's rate, said once in the log.
 
@@ -45,8 +45,10 @@ from transformers import AutoModel, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
-from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
-from hf_atr.encoding import SkippedAudio, encode_audio, encode_labels, float32_embeddings
+from hf_atr.audio_encoding import SkippedAudio, encode_audio, float32_embeddings
+from hf_atr.data.audio import decode_audio, looks_like_audio_path
+from hf_atr.data.audio_arrays import AudioClips, audio_clips
+from hf_atr.encoding import encode_labels
 from hf_atr.export.onnx_encoder import OnnxDualEncoder
 from hf_atr.moments.proposal import MomentProposalConfig
 from hf_atr.pipelines.device_search import checked_device, checked_dtype
@@ -268,7 +270,7 @@ class AudioTextRetrievalPipeline(Pipeline):
 
     def read_audio(self, audio: Any, sampling_rate: int | None = None, name: str = "the audio") -> AudioClips:
         """``audio`` read as users hand it over, the one contract of queries, :meth:`classify` and :meth:`index`
-        (:func:`~hf_atr.data.audio.audio_clips`, arrays without a rate taken at the processor's); the first such
+        (:func:`~hf_atr.data.audio_arrays.audio_clips`, arrays without a rate taken at the processor's); the first such
         array of this pipeline is named in the log, once. ``name`` names a single clip in messages."""
         given = audio_clips(
             audio, sampling_rate=sampling_rate, default_rate=self.processor.sampling_rate, name=name
@@ -428,7 +430,7 @@ class AudioTextRetrievalPipeline(Pipeline):
         Raises:
             ValueError: an empty corpus, a single clip instead of a list, two items with one id (naming both),
                 an id already indexed, or a ``batch_size`` below 1.
-            AudioDecodeError: an array that is not one clip (:func:`~hf_atr.data.audio.audio_clips`), whatever
+            AudioDecodeError: an array that is not one clip (:func:`~hf_atr.data.audio_arrays.audio_clips`), whatever
                 ``strict`` says: it is refused before anything is encoded.
 
         Returns:

@@ -14,7 +14,7 @@ from transformers import pipeline
 
 from hf_atr import hub
 from hf_atr.modeling_atr import AtrDualEncoderModel
-from hf_atr.pipelines.index import IndexFormatError
+from hf_atr.pipelines.index_storage import IndexFormatError
 from hf_atr.pipelines.persistence import INDEX_DIRNAME
 from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
 from hf_atr.pipelines.sharing import hub_index_dir, push_pipeline_to_hub, push_to_hub, stage_upload

@@ -53,14 +53,14 @@ from ...training.streaming import StreamingPairs
 from ...training.trainer import AtrTrainer
 from ...training.waveform_collator import WaveformCollator
 from ..common import quiet_datasets_progress_bars
-from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
 from ..moment_data import moment_test_evaluator, moment_training_audio
+from .feature_cache import extract_features
 from .train_arguments import (
     ObjectiveArguments,
     StartingPointArguments,
     TrainArguments,
 )
-from .training_data import TrainingData, check_languages, load_training_data
+from .training_data import load_training_data
 
 logger = logging.get_logger(__name__)
 
@@ -335,14 +335,8 @@ def run_training(arguments: TrainArguments) -> TrainResult:
 
 
 __all__ = [
-    "ExtractedSplit",
     "TrainResult",
-    "TrainingData",
-    "check_languages",
-    "extract_features",
-    "feature_cache_key",
     "load_starting_point",
-    "load_training_data",
     "objective_config",
     "run_training",
     "starting_point_base_model",

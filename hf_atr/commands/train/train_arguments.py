@@ -20,10 +20,10 @@ import yaml
 
 from ...data.corpora import CORPUS_LOADERS
 from ...data.corpus_utils import MISSING_POLICIES
-from ...data.multilingual import normalize_language_code
+from ...data.language_codes import normalize_language_code
 from ...data.overlap import OVERLAP_CRITERIA
 from ...data.schema import ENGLISH
-from ...metrics.retrieval import DEFAULT_MAP_CUTOFFS
+from ...metrics.ranks import DEFAULT_MAP_CUTOFFS
 
 if TYPE_CHECKING:
     from transformers import HfArgumentParser, TrainingArguments
