@@ -386,10 +386,11 @@ class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
     def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload weights, config, the generated card (and optionally the processor) in one commit.
 
-        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`). A
-        retrieval index goes with the pipeline that built it: ``pipe.push_to_hub(repo_id)``.
+        ``upload`` takes the options of :class:`~hf_atr.hub.HubUpload`, documented by
+        :func:`hf_atr.hub.push_model_files`. A retrieval index goes with the pipeline that built it:
+        ``pipe.push_to_hub(repo_id)``.
         """
-        return hub.push_to_hub(self, repo_id, **upload)
+        return hub.push_model_files(self, repo_id, **hub.push_options(upload))
 
 
 # Names that moved to the module that defines them; their old path here warns.

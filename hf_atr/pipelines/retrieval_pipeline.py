@@ -491,7 +491,7 @@ class AudioTextRetrievalPipeline(Pipeline):
     def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload the model, its processor, its card and this pipeline's index in one commit.
 
-        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
+        ``upload`` takes the options of :func:`hf_atr.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
         ``eval_results``, ``private``, ...); ``processor`` defaults to the pipeline's.
         ``pipeline("audio-text-retrieval", model=repo_id)`` loads the index again with the model. The local
         list of skipped files stays local.

@@ -40,7 +40,7 @@ from transformers.utils import logging
 from ...configuration_atr import AtrConfig
 from ...data.moments import is_moment_dataset
 from ...evaluation.evaluator import RetrievalEvaluator
-from ...hub import push_to_hub
+from ...hub import push_model_files
 from ...model_card.facts import card_data, hub_model_id, record_sharing_terms
 from ...modeling_atr import AtrDualEncoderModel
 from ...objectives.registry import build_objective, validate_objective_config
@@ -323,7 +323,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             },
         )
         if push:
-            push_to_hub(
+            push_model_files(
                 model,
                 training.hub_model_id or Path(training.output_dir).name,
                 processor=processor,
