@@ -18,7 +18,7 @@ A builder that loads no corpus (a synthesizer) is one more row: its arguments an
 
 What a row is (:class:`~hf_atr.commands.build_dataset.builder_rows.Builder`, :func:`dataset_builder`) is defined in
 :mod:`~hf_atr.commands.build_dataset.builder_rows`, the options in :mod:`~hf_atr.commands.build_dataset.builder_options` and the output written
-by :mod:`~hf_atr.commands.build_dataset.dataset_output`; their names are importable from here too.
+by :mod:`~hf_atr.commands.build_dataset.dataset_output`, which their names are imported from.
 
 A problem with the input ends the command with one line, ``<prog>: error: <message>``, and exit status 1
 (:func:`exit_on_input_error`); a bad command line exits with status 2, as ``argparse`` does. This module imports
