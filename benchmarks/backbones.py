@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from transformers import BertConfig, ClapConfig, ClapFeatureExtractor, PeAudioConfig, PeAudioFeatureExtractor
 
+from hf_atr.audio_batches import model_audio_inputs
 from hf_atr.configuration_atr import AtrConfig
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.modeling_atr import AtrDualEncoderModel
@@ -59,7 +60,6 @@ from hf_atr.models.panns.configuration_panns import PannsConfig
 from hf_atr.models.panns.feature_extraction_panns import PannsFeatureExtractor
 from hf_atr.models.pe_audio import PE_AUDIO_DEFAULT_OBJECTIVE, atr_config_kwargs_from_pe_audio
 from hf_atr.objectives.registry import build_objective
-from hf_atr.processing_atr import model_audio_inputs
 
 VOCAB_SIZE = 1000
 CAPTION_TOKENS = 16

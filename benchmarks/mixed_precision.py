@@ -28,10 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
-from hf_atr.modeling_atr import AtrScoringHead
 from hf_atr.objectives.mltm import inverse_ot_loss, matching_target
 from hf_atr.objectives.registry import available_objectives, build_objective
 from hf_atr.ot import sinkhorn_log_plan
+from hf_atr.scoring_head import AtrScoringHead
 
 CAPTIONS_PER_CLIP = {"kcl": 3, "cacl": 2}
 HEADS = (None, "cosine", "euclidean", "mahalanobis")

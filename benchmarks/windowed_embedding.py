@@ -7,7 +7,7 @@ names with spaces), for two random-init AST + BERT dual encoders (the cost does 
 - ``stock window``: a stock ``ASTFeatureExtractor`` (128 mel bins, 1024 frames = 10.24 s) in front of the
   same small transformer, so that the window is the one released AST checkpoints read.
 
-For each, :func:`hf_atr.encoding.encode_audio_windows` over every recording:
+For each, :func:`hf_atr.audio_encoding.encode_audio_windows` over every recording:
 
 1. ``truncated``: no windowing, one forward pass per clip of what the processor prepares (the clip cut to the
    window: what every path did before windowed embedding, and the evaluator's default);
@@ -36,9 +36,9 @@ from transformers import ASTConfig, ASTFeatureExtractor, BertConfig
 from transformers.utils import logging
 
 from hf_atr import AtrConfig, AtrDualEncoderModel, AtrProcessor
+from hf_atr.audio_encoding import encode_audio_windows
 from hf_atr.data.audio import decode_audio
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
-from hf_atr.encoding import encode_audio_windows
 from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.windowing import Windowing, extractor_window
 

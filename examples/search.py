@@ -16,7 +16,9 @@ from pathlib import Path
 from transformers import pipeline
 
 import hf_atr  # noqa: F401  (registers the model type with the Auto classes)
-from hf_atr.data.synthcaps import SOUND_EVENTS, event_phrase, load_synthcaps
+from hf_atr.data.synthcaps import load_synthcaps
+from hf_atr.data.synthcaps_audio import SOUND_EVENTS
+from hf_atr.data.synthcaps_grammar import event_phrase
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.modeling_atr import AtrDualEncoderModel
 from hf_atr.processing_atr import AtrProcessor

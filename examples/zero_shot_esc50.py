@@ -38,7 +38,8 @@ from collections.abc import Sequence
 import torch
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
-from hf_atr.commands.build_dataset.dataset_builders import ENCODING_OPTION, add_options, exit_on_input_error
+from hf_atr.commands.build_dataset.builder_options import ENCODING_OPTION, add_options
+from hf_atr.commands.build_dataset.dataset_output import exit_on_input_error
 from hf_atr.data.corpus_utils import expand_path
 from hf_atr.data.esc50 import ESC50_DEFAULT_TEMPLATES, ESC50_FOLDS, load_esc50
 from hf_atr.data.schema import class_list, corpus_provenance

@@ -18,26 +18,27 @@ _LAZY_NAMES = {
     "AtrConfig": ".configuration_atr",
     "AtrDualEncoderModel": ".modeling_atr",
     "AtrOutput": ".modeling_atr",
-    "AtrScoringHead": ".modeling_atr",
+    "AtrScoringHead": ".scoring_head",
     "AtrProcessor": ".processing_atr",
     "AudioTextRetrievalPipeline": ".pipelines.retrieval_pipeline",
     "EmbeddingIndex": ".pipelines.index",
     "KnowledgeBase": ".knowledge.knowledge_base",
-    "encode_audio": ".encoding",
+    "encode_audio": ".audio_encoding",
     "encode_text": ".encoding",
     "RetrievalEvaluator": ".evaluation.evaluator",
     "ZeroShotEvaluator": ".evaluation.zero_shot",
+    "MomentEvaluator": ".pipelines.moment_evaluation",
+    "Objective": ".objectives.registry",
     "available_objectives": ".objectives.registry",
     "build_objective": ".objectives.registry",
     "register_objective": ".objectives.registry",
     "AtrTrainer": ".training.trainer",
     "AtrDataCollator": ".training.collator",
     "WaveformCollator": ".training.waveform_collator",
-    "featurize_waveforms": ".training.device_features",
-    "StreamingPairs": ".training.streaming",
+    "register_training_view": ".training.objective_setup",
+    "load_corpus": ".data.corpora",
     "load_audio_text_shards": ".data.shards",
     "load_moments": ".data.moments",
-    "moment_recordings": ".data.moments",
     "synthesize_moments": ".data.moment_synthesis",
     "register_tower": ".towers",
     "retrieval_metrics": ".metrics.retrieval",
@@ -47,12 +48,19 @@ _LAZY_NAMES = {
     "load_moment_retrieval_metric": ".metrics.moments",
     "push_to_hub": ".pipelines.sharing",
     "ModelCardCallback": ".training.callbacks",
-    "write_model_card": ".model_card",
-    "MomentProposalConfig": ".moments",
-    "SimilarityCurve": ".moments",
-    "propose_moments": ".moments",
+    "write_model_card": ".model_card.card",
+    "MomentProposalConfig": ".moments.proposal",
+    "SimilarityCurve": ".moments.curve",
+    "propose_moments": ".moments.proposal",
 }
-__getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
+MOVED_NAMES = {
+    "StreamingPairs": "hf_atr.training",
+    "featurize_waveforms": "hf_atr.training",
+    "moment_recordings": "hf_atr.data",
+}
+"""Names the package no longer exports -> the sub-package that does; ``hf_atr.<name>`` warns
+(:class:`~hf_atr.deprecation.HfAtrDeprecationWarning`)."""
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES, MOVED_NAMES)
 
 __all__ = sorted(_LAZY_NAMES)
 

@@ -4,8 +4,8 @@
 :func:`encode_audio` / :func:`encode_audio_clips` with a :class:`~hf_atr.windowing.Windowing` pool them into one
 clip embedding; without one, each clip is one forward pass of what the processor prepares (the model's own
 protocol), and the clips the extractor cuts are named in one warning per call. Both evaluators encode their clips
-by one protocol, :func:`encode_evaluation_clips` (undecodable clips left out and named in one warning). Part of
-:mod:`hf_atr.encoding`, the one way a model encodes, which re-exports these names; :func:`inference` is the
+by one protocol, :func:`encode_evaluation_clips` (undecodable clips left out and named in one warning). With
+:mod:`hf_atr.encoding` (captions, labels, pairs), the one way a model encodes; :func:`inference` is the
 eval-mode, no-gradient block every encoding runs in.
 """
 
@@ -21,7 +21,8 @@ import torch
 from tqdm.auto import tqdm
 
 from .audio_batches import AUDIO_INPUT_NAMES, audio_batch
-from .data.audio import AudioDecodeError, decode_audio
+from .data.audio import decode_audio
+from .data.audio_arrays import AudioDecodeError
 from .frame_encoding import encode_frame_entries
 from .lazy import get_logger
 from .processing_atr import AtrProcessor
@@ -85,7 +86,7 @@ class SkippedAudio:
     name: str
     """Its ``audio_id``, else its file path, else its position."""
     reason: str
-    """Why, as :class:`~hf_atr.data.audio.AudioDecodeError` words it (``"the audio file is empty (0 bytes)."``)."""
+    """Why, as :class:`~hf_atr.data.audio_arrays.AudioDecodeError` words it (``"the audio file is empty (0 bytes)."``)."""
 
 
 @dataclass
@@ -156,7 +157,7 @@ def encode_audio_windows(
             (:func:`~hf_atr.frame_encoding.encode_frame_entries`).
         batch_size: windows (or clips) per forward pass.
         strict: ``True``: a clip that cannot be decoded raises
-            :class:`~hf_atr.data.audio.AudioDecodeError` naming it; ``False``: it is left out and listed in
+            :class:`~hf_atr.data.audio_arrays.AudioDecodeError` naming it; ``False``: it is left out and listed in
             :attr:`AudioEmbeddings.skipped` with the reason.
         description: names the job in the progress bar and in the warning about cut clips.
 
@@ -388,7 +389,7 @@ def encode_evaluation_clips(
     the window are embedded window by window and pooled (:meth:`~hf_atr.windowing.Windowing.splits_clips`:
     CLAP fusion keeps its own embedding of the whole clip unless a window length is given). A clip that
     cannot be decoded is left out and named in one warning, or raises
-    :class:`~hf_atr.data.audio.AudioDecodeError` with ``strict=True``.
+    :class:`~hf_atr.data.audio_arrays.AudioDecodeError` with ``strict=True``.
 
     Args:
         description: names the job in the progress bar and the warnings (``"Evaluating on split 'test'"``).

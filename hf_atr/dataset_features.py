@@ -11,7 +11,9 @@ import numpy as np
 from datasets import Features, Value
 from transformers.utils import logging
 
-from .data.audio import AudioDecodeError, decode_audio
+from hf_atr.data.audio_arrays import AudioDecodeError
+
+from .data.audio import decode_audio
 from .windowing import collect_cut_clips, extractor_window, minimum_samples
 
 DECODE_ERROR_COLUMN = "_audio_decode_error"

@@ -5,11 +5,11 @@ The evaluators, the ASK knowledge base and its refresh callback, the retrieval p
 these functions, as sentence-transformers' evaluators
 and search go through ``SentenceTransformer.encode``. Each function runs the model in eval mode without
 gradients and leaves it in the train/eval mode it found; embeddings come back as float32 on the CPU, whatever dtype
-the model computes in (:func:`float32_embeddings`).
+the model computes in (:func:`~hf_atr.audio_encoding.float32_embeddings`).
 
-Audio (:func:`encode_audio`, window by window with spans: :func:`encode_audio_windows`; the evaluators' clip
-protocol: :func:`encode_evaluation_clips`) is encoded by :mod:`hf_atr.audio_encoding`, whose names are
-importable from here; captions, class labels and (audio, caption) pairs are encoded here.
+Audio (:func:`~hf_atr.audio_encoding.encode_audio`, window by window with spans: :func:`~hf_atr.audio_encoding.encode_audio_windows`; the evaluators' clip
+protocol: :func:`~hf_atr.audio_encoding.encode_evaluation_clips`) is encoded by :mod:`hf_atr.audio_encoding`, which those names are
+imported from; captions, class labels and (audio, caption) pairs are encoded here.
 """
 
 from __future__ import annotations
@@ -21,19 +21,11 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .audio_encoding import (
-    AudioEmbeddings,
-    EvaluatedClips,
-    SkippedAudio,
-    encode_audio,
-    encode_audio_clips,
-    encode_audio_windows,
-    encode_evaluation_clips,
-    float32_embeddings,
-    inference,
-)
+from . import audio_encoding
+from .audio_encoding import inference
 from .data.esc50 import ESC50_DEFAULT_TEMPLATES
 from .data.schema import ENGLISH, captions_in_language, check_caption
+from .deprecation import moved_names
 from .processing_atr import AtrProcessor
 
 CAPTION_MODES = ("all", "first")
@@ -101,7 +93,7 @@ def _encode_in_batches(
         for start in tqdm(range(0, count, batch_size), desc=description, disable=not show_progress):
             inputs = batch_inputs(start, min(start + batch_size, count))
             embeds = embed(**{name: value.to(device) for name, value in inputs.items()})
-            chunks.append(float32_embeddings(embeds, model))
+            chunks.append(audio_encoding.float32_embeddings(embeds, model))
     return torch.cat(chunks)
 
 
@@ -241,30 +233,37 @@ def encode_pairs(
         each pair is given by :func:`pair_audio_ids`.
     """
     caption_texts, text_to_audio = _pair_captions(dataset, captions, languages)
-    audio_embeds = encode_audio(model, processor, dataset, batch_size=batch_size, show_progress=show_progress)
+    audio_embeds = audio_encoding.encode_audio(
+        model, processor, dataset, batch_size=batch_size, show_progress=show_progress
+    )
     text_embeds = encode_text(
         model, processor, caption_texts, batch_size=4 * batch_size, show_progress=show_progress
     )
     return audio_embeds[text_to_audio], text_embeds
 
 
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "AudioEmbeddings": "hf_atr.audio_encoding",
+    "EvaluatedClips": "hf_atr.audio_encoding",
+    "SkippedAudio": "hf_atr.audio_encoding",
+    "encode_audio": "hf_atr.audio_encoding",
+    "encode_audio_clips": "hf_atr.audio_encoding",
+    "encode_audio_windows": "hf_atr.audio_encoding",
+    "encode_evaluation_clips": "hf_atr.audio_encoding",
+    "float32_embeddings": "hf_atr.audio_encoding",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
+
 __all__ = [
-    "AudioEmbeddings",
     "CAPTION_MODES",
     "CaptionTable",
     "DEFAULT_TEMPLATES",
-    "EvaluatedClips",
-    "SkippedAudio",
     "caption_table",
     "check_templates",
-    "encode_audio",
-    "encode_audio_clips",
-    "encode_audio_windows",
-    "encode_evaluation_clips",
     "encode_labels",
     "encode_pairs",
     "encode_text",
-    "float32_embeddings",
     "label_prompts",
     "pair_audio_ids",
 ]

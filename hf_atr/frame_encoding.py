@@ -62,7 +62,7 @@ def encode_frame_entries(
 ) -> FrameEntries:
     """Entries of ``waveform: (samples,)`` at the processor's rate, pooled from the model's frames (see module).
 
-    Call under ``torch.no_grad()`` with the model in eval mode (as :func:`hf_atr.encoding.encode_audio_windows`).
+    Call under ``torch.no_grad()`` with the model in eval mode (as :func:`hf_atr.audio_encoding.encode_audio_windows`).
 
     Args:
         windowing: its ``frame_seconds`` (required) and ``pooling``; its window length bounds one forward pass.

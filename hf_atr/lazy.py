@@ -13,15 +13,20 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .deprecation import moved_name
+
 
 def lazy_attributes(
-    package: str, names: Mapping[str, str]
+    package: str, names: Mapping[str, str], moved: Mapping[str, str] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Module-level ``__getattr__`` and ``__dir__`` for ``package`` (PEP 562).
 
     Args:
         package: the package's ``__name__``.
         names: public name -> the module that defines it, relative to ``package`` (``".modeling_atr"``).
+        moved: names ``package`` no longer exports -> the absolute module that defines them now; using one
+            warns with :class:`~hf_atr.deprecation.HfAtrDeprecationWarning` (:func:`hf_atr.deprecation.moved_name`)
+            and ``__dir__`` leaves it out.
 
     Example::
 
@@ -29,6 +34,8 @@ def lazy_attributes(
     """
 
     def __getattr__(name: str) -> Any:
+        if moved and name in moved:
+            return moved_name(package, name, moved[name])
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(names[name], package), name)

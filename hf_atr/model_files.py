@@ -1,7 +1,7 @@
 """Files written beside a model's weights by modules the model does not import, registered by file name.
 
 ``AtrDualEncoderModel.save_pretrained`` writes its config and weights, then calls :func:`write_model_files`;
-:func:`hf_atr.hub.stage_upload` calls it again with what it knows of the repository. The model card
+:func:`hf_atr.hub.stage_model_files` calls it again with what it knows of the repository. The model card
 (:mod:`hf_atr.model_card`, a floor above the model) registers its writer for :data:`MODEL_CARD_FILE` here, and
 the deferred registrations (:mod:`hf_atr.auto_registration`) import the card as soon as the model is imported,
 so every saved model gets its card while the model imports none of the card's code.

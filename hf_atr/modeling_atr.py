@@ -17,13 +17,12 @@ from transformers import initialization as init
 from transformers.modeling_outputs import ModelOutput
 from transformers.utils import logging
 
-from . import hub
+from . import hub, scoring_head
 from .configuration_atr import CLAP_AUDIO_MODEL_TYPE, AtrConfig, register_auto_config
+from .deprecation import moved_names
 from .file_permissions import apply_umask
 from .model_files import write_model_files
 from .model_layers import (
-    AtrNormedProjection,
-    AtrProjectionMLP,
     at_model_dtype,
     audio_mask_argument,
     encoder_only,
@@ -32,7 +31,7 @@ from .model_layers import (
     tower_projection,
 )
 from .model_starting_points import AtrStartingPoints
-from .scoring_head import AtrScoringHead, stored_logit_scale
+from .scoring_head import stored_logit_scale
 from .towers import pooler_modules, tower_from_config
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ class AtrPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, AtrScoringHead):
+        if isinstance(module, scoring_head.AtrScoringHead):
             initial_scale = stored_logit_scale(self.config.logit_scale_init, module.scale_form)
             init.constant_(module.logit_scale, initial_scale)
             if hasattr(module, "audio_logit_scale"):
@@ -92,7 +91,7 @@ class AtrPreTrainedModel(PreTrainedModel):
 
 
 class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
-    """Audio backbone + text backbone + projections + :class:`AtrScoringHead`.
+    """Audio backbone + text backbone + projections + :class:`~hf_atr.scoring_head.AtrScoringHead`.
 
     Any transformers audio model (AST, Whisper's encoder, CLAP's audio tower, PANNs, wav2vec2, ...) and
     any text model (BERT, RoBERTa, XLM-R, a sentence-transformers encoder, ...) can be combined, as
@@ -141,7 +140,7 @@ class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
 
         self.audio_projection = tower_projection(config, config.audio_config.hidden_size)
         self.text_projection = tower_projection(config, config.text_config.hidden_size)
-        self.scoring_head = AtrScoringHead(
+        self.scoring_head = scoring_head.AtrScoringHead(
             config.scoring,
             config.projection_dim,
             config.logit_scale_init,
@@ -387,19 +386,25 @@ class AtrDualEncoderModel(AtrPreTrainedModel, AtrStartingPoints):
     def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload weights, config, the generated card (and optionally the processor) in one commit.
 
-        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`). A
-        retrieval index goes with the pipeline that built it: ``pipe.push_to_hub(repo_id)``.
+        ``upload`` takes the options of :class:`~hf_atr.hub.HubUpload`, documented by
+        :func:`hf_atr.hub.push_model_files`. A retrieval index goes with the pipeline that built it:
+        ``pipe.push_to_hub(repo_id)``.
         """
-        return hub.push_to_hub(self, repo_id, **upload)
+        return hub.push_model_files(self, repo_id, **hub.push_options(upload))
 
+
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "AtrNormedProjection": "hf_atr.model_layers",
+    "AtrProjectionMLP": "hf_atr.model_layers",
+    "AtrScoringHead": "hf_atr.scoring_head",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 __all__ = [
     "AtrDualEncoderModel",
-    "AtrNormedProjection",
     "AtrOutput",
     "AtrPreTrainedModel",
-    "AtrProjectionMLP",
-    "AtrScoringHead",
 ]
 
 

@@ -17,19 +17,14 @@ from transformers import AutoFeatureExtractor, AutoProcessor, AutoTokenizer, Bat
 from transformers.processing_utils import ProcessorMixin
 from transformers.utils import logging
 
-from .audio_batches import (
-    AUDIO_INPUT_NAMES,
-    AUDIO_MASK_NAMES,
-    audio_batch,
-    model_audio_inputs,
-    model_tensor,
-    stack_feature,
-)
+from . import audio_batches
 from .configuration_atr import AtrConfig
-from .data.audio import audio_clips, decode_audio
+from .data.audio import decode_audio
+from .data.audio_arrays import audio_clips
 from .data.feature_storage import feature_storage_types, first_dimension_varies
 from .data.schema import check_caption
 from .dataset_features import extract_split
+from .deprecation import moved_names
 from .features.registry import batched_features_for
 from .long_clips import inference_features
 from .models.checkpoint_families import checkpoint_family
@@ -201,11 +196,11 @@ class AtrProcessor(ProcessorMixin):
     def audio_input_name(self) -> str:
         """``"input_values"`` or ``"input_features"``, whichever the feature extractor produces."""
         for name in self.feature_extractor.model_input_names:
-            if name in AUDIO_INPUT_NAMES:
+            if name in audio_batches.AUDIO_INPUT_NAMES:
                 return name
         raise ValueError(
             f"{type(self.feature_extractor).__name__} produces {self.feature_extractor.model_input_names}; "
-            f"AtrProcessor needs one of {AUDIO_INPUT_NAMES}."
+            f"AtrProcessor needs one of {audio_batches.AUDIO_INPUT_NAMES}."
         )
 
     def decode(self, audio: Sequence[Any], sources: Sequence[str] | None = None) -> list[np.ndarray]:
@@ -237,7 +232,7 @@ class AtrProcessor(ProcessorMixin):
     ) -> BatchFeature:
         """Featurise ``audio`` (one clip or a list) and/or tokenise ``text`` (one caption or a list).
 
-        Audio is read as the retrieval pipeline reads it (:func:`~hf_atr.data.audio.audio_clips`): one array
+        Audio is read as the retrieval pipeline reads it (:func:`~hf_atr.data.audio_arrays.audio_clips`): one array
         is one clip (2-D: its channels, in either orientation, mixed down), a batch is a list; arrays given
         without ``sampling_rate`` are taken at the extractor's rate.
 
@@ -340,7 +335,7 @@ class AtrProcessor(ProcessorMixin):
             features = batched.featurize_arrays(arrays, device=device)
             if return_tensors != "pt":
                 features = {name: value.cpu().numpy() for name, value in features.items()}
-        return model_audio_inputs(features)
+        return audio_batches.model_audio_inputs(features)
 
     def feature_storage_types(self) -> dict[str, Any]:
         """The ``datasets`` type that stores each audio input (:func:`~hf_atr.data.feature_storage.storage_type`,
@@ -348,7 +343,7 @@ class AtrProcessor(ProcessorMixin):
         one analysis frame and of two (the batched torch twins give the extractor's shapes)."""
         minimum = minimum_samples(self.feature_extractor)
         short, long = (
-            model_audio_inputs(
+            audio_batches.model_audio_inputs(
                 self.feature_extractor(
                     [np.zeros(length, dtype=np.float32)],
                     sampling_rate=self.sampling_rate,
@@ -390,7 +385,7 @@ class AtrProcessor(ProcessorMixin):
 
         A clip that cannot be decoded (empty file, not audio, corrupt; named by its ``audio_id``) is left
         out of the result and listed, with the reason, in one warning per split; ``strict=True`` raises
-        :class:`~hf_atr.data.audio.AudioDecodeError` at the first one instead. Clips cut to the extractor's
+        :class:`~hf_atr.data.audio_arrays.AudioDecodeError` at the first one instead. Clips cut to the extractor's
         window are counted and named in one warning per split (the features hold the window the extractor
         reads; embed long clips whole from raw audio with :mod:`hf_atr.windowing`), clips padded to one
         frame in a warning each.
@@ -434,15 +429,20 @@ def register_auto_processor() -> None:
     AutoProcessor.register(AtrConfig, AtrProcessor, exist_ok=True)
 
 
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "AUDIO_INPUT_NAMES": "hf_atr.audio_batches",
+    "AUDIO_MASK_NAMES": "hf_atr.audio_batches",
+    "audio_batch": "hf_atr.audio_batches",
+    "model_audio_inputs": "hf_atr.audio_batches",
+    "model_tensor": "hf_atr.audio_batches",
+    "stack_feature": "hf_atr.audio_batches",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
+
 __all__ = [
-    "AUDIO_INPUT_NAMES",
-    "AUDIO_MASK_NAMES",
     "AUDIO_BATCH_PADDINGS",
     "AtrProcessor",
     "ModalityOptions",
-    "audio_batch",
     "modality_options",
-    "model_audio_inputs",
-    "model_tensor",
-    "stack_feature",
 ]

@@ -10,9 +10,9 @@ from ranking_margin import clear_best_among
 from synthetic_audio import recording_with_event
 from tiny_models import SAMPLING_RATE, make_model, make_processor, random_waveforms
 
+from hf_atr.audio_encoding import encode_audio, encode_audio_windows
 from hf_atr.cli import main
 from hf_atr.data.audio import encode_wav
-from hf_atr.encoding import encode_audio, encode_audio_windows
 from hf_atr.windowing import Windowing
 
 LONG_RECORDING = "field/long take.wav"

@@ -14,14 +14,13 @@ from synthetic_audio import recording_with_event, synthetic_clip
 from tiny_models import SAMPLING_RATE, feature_dataset, make_model, make_processor, save_tiny_clap_checkpoint
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
-from hf_atr import encoding as hf_atr_encoding
 from hf_atr.audio_encoding import (
     encode_audio,
     encode_audio_clips,
     encode_audio_windows,
     encode_evaluation_clips,
 )
-from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.windowing import Windowing, pool_window_embeddings, window_bounds
 
 
@@ -158,10 +157,3 @@ def test_evaluation_clips_name_the_first_undecodable_ones_and_count_the_rest(raw
     assert clips.dataset_rows(dataset)["audio_id"] == ["good0", "good8"]
     with pytest.raises(AudioDecodeError, match=r"^empty1: the audio file is empty \(0 bytes\)\.$"):
         encode_evaluation_clips(model, processor, rows, strict=True)
-
-
-def test_encoding_keeps_the_import_paths_of_audio_encoding():
-    assert (
-        hf_atr_encoding.encode_audio is encode_audio
-        and hf_atr_encoding.encode_audio_windows is encode_audio_windows
-    )

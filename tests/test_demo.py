@@ -15,7 +15,7 @@ from hf_atr import AtrDualEncoderModel, AtrProcessor
 from hf_atr.cli import main
 from hf_atr.data.schema import LANGUAGES
 from hf_atr.demo import DEMO_THREADS, EXAMPLE_QUERIES, format_results_table, run_demo, tiny_feature_extractor
-from hf_atr.metrics.retrieval import TIE_RULE
+from hf_atr.metrics.ranks import TIE_RULE
 from hf_atr.windowing import extractor_window
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -8,11 +8,11 @@ from datasets import Dataset
 from tiny_models import feature_dataset, make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
+from hf_atr.audio_encoding import encode_audio
 from hf_atr.encoding import (
     DEFAULT_TEMPLATES,
     caption_table,
     check_templates,
-    encode_audio,
     encode_labels,
     encode_pairs,
     encode_text,

@@ -17,7 +17,8 @@ from tiny_models import (
 )
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
-from hf_atr.encoding import encode_audio, encode_audio_windows, encode_labels, encode_text, float32_embeddings
+from hf_atr.audio_encoding import encode_audio, encode_audio_windows, float32_embeddings
+from hf_atr.encoding import encode_labels, encode_text
 from hf_atr.model_layers import at_model_dtype
 from hf_atr.windowing import Windowing
 

@@ -17,8 +17,8 @@ from tiny_models import (
 )
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
+from hf_atr.audio_encoding import encode_audio
 from hf_atr.data.audio import encode_wav
-from hf_atr.encoding import encode_audio
 from hf_atr.evaluation import RetrievalEvaluator, ZeroShotEvaluator
 from hf_atr.features import batched_features_for
 from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline

@@ -22,6 +22,16 @@ def test_lazy_attributes_resolve_cache_and_list_their_names(monkeypatch):
         package.__getattr__("loads")
 
 
+def test_a_moved_name_warns_each_time_and_is_not_listed(monkeypatch):
+    package = types.ModuleType("lazy_probe")
+    monkeypatch.setitem(sys.modules, "lazy_probe", package)
+    package.__getattr__, package.__dir__ = lazy_attributes("lazy_probe", {"dumps": "json"}, {"loads": "json"})
+    for _ in range(2):
+        with pytest.deprecated_call(match=r"`lazy_probe.loads` moved to `json.loads`"):
+            assert package.loads is __import__("json").loads
+    assert "loads" not in package.__dir__() and "loads" not in vars(package)
+
+
 def test_deferred_logger_logs_through_transformers_logging(caplog):
     logger = get_logger("hf_atr.lazy_probe")
     assert isinstance(logger, DeferredLogger) and logger._logger is None

@@ -9,7 +9,7 @@ import pytest
 from tiny_models import make_model
 
 from hf_atr import model_files
-from hf_atr.hub import stage_upload
+from hf_atr.hub import stage_model_files
 from hf_atr.model_files import MODEL_CARD_FILE, register_model_file, registered_model_files, write_model_files
 
 
@@ -36,7 +36,7 @@ def test_save_pretrained_and_the_upload_write_every_registered_file(tmp_path, wr
     }
     assert "(m-LTM). ICLR 2024." in (tmp_path / "saved" / MODEL_CARD_FILE).read_text()
     # The upload passes each writer its own details: the card gets the repository id for its usage snippet.
-    staged = {path.name for path in stage_upload(model, tmp_path / "staged", repo_id="team/iot-model")}
+    staged = {path.name for path in stage_model_files(model, tmp_path / "staged", repo_id="team/iot-model")}
     assert {MODEL_CARD_FILE, "objective.json", "config.json", "model.safetensors"} <= staged
     assert 'from_pretrained("team/iot-model")' in (tmp_path / "staged" / MODEL_CARD_FILE).read_text()
     written = write_model_files(model, tmp_path / "again", {"objective.json": {"note": "given"}})

@@ -10,7 +10,7 @@ from tiny_models import make_model, make_processor, random_waveforms
 from transformers import AutoModel
 
 from hf_atr import AtrDualEncoderModel, AtrScoringHead
-from hf_atr.modeling_atr import AtrProjectionMLP
+from hf_atr.model_layers import AtrProjectionMLP
 
 BACKBONES = [("ast", "bert"), ("whisper", "xlm-roberta")]
 

@@ -19,8 +19,9 @@ from transformers import AutoProcessor, ClapFeatureExtractor, Wav2Vec2FeatureExt
 
 import hf_atr  # noqa: F401  (registers AutoProcessor)
 from hf_atr import AtrConfig, AtrProcessor
-from hf_atr.data.audio import AudioDecodeError, encode_wav
-from hf_atr.processing_atr import model_audio_inputs
+from hf_atr.audio_batches import model_audio_inputs
+from hf_atr.data.audio import encode_wav
+from hf_atr.data.audio_arrays import AudioDecodeError
 
 
 def test_audio_and_text_in_one_call():

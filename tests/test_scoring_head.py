@@ -12,9 +12,9 @@ from tiny_models import make_model, make_processor, random_waveforms
 from transformers import AutoModel
 
 from hf_atr import AtrConfig, AtrDualEncoderModel, AtrScoringHead, build_objective
+from hf_atr.audio_batches import model_audio_inputs
 from hf_atr.configuration_atr import migrate_config_dict
 from hf_atr.encoding import encode_labels, encode_text
-from hf_atr.processing_atr import model_audio_inputs
 from hf_atr.scoring_head import MAX_LOGIT_SCALE
 
 

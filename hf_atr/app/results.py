@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import soundfile
 
-from hf_atr.data.audio import AudioDecodeError, read_audio_span
+from hf_atr.data.audio import read_audio_span
+from hf_atr.data.audio_arrays import AudioDecodeError
 
 MAX_EXCERPT_SECONDS = 30.0
 """The longest stretch a result's player holds (a pooled hour-long file plays its first 30 s)."""

@@ -97,7 +97,7 @@ def _retrieval_evaluator(
 ) -> Any:
     """The :class:`~hf_atr.evaluation.evaluator.RetrievalEvaluator` of the command line."""
     from hf_atr.evaluation.evaluator import RetrievalEvaluator
-    from hf_atr.metrics.retrieval import DEFAULT_MAP_CUTOFFS
+    from hf_atr.metrics.ranks import DEFAULT_MAP_CUTOFFS
 
     missing = {} if args.relevance_missing is None else {"relevance_missing": args.relevance_missing}
     return RetrievalEvaluator(

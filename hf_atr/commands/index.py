@@ -149,7 +149,7 @@ def run_index(args: argparse.Namespace) -> int:
             "on its own device."
         )
     device = None if args.device is None else checked_device_argument(args.device)
-    from hf_atr.data.audio import AudioDecodeError
+    from hf_atr.data.audio_arrays import AudioDecodeError
     from hf_atr.distributed import rank_and_world_size
     from hf_atr.pipelines.index_storage import IndexFormatError, IndexMismatchError
     from hf_atr.pipelines.indexing import IndexingOptions, IndexingRun, check_appendable, indexed_files

@@ -1,6 +1,7 @@
 """Datasets in the shared schema (see :mod:`hf_atr.data.schema`): corpus loaders and the embedded synthcaps."""
 
-from .audio import AudioDecodeError, check_audio_file, decode_audio, encode_wav, resample
+from .audio import check_audio_file, decode_audio, encode_wav, resample
+from .audio_arrays import AudioDecodeError
 from .audio_text_folder import load_audio_text_folder
 from .audiocaps import load_audiocaps
 from .caption_list import CaptionList, read_caption_list
@@ -15,15 +16,9 @@ from .multilingual import load_translations
 from .relevance import load_relevance_judgements
 from .schema import LANGUAGES, atr_features, corpus_provenance
 from .shards import load_audio_text_shards, write_audio_text_shards
-from .synthcaps import (
-    SOUND_EVENTS,
-    event_phrase,
-    generate_clip,
-    load_synthcaps,
-    write_audiocaps_layout,
-    write_clotho_layout,
-    write_esc50_layout,
-)
+from .synthcaps import load_synthcaps, write_audiocaps_layout, write_clotho_layout, write_esc50_layout
+from .synthcaps_audio import SOUND_EVENTS, generate_clip
+from .synthcaps_grammar import event_phrase
 from .wavcaps import load_wavcaps
 
 __all__ = [

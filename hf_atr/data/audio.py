@@ -3,9 +3,10 @@
 The shared schema keeps audio undecoded (``Audio(decode=False)``: ``{"bytes", "path"}``); this module
 turns such a value, a file path, an already decoded ``{"array" | "raw", "sampling_rate"}`` dict or a bare
 array into the float32 mono waveform a feature extractor expects, resampling when asked. Every failure raises
-:class:`AudioDecodeError` naming the file (or the caller's ``source``, e.g. the ``audio_id``) and the reason.
-Audio in memory, and audio as a caller hands it over (:func:`~hf_atr.data.audio_arrays.audio_clips`), are read
-by :mod:`hf_atr.data.audio_arrays`; its names are importable from here too.
+:class:`~hf_atr.data.audio_arrays.AudioDecodeError` naming the file (or the caller's ``source``, e.g. the
+``audio_id``) and the reason. Audio in memory, and audio as a caller hands it over
+(:func:`~hf_atr.data.audio_arrays.audio_clips`), are read by :mod:`hf_atr.data.audio_arrays`, which defines those
+names and the error.
 """
 
 from __future__ import annotations
@@ -20,19 +21,14 @@ from typing import Any, BinaryIO
 import numpy as np
 import soundfile
 
+from hf_atr.data import audio_arrays
 from hf_atr.data.audio_arrays import (
-    AUDIO_ARRAY_KEYS,
-    MAX_ARRAY_CHANNELS,
-    AudioClips,
-    AudioDecodeError,
     as_array,
-    audio_clips,
     dict_array,
     dict_rate,
-    is_one_clip,
-    mix_down,
     to_mono,
 )
+from hf_atr.deprecation import moved_names
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
@@ -71,13 +67,13 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
             - a ``numpy`` array, assumed to be at the target rate already.
             Arrays are ``(samples,)``, or one multi-channel clip in either orientation, ``(channels,
             samples)`` (datasets, librosa) or ``(samples, channels)`` (``soundfile.read``): the longer axis
-            is time, and a shorter axis of more than :data:`MAX_ARRAY_CHANNELS` is refused.
+            is time, and a shorter axis of more than :data:`~hf_atr.data.audio_arrays.MAX_ARRAY_CHANNELS` is refused.
         sampling_rate: target rate in Hz; ``None`` keeps the rate of the source.
         source: name of the clip used in error messages (e.g. its ``audio_id``); defaults to the path.
 
     Returns:
         ``(samples,)`` float32 array. Several channels are down-mixed to mono by averaging them in float32
-        (:func:`mix_down`, for files and arrays alike: the mean keeps the level of correlated channels and,
+        (:func:`~hf_atr.data.audio_arrays.mix_down`, for files and arrays alike: the mean keeps the level of correlated channels and,
         unlike taking one channel, keeps every source).
         A different source rate is converted with ``scipy.signal.resample_poly`` using the up/down factors
         ``target/g`` and ``source/g``, ``g = gcd(target, source)`` (polyphase FIR, anti-aliased).
@@ -96,7 +92,7 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
     elif isinstance(value, (str, os.PathLike)):
         name = source or str(value)
         waveform, source_rate = _read_file(value, name)
-    elif isinstance(value, dict) and any(key in value for key in AUDIO_ARRAY_KEYS):
+    elif isinstance(value, dict) and any(key in value for key in audio_arrays.AUDIO_ARRAY_KEYS):
         name = source or value.get("path") or "<array>"
         source_rate = dict_rate(value, name)
         waveform = to_mono(as_array(dict_array(value)), name)
@@ -108,16 +104,16 @@ def decode_audio(value: Any, sampling_rate: int | None = None, *, source: str | 
         elif path:
             waveform, source_rate = _read_file(path, name)
         else:
-            raise AudioDecodeError(name, "the audio value has neither 'bytes' nor 'path'.")
+            raise audio_arrays.AudioDecodeError(name, "the audio value has neither 'bytes' nor 'path'.")
     else:
         raise TypeError(
             f"Cannot decode audio {source or ''} of type {type(value).__name__}: expected a dict "
             "{'bytes', 'path'} or {'array' | 'raw', 'sampling_rate'}, a file path, or a numpy array."
         )
     if waveform.size == 0:
-        raise AudioDecodeError(name, "the audio has zero length.")
+        raise audio_arrays.AudioDecodeError(name, "the audio has zero length.")
     if not np.isfinite(waveform).all():
-        raise AudioDecodeError(name, "the audio contains non-finite samples (NaN or inf).")
+        raise audio_arrays.AudioDecodeError(name, "the audio contains non-finite samples (NaN or inf).")
     if sampling_rate is not None and source_rate != sampling_rate:
         waveform = resample(waveform, source_rate, sampling_rate)
     return waveform
@@ -154,15 +150,15 @@ def read_audio_span(
         raise ValueError(f"A span needs 0 <= start < end, got {start_seconds:g} s to {end} (file {path}).")
     name = str(path)
     if not Path(path).is_file():
-        raise AudioDecodeError(name, "the audio file does not exist.")
+        raise audio_arrays.AudioDecodeError(name, "the audio file does not exist.")
     if os.path.getsize(path) == 0:
-        raise AudioDecodeError(name, "the audio file is empty (0 bytes).")
+        raise audio_arrays.AudioDecodeError(name, "the audio file is empty (0 bytes).")
     try:
         with soundfile.SoundFile(path) as audio_file:
             rate, total = audio_file.samplerate, audio_file.frames
             first = round(start_seconds * rate)
             if first >= total:
-                raise AudioDecodeError(
+                raise audio_arrays.AudioDecodeError(
                     name,
                     f"the span from {start_seconds:.2f} s starts after the end of the file ({total / rate:.2f} s).",
                 )
@@ -184,7 +180,7 @@ def check_audio_file(path: str | os.PathLike) -> Any:
     """
     name = str(path)
     if not Path(path).is_file():
-        raise AudioDecodeError(name, "the audio file does not exist.")
+        raise audio_arrays.AudioDecodeError(name, "the audio file does not exist.")
     return _checked_header(path, name)
 
 
@@ -198,11 +194,13 @@ def _checked_header(source: Any, name: str) -> Any:
     try:
         info = soundfile.info(source)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
-        raise AudioDecodeError(name, f"the audio file is unreadable or corrupt ({error}).") from error
+        raise audio_arrays.AudioDecodeError(
+            name, f"the audio file is unreadable or corrupt ({error})."
+        ) from error
     if info.channels < 1:
-        raise AudioDecodeError(name, "the audio file has no channel.")
+        raise audio_arrays.AudioDecodeError(name, "the audio file has no channel.")
     if info.frames <= 0:
-        raise AudioDecodeError(name, "the audio file has zero length.")
+        raise audio_arrays.AudioDecodeError(name, "the audio file has zero length.")
     return info
 
 
@@ -234,11 +232,11 @@ def encode_wav(array: np.ndarray, sampling_rate: int, *, subtype: str = "PCM_16"
 def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndarray, int]:
     if not isinstance(file, io.BytesIO):
         if not Path(file).is_file():
-            raise AudioDecodeError(name, "the audio file does not exist.")
+            raise audio_arrays.AudioDecodeError(name, "the audio file does not exist.")
         if is_appledouble(file):
-            raise AudioDecodeError(name, "a macOS AppleDouble file (resource fork, no audio).")
+            raise audio_arrays.AudioDecodeError(name, "a macOS AppleDouble file (resource fork, no audio).")
     if _byte_size(file) == 0:
-        raise AudioDecodeError(name, "the audio file is empty (0 bytes).")
+        raise audio_arrays.AudioDecodeError(name, "the audio file is empty (0 bytes).")
     try:
         frames, rate = soundfile.read(file, dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as error:
@@ -250,14 +248,14 @@ def _read_file(file: str | os.PathLike | io.BytesIO, name: str) -> tuple[np.ndar
             f"declares ({len(frames) / rate:.2f} of {declared / rate:.2f} s); decoding the {len(frames) / rate:.2f} s "
             "it holds."
         )
-    return mix_down(frames), rate
+    return audio_arrays.mix_down(frames), rate
 
 
-def _unreadable(name: str, error: Exception, hint: str = "") -> AudioDecodeError:
+def _unreadable(name: str, error: Exception, hint: str = "") -> audio_arrays.AudioDecodeError:
     """The error for audio that soundfile fails to decode: libsndfile's own reason (without the file name
     ``str(error)`` adds), then ``hint``."""
     reason = (getattr(error, "error_string", None) or str(error)).rstrip(".")
-    return AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).{hint}")
+    return audio_arrays.AudioDecodeError(name, f"the audio is unreadable or corrupt ({reason}).{hint}")
 
 
 def _cut_off_hint(file: str | os.PathLike | io.BytesIO) -> str:
@@ -319,23 +317,28 @@ def declared_wav_frames(file: str | os.PathLike | BinaryIO) -> int | None:
             handle.seek(position)
 
 
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "AUDIO_ARRAY_KEYS": "hf_atr.data.audio_arrays",
+    "AudioClips": "hf_atr.data.audio_arrays",
+    "AudioDecodeError": "hf_atr.data.audio_arrays",
+    "MAX_ARRAY_CHANNELS": "hf_atr.data.audio_arrays",
+    "audio_clips": "hf_atr.data.audio_arrays",
+    "is_one_clip": "hf_atr.data.audio_arrays",
+    "mix_down": "hf_atr.data.audio_arrays",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
+
 __all__ = [
     "APPLEDOUBLE_PREFIX",
-    "AUDIO_ARRAY_KEYS",
     "AUDIO_EXTENSIONS",
-    "MAX_ARRAY_CHANNELS",
-    "AudioClips",
-    "AudioDecodeError",
-    "audio_clips",
     "check_audio_bytes",
     "check_audio_file",
     "declared_wav_frames",
     "decode_audio",
     "encode_wav",
     "is_appledouble",
-    "is_one_clip",
     "looks_like_audio_path",
-    "mix_down",
     "read_audio_span",
     "resample",
 ]

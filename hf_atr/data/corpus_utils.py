@@ -21,7 +21,8 @@ from typing import Any
 from datasets import Dataset, DatasetDict, Features, List, Value
 from datasets.table import embed_table_storage
 
-from hf_atr.data.audio import AudioDecodeError, check_audio_file
+from hf_atr.data.audio import check_audio_file
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.schema import finalize_audio_column, set_corpus_provenance
 from hf_atr.lazy import get_logger
 

@@ -42,13 +42,8 @@ import numpy as np
 import soundfile
 from datasets import Dataset
 
-from hf_atr.data.audio import (
-    AUDIO_EXTENSIONS,
-    AudioDecodeError,
-    check_audio_file,
-    decode_audio,
-    is_appledouble,
-)
+from hf_atr.data.audio import AUDIO_EXTENSIONS, check_audio_file, decode_audio, is_appledouble
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusProblems, expand_path
 from hf_atr.data.schema import SOURCE_ID_COLUMN
 from hf_atr.lazy import get_logger

@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from datasets import Dataset, DatasetDict, Features, List, Value
 
-from hf_atr.data import moment_annotations
-from hf_atr.data.audio import AUDIO_EXTENSIONS, AudioDecodeError, check_audio_file, is_appledouble
+from hf_atr.data.audio import AUDIO_EXTENSIONS, check_audio_file, is_appledouble
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.corpus_utils import (
     CorpusFormatError,
     CorpusProblems,
@@ -50,15 +49,15 @@ from hf_atr.data.corpus_utils import (
     select_splits,
     split_provenance,
 )
+from hf_atr.data.language_codes import normalize_language_code
 from hf_atr.data.moment_annotations import (
     SOURCE_AUDIO_ID_COLUMN,
     MomentQuery,
     read_queries,
     read_translations,
 )
-from hf_atr.data.multilingual import normalize_language_code
 from hf_atr.data.schema import SOURCE_ID_COLUMN
-from hf_atr.deprecation import HfAtrDeprecationWarning
+from hf_atr.deprecation import moved_names
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
@@ -306,21 +305,9 @@ def _resolve_recordings(
     return found
 
 
-_MOVED_TO_ANNOTATIONS = ("MOMENT_FIELDS",)
-"""Public names of this module that moved to :mod:`hf_atr.data.moment_annotations`."""
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved to :mod:`hf_atr.data.moment_annotations`, read from there with a deprecation warning."""
-    if name not in _MOVED_TO_ANNOTATIONS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"hf_atr.data.moments.{name} is deprecated and will be removed in a future version; import it from "
-        f"hf_atr.data.moment_annotations.",
-        HfAtrDeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(moment_annotations, name)
+MOVED_NAMES = {"MOMENT_FIELDS": "hf_atr.data.moment_annotations"}
+"""Public names of this module that moved, and their new module (read from there with a deprecation warning)."""
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 
 __all__ = [

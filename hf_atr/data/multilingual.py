@@ -21,7 +21,7 @@ consistency metric (MRV, Eq. 16). Layouts read, detected from the file's extensi
   A record names its clip by ``wav`` (``Clotho/waveforms/test/<Clotho file name>``,
   ``AudioCaps/waveforms/test/Y<youtube id>.wav``), ``id`` (an md5 hash for Clotho; ``Y<youtube id>.wav``
   for AudioCaps) or ``audio``: the value, its file name or the YouTube id it names that is a base
-  ``audio_id`` (:data:`ML_CLAP_KEY_FIELDS`).
+  ``audio_id`` (:data:`~hf_atr.data.translation_files.ML_CLAP_KEY_FIELDS`).
 
 A clip gets ``None`` for a language when its translation is absent or incomplete (a caption missing or
 blank): never an empty string. Such clips are counted and named in a warning.
@@ -45,18 +45,16 @@ from pathlib import Path
 
 from datasets import DatasetDict, List, Value
 
+from hf_atr.data import language_codes, translation_files
 from hf_atr.data.corpus_utils import CAPTION_IDS_COLUMN, CorpusFormatError, expand_path
-from hf_atr.data.language_codes import normalize_language_code
 from hf_atr.data.translation_files import (
-    CAPTION_KEY_COLUMN,
-    CLIP_KEY_COLUMNS,
-    ML_CLAP_KEY_FIELDS,
     ClipTranslation,
     TranslationTable,
     caption_multiset,
     normalized_caption,
     read_table,
 )
+from hf_atr.deprecation import moved_names
 from hf_atr.lazy import get_logger
 
 logger = get_logger(__name__)  # transformers logging, imported on the first message
@@ -80,8 +78,8 @@ def load_translations(
             ISO 639-3 (``"fra"``) or NLLB (``"fra_Latn"``); the column uses ISO 639-3.
         key: the field of the translation files that identifies what a record translates. ``None``
             detects it: ``audiocap_id`` (per-caption alignment through the base's ``caption_ids``) when
-            present, else the first of :data:`CLIP_KEY_COLUMNS` (matched to the base's ``audio_id``), else
-            (JSON) the :data:`ML_CLAP_KEY_FIELDS` a record has. In JSON, a key value also matches by its
+            present, else the first of :data:`~hf_atr.data.translation_files.CLIP_KEY_COLUMNS` (matched to the base's ``audio_id``), else
+            (JSON) the :data:`~hf_atr.data.translation_files.ML_CLAP_KEY_FIELDS` a record has. In JSON, a key value also matches by its
             file name or the YouTube id that names (``"AudioCaps/waveforms/test/Y7fmOlUlwoNg.wav"``).
         encoding: text encoding of the translation files.
 
@@ -101,7 +99,7 @@ def load_translations(
         raise TypeError(f"base must be a datasets.DatasetDict, got {type(base).__name__}.")
     files_per_language: dict[str, dict[str, Path]] = {}
     for code, files in translations.items():
-        language = normalize_language_code(code)
+        language = language_codes.normalize_language_code(code)
         if language == "eng":
             raise ValueError("English is the base corpus's `captions`; give only the other languages' files.")
         if language in files_per_language:
@@ -355,7 +353,8 @@ def _check_files_matched(
                 lacking = [split for split in splits if CAPTION_IDS_COLUMN not in base[split].column_names]
                 if lacking:
                     raise CorpusFormatError(
-                        f"{path} is aligned per caption through '{CAPTION_KEY_COLUMN}' but split(s) {lacking} "
+                        f"{path} is aligned per caption through '{translation_files.CAPTION_KEY_COLUMN}' "
+                        f"but split(s) {lacking} "
                         f"have no '{CAPTION_IDS_COLUMN}' column (load AudioCaps from its official CSV layout), "
                         "or pass key= naming a clip column."
                     )
@@ -377,10 +376,15 @@ def _check_files_matched(
                 )
 
 
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "CAPTION_KEY_COLUMN": "hf_atr.data.translation_files",
+    "CLIP_KEY_COLUMNS": "hf_atr.data.translation_files",
+    "ML_CLAP_KEY_FIELDS": "hf_atr.data.translation_files",
+    "normalize_language_code": "hf_atr.data.language_codes",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
+
 __all__ = [
-    "CAPTION_KEY_COLUMN",
-    "CLIP_KEY_COLUMNS",
-    "ML_CLAP_KEY_FIELDS",
     "load_translations",
-    "normalize_language_code",
 ]

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import soundfile
 
-from .audio import AUDIO_ARRAY_KEYS, declared_wav_frames, decode_audio, is_appledouble
+from .audio import declared_wav_frames, decode_audio, is_appledouble
+from .audio_arrays import AUDIO_ARRAY_KEYS
 
 PCM16_SUBTYPE = "PCM_16"
 """soundfile's name of 16-bit signed integer samples."""

@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow.parquet as parquet
 from datasets import Audio, ClassLabel, Dataset, Features, IterableDataset, List, Value, load_dataset
 
-from .audio import AudioDecodeError, check_audio_bytes
+from .audio import check_audio_bytes
+from .audio_arrays import AudioDecodeError
 from .corpus_utils import check_missing_policy
 from .schema import atr_features
 

@@ -1,6 +1,6 @@
 """SynthCaps: an embedded, deterministic audio-captioning corpus for tests, demos and smoke training.
 
-Every clip is a scene of one to three synthetic sound events (:data:`SOUND_EVENTS`), played one after the
+Every clip is a scene of one to three synthetic sound events (:data:`~hf_atr.data.synthcaps_audio.SOUND_EVENTS`), played one after the
 other or two at a time, each loud or quiet, and described by five captions in each of the eight languages
 of :data:`hf_atr.data.schema.LANGUAGES` (grammars in :mod:`hf_atr.data.synthcaps_grammar`; the sounds and
 scenes in :mod:`hf_atr.data.synthcaps_audio`). The captions
@@ -24,28 +24,30 @@ from pathlib import Path
 import numpy as np
 from datasets import Dataset, DatasetDict
 
+from hf_atr.data import synthcaps_audio
 from hf_atr.data.audio import encode_wav
 from hf_atr.data.language_codes import normalize_language_code
 from hf_atr.data.schema import LANGUAGES, atr_features, finalize_audio_column, set_corpus_provenance
 from hf_atr.data.synthcaps_audio import (
     MIN_SAMPLING_RATE,
-    SOUND_EVENTS,
-    SYNTHCAPS_SPLITS,
-    SynthClip,
     check_clip_format,
-    generate_clip,
-    render_event,
 )
-from hf_atr.data.synthcaps_grammar import NUM_CAPTION_STYLES, event_phrase
+from hf_atr.data.synthcaps_grammar import NUM_CAPTION_STYLES
+from hf_atr.deprecation import moved_names
+
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "SOUND_EVENTS": "hf_atr.data.synthcaps_audio",
+    "SYNTHCAPS_SPLITS": "hf_atr.data.synthcaps_audio",
+    "SynthClip": "hf_atr.data.synthcaps_audio",
+    "event_phrase": "hf_atr.data.synthcaps_grammar",
+    "generate_clip": "hf_atr.data.synthcaps_audio",
+    "render_event": "hf_atr.data.synthcaps_audio",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 __all__ = [
-    "SOUND_EVENTS",
-    "SYNTHCAPS_SPLITS",
-    "SynthClip",
-    "event_phrase",
-    "generate_clip",
     "load_synthcaps",
-    "render_event",
     "write_audiocaps_layout",
     "write_clotho_layout",
     "write_esc50_layout",
@@ -69,7 +71,7 @@ def load_synthcaps(
     Rows: ``audio`` (``Audio(decode=False)``: 16-bit WAV ``bytes`` and a file name such as
     ``synthcaps_train_000012.wav`` as ``path``), ``audio_id`` (the file stem), ``captions`` (five English
     captions), ``translations`` (``{language: five captions}`` for the non-English ``languages``; absent
-    when there are none), ``label`` (the event heard first, for zero-shot demos; see :func:`event_phrase`).
+    when there are none), ``label`` (the event heard first, for zero-shot demos; see :func:`~hf_atr.data.synthcaps_grammar.event_phrase`).
 
     Each split records its provenance (:func:`~hf_atr.data.schema.corpus_provenance`) as the loaders do: corpus
     ``synthcaps``, its ``official_release`` the generator's settings (seed, clip length and rate), and as
@@ -109,7 +111,9 @@ def load_synthcaps(
     for split, count in counts.items():
         columns: dict[str, list] = {name: [] for name in features}
         for index in range(count):
-            clip = generate_clip(split, index, duration=duration, sampling_rate=sampling_rate, seed=seed)
+            clip = synthcaps_audio.generate_clip(
+                split, index, duration=duration, sampling_rate=sampling_rate, seed=seed
+            )
             audio_id = f"synthcaps_{split}_{index:06d}"
             columns["audio"].append(
                 {"bytes": encode_wav(clip.waveform, sampling_rate), "path": f"{audio_id}.wav"}
@@ -134,7 +138,7 @@ def load_synthcaps(
                 "clips_found": count,
                 "skipped": 0,
                 "filters": [],
-                "classes": list(SOUND_EVENTS),
+                "classes": list(synthcaps_audio.SOUND_EVENTS),
             },
         )
     return DatasetDict(splits)
@@ -263,7 +267,7 @@ def write_esc50_layout(
 
     ``meta/esc50.csv`` with header ``filename,fold,target,category,esc10,src_file,take`` (rows sorted by
     file name, like the real file) and mono WAV files ``audio/{fold}-{src_file}-{take}.wav``. One class per
-    :data:`SOUND_EVENTS` entry: ``category`` is the event name (``chirp_up``), ``target`` its index; clip
+    :data:`~hf_atr.data.synthcaps_audio.SOUND_EVENTS` entry: ``category`` is the event name (``chirp_up``), ``target`` its index; clip
     ``j`` of a class is in fold ``j % 5 + 1``; ``esc10`` is ``True`` for the first ten classes; ``take`` is
     ``A``, ``B``, ... for the clips cut from one ``src_file``. Every clip is one loud event.
 
@@ -281,7 +285,7 @@ def write_esc50_layout(
     audio_dir.mkdir(parents=True, exist_ok=True)
     num_samples = round(duration * sampling_rate)
     rows = []
-    for target, category in enumerate(SOUND_EVENTS):
+    for target, category in enumerate(synthcaps_audio.SOUND_EVENTS):
         for clip in range(clips_per_class):
             rng = np.random.default_rng([seed, target, clip])
             fold = clip % 5 + 1
@@ -289,7 +293,7 @@ def write_esc50_layout(
             src_file = 100000 + 1000 * target + clip // 2
             take = "AB"[clip % 2]
             file_name = f"{fold}-{src_file}-{take}.wav"
-            waveform = render_event(category, num_samples, sampling_rate, rng, "loud")
+            waveform = synthcaps_audio.render_event(category, num_samples, sampling_rate, rng, "loud")
             (audio_dir / file_name).write_bytes(encode_wav(waveform, sampling_rate))
             rows.append([file_name, fold, target, category, target < 10, src_file, take])
     rows.sort(key=lambda row: row[0])

@@ -4,7 +4,7 @@ protocol entries that encoding fills in.
 :class:`ClipEvaluator` is the base of :class:`~hf_atr.evaluation.evaluator.RetrievalEvaluator` and
 :class:`~hf_atr.evaluation.zero_shot.ZeroShotEvaluator` (as sentence-transformers' evaluators share
 ``SentenceEvaluator``): it holds the dataset, the processor and how clips are read (windowing, strictness,
-batch size), encodes the clips with :func:`~hf_atr.encoding.encode_evaluation_clips` and records in ``protocol``
+batch size), encodes the clips with :func:`~hf_atr.audio_encoding.encode_evaluation_clips` and records in ``protocol``
 the scoring head, the window pooling, the clips cut to the window and those skipped as undecodable. The scores
 both evaluators rank come from the model's head (:func:`head_similarity`).
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..encoding import EvaluatedClips, encode_evaluation_clips
+from ..audio_encoding import EvaluatedClips, encode_evaluation_clips
 from ..processing_atr import AtrProcessor
 from ..windowing import Windowing
 
@@ -64,7 +64,7 @@ class ClipEvaluator:
         windowing: ``None``: each clip is one forward pass of what the processor prepares (the model's own
             protocol); a :class:`~hf_atr.windowing.Windowing`: long clips embedded window by window and pooled.
         strict: ``False``: an undecodable clip is left out, named in a warning and in ``protocol["skipped_clips"]``;
-            ``True``: it raises :class:`~hf_atr.data.audio.AudioDecodeError`.
+            ``True``: it raises :class:`~hf_atr.data.audio_arrays.AudioDecodeError`.
 
     Raises:
         ValueError: a window the processor's extractor cannot read.
@@ -109,7 +109,7 @@ class ClipEvaluator:
         }
 
     def encode_clips(self, model: Any) -> EvaluatedClips:
-        """Every clip once (:func:`~hf_atr.encoding.encode_evaluation_clips`), with the model's scoring head, the
+        """Every clip once (:func:`~hf_atr.audio_encoding.encode_evaluation_clips`), with the model's scoring head, the
         clips evaluated, cut and skipped recorded in ``protocol``."""
         self.protocol["similarity"] = model.config.scoring
         clips = encode_evaluation_clips(

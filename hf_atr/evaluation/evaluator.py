@@ -13,17 +13,12 @@ from typing import Any
 import torch
 from transformers.utils import logging
 
+from ..audio_encoding import EvaluatedClips
 from ..data.relevance import load_relevance_judgements
 from ..data.schema import ENGLISH, corpus_provenance, official_clip_count
-from ..encoding import CaptionTable, EvaluatedClips, caption_table, encode_text
-from ..metrics.retrieval import (
-    DEFAULT_KS,
-    DEFAULT_MAP_CUTOFFS,
-    TIE_RULE,
-    RetrievalRanks,
-    retrieval_ranks,
-    retrieval_ranks_from_embeddings,
-)
+from ..encoding import CaptionTable, caption_table, encode_text
+from ..metrics.ranks import DEFAULT_KS, DEFAULT_MAP_CUTOFFS, TIE_RULE, RetrievalRanks
+from ..metrics.retrieval import retrieval_ranks, retrieval_ranks_from_embeddings
 from ..plots.canvas import require_matplotlib
 from ..processing_atr import AtrProcessor
 from ..windowing import Windowing
@@ -148,7 +143,7 @@ class RetrievalEvaluator(ClipEvaluator):
             window length is given).
         strict: ``False`` (default): a clip that cannot be decoded is left out with its captions (and
             dropped from judged relevant clips), reported in a warning and in ``protocol["skipped_clips"]``;
-            ``True``: it raises :class:`~hf_atr.data.audio.AudioDecodeError`.
+            ``True``: it raises :class:`~hf_atr.data.audio_arrays.AudioDecodeError`.
 
     Calling it with a model returns the flat dict of
     :func:`~hf_atr.metrics.retrieval.retrieval_metrics_from_embeddings` (ties count against the relevant

@@ -7,7 +7,7 @@
   with the R@k of random scores for comparison (``recall_at_k.png``); the histogram of the rank of each query's
   best relevant item (``rank_histogram.png``); for a model trained with an OT objective, one evaluation batch's
   score matrix beside the transport plan on its ground cost (``transport_plan.png``). All from the positions
-  the metrics were computed from (:class:`~hf_atr.metrics.retrieval.RetrievalRanks`), never a second ranking.
+  the metrics were computed from (:class:`~hf_atr.metrics.ranks.RetrievalRanks`), never a second ranking.
 - zero-shot classification (:func:`write_zero_shot_report`): the confusion matrix (``confusion_matrix.png``)
   and the accuracy of every class (``per_class_accuracy.png``).
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics.retrieval import QueryRanks, RetrievalRanks
+from ..metrics.ranks import QueryRanks, RetrievalRanks
 from ..metrics.tables import format_metric, results_table_rows
 from ..plots.canvas import save_figure
 from ..plots.classification import confusion_matrix_figure, per_class_accuracy_figure

@@ -4,7 +4,7 @@ Each class becomes captions through templates (``"This is a sound of {class}."``
 (:func:`~hf_atr.encoding.encode_labels`, the prompt ensemble that the retrieval pipeline's ``classify`` uses);
 each clip is scored against every class with the model's scoring head. The metrics reuse the retrieval
 arithmetic with the clips as queries and the classes as the gallery (one relevant class per clip), so ties
-count against the true class as everywhere else (:data:`~hf_atr.metrics.retrieval.TIE_RULE`):
+count against the true class as everywhere else (:data:`~hf_atr.metrics.ranks.TIE_RULE`):
 
 - ``accuracy``: clip -> class R@1, the share of clips whose true class scores strictly above every other;
 - ``balanced_accuracy``: the mean over classes of each class's accuracy;
@@ -32,7 +32,8 @@ from transformers.utils import logging
 
 from ..data.schema import class_list, corpus_provenance
 from ..encoding import check_templates, encode_labels
-from ..metrics.retrieval import TIE_RULE, retrieval_ranks
+from ..metrics.ranks import TIE_RULE
+from ..metrics.retrieval import retrieval_ranks
 from ..plots.canvas import require_matplotlib
 from ..processing_atr import AtrProcessor
 from ..windowing import Windowing

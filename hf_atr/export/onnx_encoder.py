@@ -4,7 +4,7 @@
 (the processor's outputs in, ``(batch, projection_dim)`` float32 torch tensors out), ``config``, ``scoring_head``
 (rebuilt from the export's values, so scores, logits and the Mahalanobis map are the torch model's), ``fingerprint``
 (the torch model's, which a retrieval index checks) and the ``eval`` / ``train`` / ``parameters`` of an ``nn.Module``.
-So :func:`hf_atr.encoding.encode_text` and :func:`~hf_atr.encoding.encode_audio` encode through ONNX Runtime
+So :func:`hf_atr.encoding.encode_text` and :func:`~hf_atr.audio_encoding.encode_audio` encode through ONNX Runtime
 unchanged. Torch remains imported: the processor's tensors and the scoring head are torch's.
 """
 

@@ -8,7 +8,7 @@
 - ``audio_encoder.onnx``: the processor's audio outputs → ``audio_embeds: (batch, projection_dim)``,
   ``get_audio_features``; the batch is dynamic, the time axis fixed by the extractor (AST, CLAP, Whisper, PANNs pad or
   cut every clip to their window) or dynamic in samples with its padding mask (PE-Audio);
-- the processor's files, the model's ``config.json`` and :data:`EXPORT_FILE` (scoring, logit scales and bias,
+- the processor's files, the model's ``config.json`` and :data:`~hf_atr.export.onnx_encoder.EXPORT_FILE` (scoring, logit scales and bias,
   embedding size, the Mahalanobis map ``M^{1/2}``, the fingerprint the retrieval index checks, the graphs' inputs,
   exporters and measured parity).
 
@@ -32,10 +32,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..deprecation import moved_names
 from ..modeling_atr import AtrDualEncoderModel
 from ..pipelines.index_storage import model_fingerprint
 from ..processing_atr import AtrProcessor
-from .onnx_encoder import EXPORT_FILE, OnnxExportError, onnx_feed
+from . import onnx_encoder
+from .onnx_encoder import onnx_feed
 from .sentence_transformers_format import metric_square_root
 from .waveform_graph import WAVEFORM_FAMILIES, WAVEFORM_GRAPH, export_waveform_graph
 
@@ -133,7 +135,7 @@ def audio_exporter(model: AtrDualEncoderModel) -> str:
 def check_exportable(model: AtrDualEncoderModel) -> None:
     """Refuse what no ONNX graph reproduces: fused CLAP, whose ``is_longer`` branch selects batch rows by data."""
     if getattr(model.config.audio_config, "enable_fusion", False):
-        raise OnnxExportError(
+        raise onnx_encoder.OnnxExportError(
             "Fused CLAP cannot be exported to ONNX: its fusion branch selects the clips flagged is_longer by data, "
             "which the dynamo exporter cannot trace and a traced graph gets wrong whenever the flags differ from the "
             "trace. Export the sentence-transformers format instead (hf-atr export --format sentence-transformers), "
@@ -259,12 +261,12 @@ def _checked_graph(
     try:
         got = run_graph(path, inputs)
     except Exception as error:  # ONNX Runtime raises its own exception types for graphs it cannot load or run
-        raise OnnxExportError(
+        raise onnx_encoder.OnnxExportError(
             f"ONNX Runtime cannot run the exported {modality} graph {path.name}: {error}"
         ) from error
     error = float(np.abs(got - expected.numpy()).max())
     if not error <= PARITY_TOLERANCE:
-        raise OnnxExportError(
+        raise onnx_encoder.OnnxExportError(
             f"The exported {modality} graph {path.name} differs from the torch model by {error:.2e} (max abs) on the "
             f"probe batch, above {PARITY_TOLERANCE:.0e}."
         )
@@ -278,7 +280,7 @@ def export_onnx(
     *,
     quantize: str | None = None,
 ) -> OnnxExportReport:
-    """Write the two encoder graphs of ``model`` with ``processor``'s files and :data:`EXPORT_FILE` to ``out``.
+    """Write the two encoder graphs of ``model`` with ``processor``'s files and :data:`~hf_atr.export.onnx_encoder.EXPORT_FILE` to ``out``.
 
     Each graph is exported (:func:`audio_exporter` names the audio graph's exporter), loaded in ONNX Runtime (CPU) and
     compared with the torch model on a probe batch (three captions of two lengths; two clips of two lengths): above
@@ -352,7 +354,7 @@ def export_onnx(
 
 
 def write_export_file(model: AtrDualEncoderModel, processor: AtrProcessor, report: OnnxExportReport) -> None:
-    """:data:`EXPORT_FILE`: what a runtime needs beside the graphs to score and to search an index built by torch."""
+    """:data:`~hf_atr.export.onnx_encoder.EXPORT_FILE`: what a runtime needs beside the graphs to score and to search an index built by torch."""
     head = model.scoring_head
     square_root = metric_square_root(model)
     content = {
@@ -388,18 +390,23 @@ def write_export_file(model: AtrDualEncoderModel, processor: AtrProcessor, repor
         },
         "quantized": report.quantized,
     }
-    (report.out / EXPORT_FILE).write_text(json.dumps(content, indent=2) + "\n")
+    (report.out / onnx_encoder.EXPORT_FILE).write_text(json.dumps(content, indent=2) + "\n")
 
+
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "EXPORT_FILE": "hf_atr.export.onnx_encoder",
+    "OnnxExportError": "hf_atr.export.onnx_encoder",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 __all__ = [
     "AUDIO_GRAPH",
-    "EXPORT_FILE",
     "LEGACY_EXPORTER_FAMILIES",
     "PARITY_TOLERANCE",
     "TEXT_GRAPH",
     "AudioEncoderGraph",
     "GraphReport",
-    "OnnxExportError",
     "OnnxExportReport",
     "TextEncoderGraph",
     "audio_dynamic_axes",

@@ -5,7 +5,7 @@ Conventions, where the papers leave a choice:
 * Relevance: every caption has one or several relevant clips (``text_to_audio`` gives, per caption, one
   clip index or a sequence of them, as in DCASE 2025's multi-relevance judgements). A clip's relevant
   captions (A2T) are those that list it.
-* Ties count against the relevant item (:data:`TIE_RULE`): a relevant item's 0-based position is the
+* Ties count against the relevant item (:data:`~hf_atr.metrics.ranks.TIE_RULE`): a relevant item's 0-based position is the
   number of *irrelevant* gallery items scoring higher than **or equal to** it; with ``R`` relevant items,
   the i-th best (1-based ``i``) sits at ``(#irrelevant items scoring >= it) + (i - 1)``. A collapsed model
   (every score equal) therefore ranks every relevant item after all irrelevant ones: R@k = 0 whenever k is
@@ -28,7 +28,7 @@ Conventions, where the papers leave a choice:
 
 Positions are computed in one pass over blocks of captions, by counting the items that score at least as
 high as each relevant item: the score matrix is never materialised in full and never sorted. They are kept
-in a :class:`RetrievalRanks` (:func:`retrieval_ranks`, :func:`retrieval_ranks_from_embeddings`), from which
+in a :class:`~hf_atr.metrics.ranks.RetrievalRanks` (:func:`retrieval_ranks`, :func:`retrieval_ranks_from_embeddings`), from which
 the metrics are computed at any cutoffs and R@k curves and rank histograms drawn
 (:mod:`hf_atr.evaluation.report`).
 
@@ -47,10 +47,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..deprecation import HfAtrDeprecationWarning
+from ..deprecation import HfAtrDeprecationWarning, moved_names
 from ..lazy import get_logger
+from . import ranks
 from .rank_counting import DEFAULT_BLOCK_ENTRIES, EmbeddingScores, MatrixScores, ScoreFn, rank_relevant_items
-from .ranks import DEFAULT_KS, DEFAULT_MAP_CUTOFFS, TIE_RULE, QueryRanks, RetrievalRanks, mean_rank_variance
+from .ranks import mean_rank_variance
 from .retrieval_inputs import (
     ArrayLike,
     as_caption_groups,
@@ -87,8 +88,8 @@ def retrieval_metrics(
     text_to_audio: ArrayLike,
     languages: ArrayLike | None = None,
     caption_groups: ArrayLike | None = None,
-    ks: Sequence[int] = DEFAULT_KS,
-    map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS,
+    ks: Sequence[int] = ranks.DEFAULT_KS,
+    map_cutoffs: Sequence[int] = ranks.DEFAULT_MAP_CUTOFFS,
     chunk_size: int | None = None,
     *,
     map_cutoff: int | None = None,
@@ -122,10 +123,10 @@ def retrieval_metrics(
             bad options.
     """
     ks, map_cutoffs = check_cutoffs(ks, _resolve_map_cutoffs(map_cutoffs, map_cutoff))
-    ranks = retrieval_ranks(
+    positions = retrieval_ranks(
         scores, text_to_audio, languages=languages, caption_groups=caption_groups, chunk_size=chunk_size
     )
-    return ranks.metrics(ks, map_cutoffs)
+    return positions.metrics(ks, map_cutoffs)
 
 
 def retrieval_ranks(
@@ -134,7 +135,7 @@ def retrieval_ranks(
     languages: ArrayLike | None = None,
     caption_groups: ArrayLike | None = None,
     chunk_size: int | None = None,
-) -> RetrievalRanks:
+) -> ranks.RetrievalRanks:
     """The positions of the relevant items behind `retrieval_metrics`, from a score matrix.
 
     The same pass over blocks of captions as `retrieval_metrics` (which is ``retrieval_ranks(...).metrics(ks,
@@ -144,7 +145,7 @@ def retrieval_ranks(
         scores, text_to_audio, languages, caption_groups, chunk_size: as in `retrieval_metrics`.
 
     Returns:
-        A :class:`RetrievalRanks`: per direction and language, every query's 0-based positions of its relevant
+        A :class:`~hf_atr.metrics.ranks.RetrievalRanks`: per direction and language, every query's 0-based positions of its relevant
         items; ``.metrics(ks, map_cutoffs)`` is the dict of `retrieval_metrics`, ``.text_to_audio[lang]
         .recall_at(range(1, 51))`` an R@k curve.
     """
@@ -163,8 +164,8 @@ def retrieval_metrics_from_embeddings(
     text_to_audio: ArrayLike,
     languages: ArrayLike | None = None,
     caption_groups: ArrayLike | None = None,
-    ks: Sequence[int] = DEFAULT_KS,
-    map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS,
+    ks: Sequence[int] = ranks.DEFAULT_KS,
+    map_cutoffs: Sequence[int] = ranks.DEFAULT_MAP_CUTOFFS,
     chunk_size: int | None = None,
     score_fn: ScoreFn | None = None,
     *,
@@ -188,7 +189,7 @@ def retrieval_metrics_from_embeddings(
         The same dict as `retrieval_metrics` on the full score matrix.
     """
     ks, map_cutoffs = check_cutoffs(ks, _resolve_map_cutoffs(map_cutoffs, map_cutoff))
-    ranks = retrieval_ranks_from_embeddings(
+    positions = retrieval_ranks_from_embeddings(
         audio_embeds,
         text_embeds,
         text_to_audio,
@@ -197,7 +198,7 @@ def retrieval_metrics_from_embeddings(
         chunk_size=chunk_size,
         score_fn=score_fn,
     )
-    return ranks.metrics(ks, map_cutoffs)
+    return positions.metrics(ks, map_cutoffs)
 
 
 def retrieval_ranks_from_embeddings(
@@ -208,7 +209,7 @@ def retrieval_ranks_from_embeddings(
     caption_groups: ArrayLike | None = None,
     chunk_size: int | None = None,
     score_fn: ScoreFn | None = None,
-) -> RetrievalRanks:
+) -> ranks.RetrievalRanks:
     """`retrieval_ranks` from embeddings, scored in chunks as `retrieval_metrics_from_embeddings` scores them.
 
     Args:
@@ -216,7 +217,7 @@ def retrieval_ranks_from_embeddings(
             `retrieval_metrics_from_embeddings`.
 
     Returns:
-        The :class:`RetrievalRanks` whose ``.metrics(ks, map_cutoffs)`` is `retrieval_metrics_from_embeddings`.
+        The :class:`~hf_atr.metrics.ranks.RetrievalRanks` whose ``.metrics(ks, map_cutoffs)`` is `retrieval_metrics_from_embeddings`.
     """
     audio = as_float_matrix(audio_embeds, "audio_embeds")
     text = as_float_matrix(text_embeds, "text_embeds")
@@ -259,7 +260,7 @@ def _resolve_map_cutoffs(map_cutoffs: Sequence[int], map_cutoff: int | None) -> 
         HfAtrDeprecationWarning,
         stacklevel=3,
     )
-    if map_cutoffs is not DEFAULT_MAP_CUTOFFS:
+    if map_cutoffs is not ranks.DEFAULT_MAP_CUTOFFS:
         raise ValueError("Pass either map_cutoffs or the deprecated map_cutoff, not both.")
     return (map_cutoff,)
 
@@ -272,7 +273,7 @@ def _retrieval_ranks(
     languages: ArrayLike | None,
     caption_groups: ArrayLike | None,
     chunk_size: int | None,
-) -> RetrievalRanks:
+) -> ranks.RetrievalRanks:
     n_text, n_audio = source.n_text, source.n_audio
     if n_text == 0 or n_audio == 0:
         raise ValueError(
@@ -298,23 +299,30 @@ def _retrieval_ranks(
     text_ranks, audio_ranks = {}, {}
     for code, name in enumerate(language_names):
         captions = torch.from_numpy(language_of_text == code)
-        text_ranks[name] = QueryRanks(t2a_positions[captions], t2a_num_relevant[captions], n_audio)
-        audio_ranks[name] = QueryRanks(*a2t[code], int(captions.sum()))
+        text_ranks[name] = ranks.QueryRanks(t2a_positions[captions], t2a_num_relevant[captions], n_audio)
+        audio_ranks[name] = ranks.QueryRanks(*a2t[code], int(captions.sum()))
     mrv = None
     if caption_groups is not None:
         mrv = mean_rank_variance(t2a_positions[:, 0].numpy(), group_of_text)
         if mrv is None:
             logger.warning("No caption group has captions in two or more languages: MRV is not reported.")
-    return RetrievalRanks(text_ranks, audio_ranks, per_language=languages is not None, mean_rank_variance=mrv)
+    return ranks.RetrievalRanks(
+        text_ranks, audio_ranks, per_language=languages is not None, mean_rank_variance=mrv
+    )
 
+
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "DEFAULT_KS": "hf_atr.metrics.ranks",
+    "DEFAULT_MAP_CUTOFFS": "hf_atr.metrics.ranks",
+    "QueryRanks": "hf_atr.metrics.ranks",
+    "RetrievalRanks": "hf_atr.metrics.ranks",
+    "TIE_RULE": "hf_atr.metrics.ranks",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 __all__ = [
-    "DEFAULT_KS",
-    "DEFAULT_MAP_CUTOFFS",
     "RETRIEVAL_METRIC_DIR",
-    "TIE_RULE",
-    "QueryRanks",
-    "RetrievalRanks",
     "inner_product_scores",
     "load_retrieval_metric",
     "retrieval_metrics",

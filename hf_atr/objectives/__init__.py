@@ -27,9 +27,9 @@ _LAZY_NAMES = {
     "PartialInverseOTObjective": ".mltm",
     "SigmoidObjective": ".sigmoid",
     "TripletObjective": ".triplet",
-    "partial_sinkhorn_log_plan": "..ot",
-    "sinkhorn_log_plan": "..ot",
-    "unbalanced_sinkhorn_plan": "..ot",
+    "partial_sinkhorn_log_plan": "..ot.partial",
+    "sinkhorn_log_plan": "..ot.balanced",
+    "unbalanced_sinkhorn_plan": "..ot.unbalanced",
 }
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY_NAMES)
 

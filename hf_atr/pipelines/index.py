@@ -2,9 +2,9 @@
 
 Cosine scoring searches inner products of unit vectors (``IndexFlatIP``). Euclidean and Mahalanobis
 scoring search Euclidean distances (``IndexFlatL2``) of embeddings first mapped by
-:meth:`~hf_atr.modeling_atr.AtrScoringHead.transform` (``M^{1/2} x``), because
+:meth:`~hf_atr.scoring_head.AtrScoringHead.transform` (``M^{1/2} x``), because
 ``(t − a)ᵀ M (t − a) = ‖M^{1/2} t − M^{1/2} a‖²`` (m-LTM Eq. 9); scores are then the negative
-distance, exactly the head's :meth:`~hf_atr.modeling_atr.AtrScoringHead.similarity`.
+distance, exactly the head's :meth:`~hf_atr.scoring_head.AtrScoringHead.similarity`.
 
 Approximate search for large corpora: ``kind="ivf"`` (inverted lists over k-means cells, ``nprobe``
 cells searched) or ``kind="hnsw"`` (a navigable small-world graph, ``ef_search`` candidates kept).
@@ -35,19 +35,10 @@ import faiss
 import numpy as np
 import torch
 
+from ..deprecation import moved_names
+from . import index_storage
 from .device_search import DeviceSearch, checked_device, checked_dtype
-from .index_storage import (
-    FORMAT_VERSION,
-    INDEX_KINDS,
-    METRICS,
-    MIGRATIONS,
-    IndexFormatError,
-    IndexMismatchError,
-    model_fingerprint,
-    read_index_files,
-    replaced_atomically,
-    write_index_files,
-)
+from .index_storage import read_index_files, write_index_files
 
 _FIRST_SEARCH_FACTOR = 4
 """:meth:`EmbeddingIndex.search_files` first fetches this many entries per wanted file, then more until it
@@ -75,7 +66,7 @@ class EmbeddingIndex:
         nprobe: IVF cells searched per query (default 16).
         hnsw_m: HNSW neighbours per node (default 32).
         ef_search / ef_construction: HNSW candidate-list sizes (defaults 64 / 80).
-        fingerprint: identifies the model whose embeddings these are: its :func:`model_fingerprint` in
+        fingerprint: identifies the model whose embeddings these are: its :func:`~hf_atr.pipelines.index_storage.model_fingerprint` in
             ``embedding_dtype``, or its fingerprints by dtype (:func:`~.index_storage.model_fingerprints`).
         embedding_dtype: the dtype the model computed the embeddings in (``"float32"``, ``"bfloat16"``,
             ``"float16"``); the stored vectors are float32 whatever it is.
@@ -111,10 +102,10 @@ class EmbeddingIndex:
     ) -> None:
         if not isinstance(dim, int) or dim <= 0:
             raise ValueError(f"dim must be a positive integer, got {dim!r}.")
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
-        if kind not in INDEX_KINDS:
-            raise ValueError(f"kind must be one of {INDEX_KINDS}, got {kind!r}.")
+        if metric not in index_storage.METRICS:
+            raise ValueError(f"metric must be one of {index_storage.METRICS}, got {metric!r}.")
+        if kind not in index_storage.INDEX_KINDS:
+            raise ValueError(f"kind must be one of {index_storage.INDEX_KINDS}, got {kind!r}.")
         for name, value in (
             ("nprobe", nprobe),
             ("hnsw_m", hnsw_m),
@@ -407,15 +398,20 @@ def _as_vectors(values: torch.Tensor | np.ndarray, dim: int, what: str = "embedd
     return vectors
 
 
+# Names that moved to the module that defines them; their old path here warns.
+MOVED_NAMES = {
+    "FORMAT_VERSION": "hf_atr.pipelines.index_storage",
+    "INDEX_KINDS": "hf_atr.pipelines.index_storage",
+    "IndexFormatError": "hf_atr.pipelines.index_storage",
+    "IndexMismatchError": "hf_atr.pipelines.index_storage",
+    "METRICS": "hf_atr.pipelines.index_storage",
+    "MIGRATIONS": "hf_atr.pipelines.index_storage",
+    "model_fingerprint": "hf_atr.pipelines.index_storage",
+    "replaced_atomically": "hf_atr.pipelines.index_storage",
+}
+__getattr__ = moved_names(__name__, MOVED_NAMES)
+
 __all__ = [
-    "FORMAT_VERSION",
-    "MIGRATIONS",
     "EmbeddingIndex",
-    "INDEX_KINDS",
-    "IndexFormatError",
-    "IndexMismatchError",
-    "METRICS",
     "metric_for_scoring",
-    "model_fingerprint",
-    "replaced_atomically",
 ]

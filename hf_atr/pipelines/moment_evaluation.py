@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_atr.audio_encoding import encode_audio_windows
 from hf_atr.data.moments import is_moment_dataset, moment_recordings, query_text_for_model, windows_inside
-from hf_atr.encoding import encode_audio_windows, encode_text
+from hf_atr.encoding import encode_text
 from hf_atr.evaluation.report import REPORT_FILE, ReportFigure, write_html_report
 from hf_atr.lazy import get_logger
 from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK, moment_retrieval_metrics

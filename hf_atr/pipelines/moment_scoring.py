@@ -8,7 +8,7 @@ Behind :meth:`AudioTextRetrievalPipeline.moments <hf_atr.pipelines.retrieval_pip
   on both sides, :func:`hf_atr.frame_encoding.encode_frame_entries`), unless a hop is asked for;
 - one recording, by any other model (or with a hop): scored window by window at a fine hop
   (:func:`moment_windowing`: the pipeline's window length, every :data:`DEFAULT_MOMENT_HOP_SECONDS` unless asked
-  otherwise), each window embedded as the index embeds its windows (:func:`hf_atr.encoding.encode_audio_windows`)
+  otherwise), each window embedded as the index embeds its windows (:func:`hf_atr.audio_encoding.encode_audio_windows`)
   and scored against the query by the model's head;
 - a recording the audio index already holds (a file under its root) in entries of the kind it would be scored
   with (frames, at the index's ``frame_seconds``, or windows) is scored from the stored entries instead, with
@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_atr.audio_encoding import encode_audio_windows
 from hf_atr.data.audio import decode_audio, looks_like_audio_path
-from hf_atr.encoding import encode_audio_windows, encode_text
+from hf_atr.encoding import encode_text
 from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.moments.curve import SimilarityCurve
 from hf_atr.moments.proposal import MomentProposalConfig, propose_moments

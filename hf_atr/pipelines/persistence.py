@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hf_atr.audio_encoding import SkippedAudio
 from hf_atr.distributed import rank_and_world_size, wait_for_all
-from hf_atr.encoding import SkippedAudio
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.index_storage import model_fingerprints, replaced_atomically
 

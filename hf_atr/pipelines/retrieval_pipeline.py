@@ -22,7 +22,7 @@ Example::
 
 Audio is read as transformers' audio pipelines read it, the same wherever it is accepted (queries, query by
 example, :meth:`~AudioTextRetrievalPipeline.classify`, :meth:`~AudioTextRetrievalPipeline.index`;
-:func:`hf_atr.data.audio.audio_clips`): a file path, ``{"raw" | "array": samples, "sampling_rate": rate}``, or
+:func:`hf_atr.data.audio_arrays.audio_clips`): a file path, ``{"raw" | "array": samples, "sampling_rate": rate}``, or
 an array; one array is one clip (a 2-D array is one multi-channel clip in either orientation, mixed down as a
 file is), a batch is a list, and an array without a rate is taken at the processor's rate, said once in the log.
 
@@ -46,7 +46,8 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.utils import logging
 
 from hf_atr.audio_encoding import SkippedAudio, float32_embeddings
-from hf_atr.data.audio import AudioClips, audio_clips, decode_audio, looks_like_audio_path
+from hf_atr.data.audio import decode_audio, looks_like_audio_path
+from hf_atr.data.audio_arrays import AudioClips, audio_clips
 from hf_atr.export.onnx_encoder import OnnxDualEncoder
 from hf_atr.pipelines.device_search import checked_device, checked_dtype
 from hf_atr.pipelines.index import EmbeddingIndex
@@ -262,7 +263,7 @@ class AudioTextRetrievalPipeline(IndexMethods, MomentSearch, ZeroShotClassificat
 
     def read_audio(self, audio: Any, sampling_rate: int | None = None, name: str = "the audio") -> AudioClips:
         """``audio`` read as users hand it over, the one contract of queries, :meth:`classify` and :meth:`index`
-        (:func:`~hf_atr.data.audio.audio_clips`, arrays without a rate taken at the processor's); the first such
+        (:func:`~hf_atr.data.audio_arrays.audio_clips`, arrays without a rate taken at the processor's); the first such
         array of this pipeline is named in the log, once. ``name`` names a single clip in messages."""
         given = audio_clips(
             audio, sampling_rate=sampling_rate, default_rate=self.processor.sampling_rate, name=name
@@ -336,7 +337,7 @@ class AudioTextRetrievalPipeline(IndexMethods, MomentSearch, ZeroShotClassificat
     def push_to_hub(self, repo_id: str, **upload: Unpack[HubUpload]) -> Any:
         """Upload the model, its processor, its card and this pipeline's index in one commit.
 
-        ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
+        ``upload`` takes the options of :func:`hf_atr.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
         ``eval_results``, ``private``, ...); ``processor`` defaults to the pipeline's.
         ``pipeline("audio-text-retrieval", model=repo_id)`` loads the index again with the model. The local
         list of skipped files stays local.

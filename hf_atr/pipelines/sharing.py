@@ -35,19 +35,22 @@ def push_to_hub(
 ) -> CommitInfo:
     """Upload ``model``, its card and (with ``index_dir``) the saved index in one commit.
 
-    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
-    ``processor``, ``eval_results``, ``training_data``, ``license``, ``private``, ...). The index lands in ``retrieval_index/`` after it
-    was checked: an index built with other weights raises ``IndexFormatError`` and nothing is uploaded.
+    The one module-level ``push_to_hub`` of hf-atr (``hf_atr.push_to_hub``). ``upload`` takes the options of
+    :class:`~hf_atr.hub.HubUpload` (``processor``, ``eval_results``, ``training_data``, ``license``, ``private``,
+    ...), documented by :func:`hf_atr.hub.push_model_files`. The index lands in ``retrieval_index/`` after it was
+    checked: an index built with other weights raises ``IndexFormatError`` and nothing is uploaded.
     """
-    return hub.push_to_hub(model, repo_id, stage_extra=_index_stager(model, index_dir), **upload)
+    return hub.push_model_files(
+        model, repo_id, stage_extra=_index_stager(model, index_dir), **hub.push_options(upload)
+    )
 
 
 def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Unpack[HubUpload]) -> CommitInfo:
     """Upload the model of ``pipe`` (an :class:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline`),
     its processor, its card and the index it holds in one commit; the list of skipped files stays local.
 
-    ``upload`` takes the options of :func:`hf_atr.hub.push_to_hub` (:class:`~hf_atr.hub.HubUpload`:
-    ``eval_results``, ``private``, ...); ``processor`` defaults to the pipeline's.
+    ``upload`` takes the options of :func:`push_to_hub` (:class:`~hf_atr.hub.HubUpload`: ``eval_results``,
+    ``private``, ...); ``processor`` defaults to the pipeline's.
 
     Raises:
         ValueError: the pipeline holds no index.
@@ -58,14 +61,14 @@ def push_pipeline_to_hub(pipe: Any, repo_id: str, **upload: Unpack[HubUpload]) -
             "alone with `model.push_to_hub(repo_id)`."
         )
     processor = upload.pop("processor", None)
-    return hub.push_to_hub(
+    return hub.push_model_files(
         pipe.model,
         repo_id,
         processor=pipe.processor if processor is None else processor,
         stage_extra=lambda staging: save_indexes(
             staging / INDEX_DIRNAME, pipe.audio_index, pipe.text_index, [], report_skipped=False
         ),
-        **upload,
+        **hub.push_options(upload),
     )
 
 
@@ -92,8 +95,14 @@ def hub_index_dir(model: Any) -> Path | None:
 def stage_upload(
     model: Any, directory: str | os.PathLike, *, index_dir: str | os.PathLike | None = None, **upload: Any
 ) -> list[Path]:
-    """Write into ``directory`` exactly the files :func:`push_to_hub` uploads; returns them, sorted."""
-    return hub.stage_upload(model, directory, stage_extra=_index_stager(model, index_dir), **upload)
+    """Write into ``directory`` exactly the files :func:`push_to_hub` uploads; returns them, sorted.
+
+    ``upload``: the options of :func:`push_to_hub` that shape the files (``repo_id``, ``processor``,
+    ``eval_results``, ``training_data``, the sharing terms, ``max_shard_size``).
+    """
+    return hub.stage_model_files(
+        model, directory, stage_extra=_index_stager(model, index_dir), **hub.push_options(upload)
+    )
 
 
 def _index_stager(model: Any, index_dir: str | os.PathLike | None) -> Callable[[Path], None] | None:

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..audio_batches import audio_batch
 from ..data.feature_storage import ClipRows
 from ..data.schema import ENGLISH, captions_in_language, check_caption
 from ..objectives.batch import AUDIO_IDS, CAPTION_INDICES, CAPTION_LANGUAGES
-from ..processing_atr import AtrProcessor, audio_batch
+from ..processing_atr import AtrProcessor
 
 SMALLEST_TEXT_BUCKET = 16
 """The shortest caption length of :func:`text_length_buckets`."""

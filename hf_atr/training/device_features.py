@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
+from ..audio_batches import model_audio_inputs
 from ..data.pcm import PCM16_FULL_SCALE
 from ..features.base import BatchedFeatureExtractor
-from ..processing_atr import model_audio_inputs
 
 WAVEFORMS = "waveforms"
 """Batch entry: ``(batch, samples)`` waveforms, zero-padded: float32, or ``int16`` PCM as the files store it."""

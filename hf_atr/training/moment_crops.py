@@ -34,7 +34,8 @@ import numpy as np
 import soundfile
 import torch
 
-from ..data.audio import AudioDecodeError, read_audio_span
+from ..data.audio import read_audio_span
+from ..data.audio_arrays import AudioDecodeError
 from ..data.moments import MOMENT_COLUMNS, is_moment_dataset, query_text_for_model, windows_inside
 from ..data.schema import ENGLISH, check_caption
 from ..lazy import get_logger

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..audio_batches import audio_batch
 from ..data.feature_storage import ClipRows
 from ..data.schema import ENGLISH, LANGUAGES, captions_in_language, check_caption
 from ..features.base import BatchedFeatureExtractor
 from ..objectives.batch import CAPTIONS_PER_AUDIO, LANGUAGE_MASK
-from ..processing_atr import AtrProcessor, audio_batch
+from ..processing_atr import AtrProcessor
 from .collator import EPOCH, caption_columns, pair_batch
 from .waveform_collator import WaveformCollator
 

@@ -10,14 +10,9 @@ from datasets import DatasetDict, load_from_disk
 
 from hf_atr.cli import main as hf_atr_main
 from hf_atr.commands.build_dataset import dataset_builders
-from hf_atr.commands.build_dataset.dataset_builders import (
-    BUILDERS,
-    OUTPUT_OPTIONS,
-    OVERLAP_OPTIONS,
-    dataset_builder,
-    option,
-    single_builder_parser,
-)
+from hf_atr.commands.build_dataset.builder_options import OUTPUT_OPTIONS, OVERLAP_OPTIONS, option
+from hf_atr.commands.build_dataset.builder_rows import dataset_builder
+from hf_atr.commands.build_dataset.dataset_builders import BUILDERS, single_builder_parser
 from hf_atr.data.corpora import CORPUS_LOADERS, loader_options
 from hf_atr.data.synthcaps import load_synthcaps
 

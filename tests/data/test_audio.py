@@ -10,7 +10,6 @@ import pytest
 import soundfile
 
 from hf_atr.data.audio import (
-    AudioDecodeError,
     check_audio_bytes,
     check_audio_file,
     declared_wav_frames,
@@ -21,6 +20,7 @@ from hf_atr.data.audio import (
     read_audio_span,
     resample,
 )
+from hf_atr.data.audio_arrays import AudioDecodeError
 
 
 def _sine(frequency: float, sampling_rate: int, seconds: float = 1.0) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.audio_text_folder import load_audio_text_folder
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance

@@ -9,7 +9,8 @@ import pytest
 import soundfile
 from datasets import Audio
 
-from hf_atr.data.audio import AudioDecodeError, decode_audio
+from hf_atr.data.audio import decode_audio
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.audiocaps import load_audiocaps
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance

@@ -11,7 +11,8 @@ import pytest
 import soundfile
 from datasets import Audio
 
-from hf_atr.data.audio import AudioDecodeError, decode_audio
+from hf_atr.data.audio import decode_audio
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.clotho import clotho_captions_file, load_clotho
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance

@@ -9,11 +9,12 @@ import pytest
 from datasets import Audio, concatenate_datasets, load_from_disk
 from esc50_release import ESC50_CATEGORIES, esc50_rows, write_esc50_release
 
-from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.esc50 import class_prompts, esc50_fold, load_esc50
 from hf_atr.data.schema import class_list, corpus_provenance
-from hf_atr.data.synthcaps import SOUND_EVENTS, write_esc50_layout
+from hf_atr.data.synthcaps import write_esc50_layout
+from hf_atr.data.synthcaps_audio import SOUND_EVENTS
 
 
 @pytest.fixture(scope="module")

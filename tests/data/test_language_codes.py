@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from hf_atr.data import multilingual
 from hf_atr.data.language_codes import normalize_language_code
 
 
@@ -32,7 +31,3 @@ def test_normalize_language_code(code, expected):
 def test_normalize_language_code_rejects_what_is_no_language(code):
     with pytest.raises(ValueError, match=r"is not an ISO 639-1 \('ja'\), ISO 639-3"):
         normalize_language_code(code)
-
-
-def test_normalize_language_code_keeps_its_import_path_in_multilingual():
-    assert multilingual.normalize_language_code is normalize_language_code

@@ -11,7 +11,6 @@ import pytest
 import soundfile
 from datasets import Audio
 
-from hf_atr.data import moment_annotations
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.moments import (
     load_moment_splits,
@@ -371,9 +370,3 @@ def test_every_release_file_of_a_folder_is_a_split(tmp_path):
     _write_jsonl(tmp_path / "other_valid_release.jsonl", CLOTHO_MOMENT_LINES)
     with pytest.raises(CorpusFormatError, match="two files for split 'validation'"):
         load_moment_splits(tmp_path)
-
-
-def test_moment_fields_moved_to_the_annotation_module_and_the_old_path_warns():
-    with pytest.deprecated_call(match="import it from hf_atr.data.moment_annotations"):
-        from hf_atr.data.moments import MOMENT_FIELDS
-    assert MOMENT_FIELDS is moment_annotations.MOMENT_FIELDS

@@ -10,7 +10,8 @@ import pytest
 import soundfile
 from synthetic_audio import synthetic_clip
 
-from hf_atr.data.audio import AudioDecodeError, decode_audio, encode_wav
+from hf_atr.data.audio import decode_audio, encode_wav
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.pcm import PCM16_FULL_SCALE, decode_pcm16, pcm16_to_float
 
 RATE = 16000

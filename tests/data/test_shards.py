@@ -11,7 +11,8 @@ import pytest
 import soundfile
 from datasets import Dataset, IterableDataset
 
-from hf_atr.data.audio import AudioDecodeError, decode_audio, encode_wav
+from hf_atr.data.audio import decode_audio, encode_wav
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.schema import atr_features, finalize_audio_column
 from hf_atr.data.shards import SIZES_FILE, load_audio_text_shards, write_audio_text_shards
 

@@ -10,15 +10,19 @@ import soundfile
 from hf_atr.data.audio import decode_audio
 from hf_atr.data.schema import LANGUAGES, class_list, corpus_provenance, describe_dataset, official_clip_count
 from hf_atr.data.synthcaps import (
-    SOUND_EVENTS,
-    event_phrase,
-    generate_clip,
     load_synthcaps,
     write_audiocaps_layout,
     write_clotho_layout,
     write_esc50_layout,
 )
-from hf_atr.data.synthcaps_grammar import GRAMMARS, NUM_CAPTION_STYLES, SoundOccurrence, caption_scene
+from hf_atr.data.synthcaps_audio import SOUND_EVENTS, generate_clip
+from hf_atr.data.synthcaps_grammar import (
+    GRAMMARS,
+    NUM_CAPTION_STYLES,
+    SoundOccurrence,
+    caption_scene,
+    event_phrase,
+)
 
 RATE = 16000
 

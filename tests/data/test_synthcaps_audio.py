@@ -5,15 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_atr.data import synthcaps
 from hf_atr.data.synthcaps_audio import SOUND_EVENTS, generate_clip, render_event
 
 RATE = 16000
-
-
-def test_synthcaps_keeps_the_import_paths_of_its_sounds():
-    assert synthcaps.SOUND_EVENTS is SOUND_EVENTS
-    assert synthcaps.generate_clip is generate_clip and synthcaps.render_event is render_event
 
 
 def test_generate_clip_checks_its_arguments():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from hf_atr.data.audio import AudioDecodeError
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.corpus_utils import CorpusFormatError
 from hf_atr.data.schema import corpus_provenance
 from hf_atr.data.wavcaps import load_wavcaps, wavcaps_source

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tiny_models import make_model, make_processor, raw_audio_dataset
 
-from hf_atr.encoding import encode_audio
+from hf_atr.audio_encoding import encode_audio
 from hf_atr.evaluation.clip_evaluator import ClipEvaluator, describe_split, head_similarity
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
 from hf_atr.evaluation.zero_shot import ZeroShotEvaluator

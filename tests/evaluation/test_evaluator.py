@@ -13,13 +13,15 @@ from ranking_margin import clear_rank_of
 from tiny_models import make_model, make_processor, raw_audio_dataset
 from tiny_models import translated_feature_dataset as _clips
 
-from hf_atr.data.audio import AudioDecodeError
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.schema import set_corpus_provenance
-from hf_atr.encoding import caption_table, encode_audio, encode_text
+from hf_atr.encoding import caption_table, encode_text
 from hf_atr.evaluation.clip_evaluator import head_similarity
 from hf_atr.evaluation.evaluator import RetrievalEvaluator, embedding_spread
 from hf_atr.evaluation.ot_scoring import batch_transport
-from hf_atr.metrics.retrieval import TIE_RULE, retrieval_metrics, retrieval_metrics_from_embeddings
+from hf_atr.metrics.ranks import TIE_RULE
+from hf_atr.metrics.retrieval import retrieval_metrics, retrieval_metrics_from_embeddings
 from hf_atr.windowing import Windowing
 
 

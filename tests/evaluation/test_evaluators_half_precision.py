@@ -8,7 +8,8 @@ import torch
 from tiny_models import WORD_CLASSES, feature_dataset, make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
-from hf_atr.encoding import caption_table, encode_audio, encode_text
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.encoding import caption_table, encode_text
 from hf_atr.evaluation.clip_evaluator import head_similarity
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
 from hf_atr.evaluation.zero_shot import ZeroShotEvaluator

@@ -8,7 +8,8 @@ from ot_problems import pot_log_plan
 from tiny_models import make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
 
-from hf_atr.encoding import caption_table, encode_audio, encode_text
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.encoding import caption_table, encode_text
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
 from hf_atr.evaluation.ot_scoring import batch_transport, ot_plan_scores
 

@@ -11,9 +11,10 @@ from datasets import DatasetDict, load_from_disk
 from esc50_release import ESC50_CATEGORIES, write_esc50_release
 from tiny_models import WORD_CLASSES, feature_dataset, make_model, make_processor, raw_audio_dataset
 
-from hf_atr.data.audio import AudioDecodeError
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.data.esc50 import load_esc50
-from hf_atr.encoding import encode_audio, encode_labels
+from hf_atr.encoding import encode_labels
 from hf_atr.evaluation.clip_evaluator import head_similarity
 from hf_atr.evaluation.zero_shot import (
     CLASSES_FROM,

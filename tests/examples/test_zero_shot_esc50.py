@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from tiny_models import make_model, make_processor
 
-from hf_atr.data.synthcaps import SOUND_EVENTS, write_esc50_layout
+from hf_atr.data.synthcaps import write_esc50_layout
+from hf_atr.data.synthcaps_audio import SOUND_EVENTS
 
 SCRIPT = Path(__file__).parents[2] / "examples" / "zero_shot_esc50.py"
 

@@ -11,10 +11,14 @@ from export_models import CAPTIONS, build_family, clips_within_window, window_se
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from hf_atr.encoding import encode_audio, encode_text  # noqa: E402
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.encoding import encode_text
 from hf_atr.export import onnx_graphs  # noqa: E402
-from hf_atr.export.onnx_encoder import OnnxDualEncoder  # noqa: E402
-from hf_atr.export.onnx_graphs import OnnxExportError, audio_exporter, export_onnx  # noqa: E402
+from hf_atr.export.onnx_encoder import (
+    OnnxDualEncoder,  # noqa: E402
+    OnnxExportError,
+)
+from hf_atr.export.onnx_graphs import audio_exporter, export_onnx
 from hf_atr.pipelines.index_storage import model_fingerprint  # noqa: E402
 
 PARITY_BOUND = 1e-4

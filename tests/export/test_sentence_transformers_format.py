@@ -14,8 +14,9 @@ import soundfile
 import torch
 from export_models import CAPTIONS, FAMILIES, build_family, clips_within_window
 
+from hf_atr.audio_encoding import encode_audio
 from hf_atr.data.audio import resample
-from hf_atr.encoding import encode_audio, encode_text
+from hf_atr.encoding import encode_text
 from hf_atr.export.sentence_transformers_format import (
     SIMILARITY_FUNCTIONS,
     export_sentence_transformers,

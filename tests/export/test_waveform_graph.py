@@ -10,7 +10,7 @@ from export_models import build_family, clips_within_window
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from hf_atr.encoding import encode_audio  # noqa: E402
+from hf_atr.audio_encoding import encode_audio
 from hf_atr.export.onnx_encoder import onnx_feed  # noqa: E402
 from hf_atr.export.onnx_graphs import export_onnx  # noqa: E402
 from hf_atr.export.waveform_graph import (  # noqa: E402

@@ -10,7 +10,8 @@ from ranking_margin import clear_argmax, clear_best_among, clear_ranking
 from safetensors.torch import save_file
 from tiny_models import feature_dataset, make_model, make_processor
 
-from hf_atr.encoding import encode_audio, encode_text
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.encoding import encode_text
 from hf_atr.knowledge.knowledge_base import (
     KnowledgeBase,
     prototype_pairs,

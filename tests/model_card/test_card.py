@@ -14,7 +14,7 @@ from hf_atr.data.corpora import hold_out_test_split
 from hf_atr.data.overlap import remove_overlap
 from hf_atr.data.schema import corpus_provenance, describe_dataset, set_corpus_provenance
 from hf_atr.evaluation.evaluator import RetrievalEvaluator
-from hf_atr.metrics.retrieval import TIE_RULE
+from hf_atr.metrics.ranks import TIE_RULE
 from hf_atr.model_card import (
     build_model_card,
     evaluation_table,

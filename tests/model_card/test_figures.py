@@ -8,7 +8,7 @@ import sys
 from PIL import Image
 from tiny_models import make_model
 
-from hf_atr.hub import stage_upload
+from hf_atr.hub import stage_model_files
 from hf_atr.model_card import TRAINING_CURVES_FILE, write_model_card
 
 IOT_HISTORY = [
@@ -32,7 +32,7 @@ def test_card_shows_the_training_curves_beside_it(tmp_path):
     assert image.format == "PNG" and image.size == (1040, 360)  # two panels: loss, diagonal mass
     # What push_to_hub uploads includes the figure the card shows.
     model.model_card_data = {"log_history": IOT_HISTORY}
-    uploaded = {path.name for path in stage_upload(model, tmp_path / "staged")}
+    uploaded = {path.name for path in stage_model_files(model, tmp_path / "staged")}
     assert {"README.md", TRAINING_CURVES_FILE} <= uploaded
 
 

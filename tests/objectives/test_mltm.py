@@ -12,7 +12,6 @@ from ot_problems import clustered_retrieval_cost
 from ranking_margin import clear_argmax
 from torch import nn
 
-from hf_atr.modeling_atr import AtrScoringHead
 from hf_atr.objectives.mltm import (
     DEFAULT_PARTIAL_MASS,
     DEFAULT_REG,
@@ -23,6 +22,7 @@ from hf_atr.objectives.mltm import (
     matching_target,
 )
 from hf_atr.objectives.registry import build_objective, objective_parameters
+from hf_atr.scoring_head import AtrScoringHead
 
 POT_TOL = 1e-12
 # Retrieval-like batches on which Sinkhorn converges to POT_TOL in tens to hundreds of iterations (on

@@ -16,9 +16,10 @@ from ranking_margin import clear_argmax, clear_best_among, clear_ranking
 from tiny_models import SAMPLING_RATE, random_waveforms
 from transformers import pipeline
 
-from hf_atr.data.audio import AudioDecodeError, encode_wav
-from hf_atr.encoding import encode_audio, encode_audio_windows
-from hf_atr.pipelines.index import IndexFormatError, model_fingerprint
+from hf_atr.audio_encoding import encode_audio, encode_audio_windows
+from hf_atr.data.audio import encode_wav
+from hf_atr.data.audio_arrays import AudioDecodeError
+from hf_atr.pipelines.index_storage import IndexFormatError, model_fingerprint
 from hf_atr.pipelines.indexing import (
     IndexingOptions,
     IndexingRun,

@@ -15,8 +15,9 @@ from synthetic_audio import recording_with_event
 from tiny_models import PE_AUDIO_SAMPLING_RATE, SAMPLING_RATE, save_converted_pe_audio
 from transformers import Wav2Vec2FeatureExtractor, WhisperFeatureExtractor, pipeline
 
+from hf_atr.audio_encoding import encode_audio
 from hf_atr.data.audio import encode_wav
-from hf_atr.encoding import encode_audio, encode_text
+from hf_atr.encoding import encode_text
 from hf_atr.moments import MomentProposalConfig, SimilarityCurve, propose_moments
 from hf_atr.pipelines import moment_scoring
 from hf_atr.pipelines.index import EmbeddingIndex

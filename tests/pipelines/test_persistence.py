@@ -8,8 +8,8 @@ from pipeline_setups import CAPTIONS, caplog_warnings, clips_dataset, save_model
 from tiny_models import random_waveforms
 from transformers import pipeline
 
-from hf_atr.encoding import SkippedAudio
-from hf_atr.pipelines.index import IndexFormatError
+from hf_atr.audio_encoding import SkippedAudio
+from hf_atr.pipelines.index_storage import IndexFormatError
 from hf_atr.pipelines.persistence import (
     INDEX_DIRNAME,
     SKIPPED_FILENAME,

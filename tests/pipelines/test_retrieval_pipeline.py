@@ -14,8 +14,10 @@ from synthetic_audio import recording_with_event, synthetic_clip
 from tiny_models import SAMPLING_RATE, random_waveforms
 from transformers import pipeline
 
-from hf_atr.data.audio import AudioDecodeError, encode_wav
-from hf_atr.encoding import encode_audio, label_prompts
+from hf_atr.audio_encoding import encode_audio
+from hf_atr.data.audio import encode_wav
+from hf_atr.data.audio_arrays import AudioDecodeError
+from hf_atr.encoding import label_prompts
 from hf_atr.pipelines.retrieval_pipeline import (
     AudioTextRetrievalPipeline,
     MissingIndexError,

@@ -3,6 +3,7 @@ checks) and fetched again with it, offline."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 from pathlib import Path
 from unittest import mock
@@ -12,9 +13,10 @@ from huggingface_hub import HfApi
 from tiny_models import make_model, make_processor, random_waveforms
 from transformers import pipeline
 
+import hf_atr
 from hf_atr import hub
 from hf_atr.modeling_atr import AtrDualEncoderModel
-from hf_atr.pipelines.index import IndexFormatError
+from hf_atr.pipelines.index_storage import IndexFormatError
 from hf_atr.pipelines.persistence import INDEX_DIRNAME
 from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
 from hf_atr.pipelines.sharing import hub_index_dir, push_pipeline_to_hub, push_to_hub, stage_upload
@@ -182,13 +184,16 @@ def test_push_pipeline_to_hub_uploads_the_caption_index_it_holds(pipe):
 
 
 def test_every_push_to_hub_takes_the_options_of_the_one_implementation():
-    """hf_atr.hub.push_to_hub is the implementation; the other four pass HubUpload's options to it by name."""
-    implementation = inspect.signature(hub.push_to_hub).parameters
+    """hf_atr.hub.push_model_files is the implementation; the four push_to_hub pass HubUpload's options to it by name,
+    the sharing terms gathered into one SharingTerms."""
+    implementation = inspect.signature(hub.push_model_files).parameters
     options = {name for name, parameter in implementation.items() if parameter.kind is parameter.KEYWORD_ONLY}
-    assert set(hub.HubUpload.__annotations__) == options - {"stage_extra"}
-    staged = {name for name, parameter in inspect.signature(hub.stage_upload).parameters.items()
+    assert set(hub.HubUpload.__annotations__) == options - {"stage_extra", "terms"} | set(
+        hub.SHARING_TERM_OPTIONS
+    )
+    staged = {name for name, parameter in inspect.signature(hub.stage_model_files).parameters.items()
               if parameter.kind is parameter.KEYWORD_ONLY}  # fmt: skip
-    assert staged - {"repo_id", "stage_extra"} <= set(hub.HubUpload.__annotations__)
+    assert staged - {"repo_id", "stage_extra", "terms"} <= set(hub.HubUpload.__annotations__)
     for caller in (push_to_hub, push_pipeline_to_hub, AtrDualEncoderModel.push_to_hub,
                    AudioTextRetrievalPipeline.push_to_hub):  # fmt: skip
         upload = [p for p in inspect.signature(caller).parameters.values() if p.kind is p.VAR_KEYWORD]
@@ -236,3 +241,45 @@ def test_a_processor_given_to_push_is_uploaded_instead_of_the_pipeline_s(pipe, t
     with create_repo, create_commit:
         push_pipeline_to_hub(pipe, "atr-tiny")
     assert uploaded["processor_config.json"] == own_config
+
+
+def test_the_sharing_terms_travel_as_one_object_to_the_card():
+    options = hub.push_options({"license": "other", "license_name": "lab-1.0", "license_link": "LICENSE",
+                                "base_model": ["org/tower"], "private": True})  # fmt: skip
+    assert options == {
+        "private": True,
+        "terms": hub.SharingTerms("other", "lab-1.0", "LICENSE", ("org/tower",)),
+    }
+    assert options["terms"].card_fields() == {
+        "license": "other",
+        "license_name": "lab-1.0",
+        "license_link": "LICENSE",
+        "base_model": ["org/tower"],
+    }
+    assert hub.push_options({}) == {"terms": hub.SharingTerms()}
+    with pytest.raises(AttributeError):
+        options["terms"].license = "mit"  # frozen
+
+
+def test_the_sharing_terms_given_to_the_model_s_push_reach_its_card(tmp_path):
+    uploaded: dict[str, bytes] = {}
+    create_repo, create_commit = fake_hub(uploaded)
+    with create_repo, create_commit:
+        make_model().push_to_hub("atr-tiny", license="other", license_name="lab-1.0", license_link="LICENSE",
+                                 base_model=["org/tower"])  # fmt: skip
+    card = uploaded["README.md"].decode()
+    assert "license: other\nlicense_name: lab-1.0\nlicense_link: LICENSE" in card
+    assert "base_model:\n- org/tower" in card
+
+
+def test_hf_atr_has_one_module_level_push_to_hub():
+    """The model's and the pipeline's methods aside, only hf_atr.pipelines.sharing defines a ``push_to_hub``."""
+    package = Path(hub.__file__).parent
+    defining = [
+        path.relative_to(package).as_posix()
+        for path in sorted(package.rglob("*.py"))
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef) and node.name == "push_to_hub"
+    ]
+    assert defining == ["pipelines/sharing.py"]
+    assert hf_atr.push_to_hub is push_to_hub

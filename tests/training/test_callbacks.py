@@ -16,7 +16,7 @@ from PIL import Image
 from tiny_models import feature_dataset, make_model, make_processor, training_args
 
 from hf_atr.knowledge.knowledge_base import KnowledgeBase
-from hf_atr.metrics.retrieval import TIE_RULE
+from hf_atr.metrics.ranks import TIE_RULE
 from hf_atr.model_card import TRAINING_CURVES_FILE, write_model_card
 from hf_atr.objectives.ask import AskObjective
 from hf_atr.objectives.contrastive import ContrastiveObjective

@@ -7,7 +7,7 @@ from datasets import Dataset
 from tiny_models import make_processor, random_waveforms
 
 from hf_atr import AtrDataCollator
-from hf_atr.processing_atr import stack_feature
+from hf_atr.audio_batches import stack_feature
 from hf_atr.training.collator import CaptionPairDataset
 
 

@@ -6,7 +6,6 @@ import torch
 from synthetic_audio import synthetic_clips
 from tiny_models import make_processor
 
-from hf_atr import featurize_waveforms
 from hf_atr.features.registry import batched_features_for
 from hf_atr.features.spectrogram import pad_waveforms
 from hf_atr.training.device_features import (
@@ -14,6 +13,7 @@ from hf_atr.training.device_features import (
     RANDOM_CHOICES,
     WAVEFORM_LENGTHS,
     WAVEFORMS,
+    featurize_waveforms,
     global_generator,
     waveforms_as_float,
 )

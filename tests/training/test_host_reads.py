@@ -158,7 +158,7 @@ OT_READS = {
     "ask": {
         "utils.py check_cost": 4,
         "knowledge_base.py search": 4,
-        "knowledge_base.py _top_distinct_clips": 4,
+        "exact_search.py _top_distinct_clips_of_block": 4,
     },
     "kcl": {"atri.py forward": 2},
     "cacl": {"atri.py forward": 2},

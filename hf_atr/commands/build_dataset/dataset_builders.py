@@ -18,7 +18,7 @@ A builder that loads no corpus (a synthesizer) is one more row: its arguments an
 
 What a row is (:class:`~hf_atr.commands.build_dataset.builder_rows.Builder`, :func:`dataset_builder`) is defined in
 :mod:`~hf_atr.commands.build_dataset.builder_rows`, the options in :mod:`~hf_atr.commands.build_dataset.builder_options` and the output written
-by :mod:`~hf_atr.commands.build_dataset.dataset_output`; their names are importable from here too.
+by :mod:`~hf_atr.commands.build_dataset.dataset_output`, which their names are imported from.
 
 A problem with the input ends the command with one line, ``<prog>: error: <message>``, and exit status 1
 (:func:`exit_on_input_error`); a bad command line exits with status 2, as ``argparse`` does. This module imports
@@ -36,8 +36,6 @@ from datasets import DatasetDict, load_from_disk
 
 from hf_atr.commands.build_dataset.builder_options import (
     ENCODING_OPTION,
-    OUTPUT_OPTIONS,
-    OVERLAP_OPTIONS,
     Option,
     add_options,
     audio_dir_option,
@@ -47,7 +45,6 @@ from hf_atr.commands.build_dataset.builder_options import (
     splits_option,
 )
 from hf_atr.commands.build_dataset.builder_rows import Builder, dataset_builder
-from hf_atr.commands.build_dataset.dataset_output import exit_on_input_error, export_dataset_dict
 from hf_atr.commands.build_dataset.moments_builder import MOMENTS_BUILDER
 from hf_atr.commands.build_dataset.shards_builder import SHARDS_BUILDER
 from hf_atr.data.audiocaps import AUDIOCAPS_FILENAME_PATTERNS
@@ -274,17 +271,7 @@ def single_builder_parser(name: str, prog: str | None = None) -> argparse.Argume
 
 __all__ = [
     "BUILDERS",
-    "ENCODING_OPTION",
-    "OUTPUT_OPTIONS",
-    "OVERLAP_OPTIONS",
-    "Builder",
-    "Option",
-    "add_options",
     "command_parser",
-    "dataset_builder",
-    "exit_on_input_error",
-    "export_dataset_dict",
     "loader_builder",
-    "option",
     "single_builder_parser",
 ]

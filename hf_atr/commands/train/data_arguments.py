@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hf_atr.data.language_codes import normalize_language_code
+
 from ...data.corpora import CORPUS_LOADERS
 from ...data.corpus_utils import MISSING_POLICIES
-from ...data.multilingual import normalize_language_code
 from ...data.overlap import OVERLAP_CRITERIA
 from ...data.schema import ENGLISH
 from .option_values import json_object

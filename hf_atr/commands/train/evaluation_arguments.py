@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...metrics.retrieval import DEFAULT_MAP_CUTOFFS
+from hf_atr.metrics.ranks import DEFAULT_MAP_CUTOFFS
 
 if TYPE_CHECKING:
     from ...windowing import Windowing

@@ -40,7 +40,7 @@ from transformers.utils import logging
 from ...configuration_atr import AtrConfig
 from ...data.moments import is_moment_dataset
 from ...evaluation.evaluator import RetrievalEvaluator
-from ...hub import push_to_hub
+from ...hub import push_model_files
 from ...model_card.facts import card_data, hub_model_id, record_sharing_terms
 from ...modeling_atr import AtrDualEncoderModel
 from ...models.checkpoint_families import CHECKPOINT_FAMILIES
@@ -55,10 +55,10 @@ from ...training.trainer import AtrTrainer
 from ...training.waveform_collator import WaveformCollator
 from ..common import quiet_datasets_progress_bars
 from ..moment_data import moment_test_evaluator, moment_training_audio
-from .feature_cache import ExtractedSplit, extract_features, feature_cache_key
+from .feature_cache import extract_features
 from .model_arguments import ObjectiveArguments, StartingPointArguments
 from .train_arguments import TrainArguments
-from .training_data import TrainingData, check_languages, load_training_data
+from .training_data import load_training_data
 
 logger = logging.get_logger(__name__)
 
@@ -321,7 +321,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             },
         )
         if push:
-            push_to_hub(
+            push_model_files(
                 model,
                 training.hub_model_id or Path(training.output_dir).name,
                 processor=processor,
@@ -333,14 +333,8 @@ def run_training(arguments: TrainArguments) -> TrainResult:
 
 
 __all__ = [
-    "ExtractedSplit",
     "TrainResult",
-    "TrainingData",
-    "check_languages",
-    "extract_features",
-    "feature_cache_key",
     "load_starting_point",
-    "load_training_data",
     "objective_config",
     "run_training",
     "starting_point_base_model",

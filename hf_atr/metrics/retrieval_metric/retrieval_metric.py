@@ -10,7 +10,8 @@ import datasets
 import evaluate
 import numpy as np
 
-from hf_atr.metrics.retrieval import DEFAULT_KS, DEFAULT_MAP_CUTOFFS, retrieval_metrics
+from hf_atr.metrics.ranks import DEFAULT_KS, DEFAULT_MAP_CUTOFFS
+from hf_atr.metrics.retrieval import retrieval_metrics
 
 _DESCRIPTION = """
 Text-to-audio (T2A) and audio-to-text (A2T) retrieval metrics: R@k, mAP@c at any cutoffs and median/mean

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hf_atr.data.audio import is_one_clip, looks_like_audio_path
+from hf_atr.data.audio import looks_like_audio_path
+from hf_atr.data.audio_arrays import is_one_clip
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.indexing.filling import IndexingOptions, add_audio, add_captions
 

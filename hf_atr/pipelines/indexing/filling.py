@@ -19,15 +19,16 @@ import torch
 from tqdm.auto import tqdm
 from transformers.utils import logging
 
+from hf_atr.audio_batches import AUDIO_INPUT_NAMES
 from hf_atr.audio_encoding import AudioEmbeddings, SkippedAudio, encode_audio_clips, encode_audio_windows
-from hf_atr.data.audio import AudioDecodeError, is_appledouble
+from hf_atr.data.audio import is_appledouble
+from hf_atr.data.audio_arrays import AudioDecodeError
 from hf_atr.distributed import gather_shards, rank_and_world_size
 from hf_atr.encoding import encode_text
 from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.indexing.model_index import check_appendable, index_vectors, new_index
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME
-from hf_atr.processing_atr import AUDIO_INPUT_NAMES
 from hf_atr.windowing import Windowing
 
 logger = logging.get_logger(__name__)

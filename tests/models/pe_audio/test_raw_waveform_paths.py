@@ -21,11 +21,11 @@ from tiny_models import PE_AUDIO_HOP, PE_AUDIO_SAMPLING_RATE, save_converted_pe_
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor, AtrTrainer, RetrievalEvaluator
 from hf_atr.app.results import search_text
+from hf_atr.audio_encoding import encode_audio_clips, encode_audio_windows
 from hf_atr.cli import main
 from hf_atr.commands.common import load_retrieval_pipeline
 from hf_atr.data.audio import decode_audio, encode_wav
 from hf_atr.data.schema import atr_features, finalize_audio_column
-from hf_atr.encoding import encode_audio_clips, encode_audio_windows
 from hf_atr.features import PeAudioWaveformFeatures
 from hf_atr.objectives.batch import METADATA_KEYS
 from hf_atr.training.collator import CaptionPairDataset
