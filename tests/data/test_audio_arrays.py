@@ -7,7 +7,6 @@ import pytest
 import soundfile
 import torch
 
-from hf_atr.data import audio
 from hf_atr.data.audio import decode_audio
 from hf_atr.data.audio_arrays import MAX_ARRAY_CHANNELS, AudioDecodeError, audio_clips
 
@@ -15,10 +14,6 @@ from hf_atr.data.audio_arrays import MAX_ARRAY_CHANNELS, AudioDecodeError, audio
 def _sine(frequency: float, sampling_rate: int, seconds: float = 1.0) -> np.ndarray:
     time = np.arange(int(seconds * sampling_rate)) / sampling_rate
     return (0.5 * np.sin(2 * np.pi * frequency * time)).astype(np.float32)
-
-
-def test_audio_keeps_the_import_paths_of_audio_in_memory():
-    assert audio.audio_clips is audio_clips and audio.AudioDecodeError is AudioDecodeError
 
 
 @pytest.fixture
