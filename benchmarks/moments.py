@@ -57,7 +57,7 @@ from hf_atr.metrics.moments import moment_retrieval_metrics
 from hf_atr.modeling_atr import AtrDualEncoderModel
 from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.objectives.registry import build_objective
-from hf_atr.pipelines.moment_evaluation import MomentEvaluator
+from hf_atr.evaluation.moment_evaluator import MomentEvaluator
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.training import AtrTrainer, WaveformCollator, objective_training_setup

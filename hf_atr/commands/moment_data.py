@@ -70,12 +70,12 @@ def moment_test_evaluator(
     test: Any, processor: Any, *, batch_size: int, split: str, windowing: Any, relevance: Any
 ) -> Any:
     """The test evaluation of ``hf-atr train`` when the test split is a moment dataset: the moment metrics of the
-    refined proposer (:class:`~hf_atr.pipelines.moment_evaluation.MomentEvaluator`).
+    refined proposer (:class:`~hf_atr.evaluation.moment_evaluator.MomentEvaluator`).
 
     Raises:
         ValueError: options of clip retrieval (``--eval_window_pooling``, ``--relevance``).
     """
-    from hf_atr.pipelines.moment_evaluation import MomentEvaluator
+    from hf_atr.evaluation.moment_evaluator import MomentEvaluator
 
     given = [
         name
@@ -108,7 +108,7 @@ def moment_training_audio(moments: Any, processor: Any) -> dict[str, Any]:
 
 
 def is_moment_protocol(protocol: dict[str, Any]) -> bool:
-    """Whether an evaluation ``protocol`` is a moment evaluation's (:class:`~hf_atr.pipelines.moment_evaluation
+    """Whether an evaluation ``protocol`` is a moment evaluation's (:class:`~hf_atr.evaluation.moment_evaluator
     .MomentEvaluator`)."""
     from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK
 

@@ -172,6 +172,8 @@ class RetrievalEvaluator(ClipEvaluator):
     evaluated, against ``official_clips``).
     """
 
+    name = "retrieval"
+
     def __init__(
         self,
         dataset: Any,
@@ -229,6 +231,12 @@ class RetrievalEvaluator(ClipEvaluator):
         else:
             self.queries = _judged_queries(self.table, relevance)
         self.protocol = self._protocol(relevance_file, relevance_threshold, judged=relevance is not None)
+
+    @property
+    def primary_metric(self) -> str:
+        """``t2a_mAP@c`` for the first mAP cutoff (DCASE's ranking metric; ``t2a_mAP@10`` by default), else
+        ``t2a_R@k`` for the first k; with several languages, their mean."""
+        return f"t2a_mAP@{self.map_cutoffs[0]}" if self.map_cutoffs else f"t2a_R@{self.ks[0]}"
 
     def __call__(self, model: Any) -> dict[str, float]:
         return self._ranks(model, self._encode(model)).metrics(self.ks, self.map_cutoffs)

@@ -1,279 +1,34 @@
-"""Moment retrieval evaluation (issue 24 §4, §6): a dual encoder's moments for every query of a moment dataset,
-scored with the Moment-DETR metrics, and the report with each sampled query's timeline.
-
-Each recording is encoded once, window by window (:func:`~hf_atr.pipelines.moment_scoring.moment_windowing`:
-the extractor's window every ``hop_seconds``, as ``pipe.moments`` scores a recording); every query of that
-recording is then scored against its windows by the model's head, and its similarity curve becomes moments by the
-proposer of a :class:`~hf_atr.moments.proposal.MomentProposalConfig` (the refined default or the AMR paper's
-sliding-window baseline). :func:`~hf_atr.metrics.moments.moment_retrieval_metrics` reads the predictions
-(``qid``, ``pred_relevant_windows``) against the annotations. Recordings that cannot be decoded are left out with
-their queries and named in the protocol (``strict=True`` stops at the first).
-"""
+"""The old home of the moment evaluator: its names now live in :mod:`hf_atr.evaluation.moment_evaluator`, with the
+other evaluators; importing them from here still works and warns with
+:class:`~hf_atr.deprecation.HfAtrDeprecationWarning`."""
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+import importlib
+import warnings
 from typing import Any
 
-import numpy as np
-import torch
+from hf_atr.deprecation import HfAtrDeprecationWarning
 
-from hf_atr.data.moments import is_moment_dataset, moment_recordings, query_text_for_model, windows_inside
-from hf_atr.encoding import encode_audio_windows, encode_text
-from hf_atr.evaluation.report import REPORT_FILE, ReportFigure, write_html_report
-from hf_atr.lazy import get_logger
-from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK, moment_retrieval_metrics
-from hf_atr.moments.curve import SimilarityCurve
-from hf_atr.moments.proposal import MomentProposalConfig, prediction_record, propose_moments
-from hf_atr.pipelines.moment_scoring import moment_windowing
-from hf_atr.windowing import Windowing
-
-logger = get_logger(__name__)
-
-DEFAULT_TIMELINES = 6
-"""Queries drawn in the report's timeline figure."""
-TIMELINE_FILE = "moment_timelines.png"
-PREDICTIONS_FILE = "predictions.jsonl"
-"""The predictions file ``hf-atr evaluate --moments`` writes beside its report."""
-METRIC_CONVENTION = (
-    "Moment-DETR's standalone evaluation (line/lighthouse): R1 from the first prediction, mAP over at most 10 "
-    "predictions per query; fractions, a query without predictions scores 0, ties ordered stably"
+NEW_HOME = "hf_atr.evaluation.moment_evaluator"
+MOVED_NAMES = (
+    "DEFAULT_TIMELINES",
+    "PREDICTIONS_FILE",
+    "MomentEvaluation",
+    "MomentEvaluator",
+    "TIMELINE_FILE",
 )
+"""Names that moved to :data:`NEW_HOME`."""
 
 
-@dataclass
-class MomentEvaluation:
-    """What :meth:`MomentEvaluator.evaluate` found.
-
-    Attributes:
-        metrics: ``{"R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP"}`` as fractions.
-        protocol: how they were obtained (model, proposer, window and hop, queries, recordings, skipped ones).
-        predictions: one record per evaluated query, in the dataset's order: ``{"qid", "query", "vid",
-            "pred_relevant_windows": [[start, end, score], ...]}`` best first, the query as the dataset holds it.
-        curves: each evaluated query's similarity curve, by ``qid``.
-    """
-
-    metrics: dict[str, float]
-    protocol: dict[str, Any]
-    predictions: list[dict[str, Any]]
-    curves: dict[str, SimilarityCurve] = field(repr=False)
-
-    def write_predictions(self, path: str | os.PathLike) -> Path:
-        """Write :attr:`predictions` as JSON Lines (the Moment-DETR predictions format) to ``path``."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(record) + "\n" for record in self.predictions), encoding="utf-8")
-        return path
-
-
-class MomentEvaluator:
-    """Evaluate a model's moments on a moment dataset (module docstring).
-
-    Args:
-        moments: a moment dataset (:func:`~hf_atr.data.moments.load_moments`: ``audio``, ``recording_id``,
-            ``duration``, ``qid``, ``query``, ``windows``).
-        processor: the model's :class:`~hf_atr.AtrProcessor`.
-        proposal: the proposer and its parameters (default: the refined proposer's defaults).
-        hop_seconds: the hop of the scored windows (default
-            :data:`~hf_atr.pipelines.moment_scoring.DEFAULT_MOMENT_HOP_SECONDS`).
-        window_seconds: the window length (default the feature extractor's).
-        batch_size: windows per forward pass.
-        strict: stop at the first recording that cannot be decoded instead of leaving it out.
-        show_progress: progress bars while encoding.
-        split: names the split in the protocol.
-
-    Raises:
-        ValueError: a dataset without the moment columns, or a window/hop the extractor cannot read.
-    """
-
-    def __init__(
-        self,
-        moments: Any,
-        processor: Any,
-        *,
-        proposal: MomentProposalConfig | None = None,
-        hop_seconds: float | None = None,
-        window_seconds: float | None = None,
-        batch_size: int = 32,
-        strict: bool = False,
-        show_progress: bool = False,
-        split: str | None = None,
-    ) -> None:
-        if not is_moment_dataset(moments):
-            raise ValueError(
-                "A moment evaluation needs a moment dataset (hf_atr.load_moments: audio, recording_id, duration, "
-                f"qid, query, windows); got the columns {getattr(moments, 'column_names', None)}."
-            )
-        self.moments = moments
-        self.processor = processor
-        self.proposal = proposal or MomentProposalConfig()
-        self.windowing = moment_windowing(
-            Windowing(window_seconds=window_seconds), processor.feature_extractor, hop_seconds
-        )
-        self.batch_size = batch_size
-        self.strict = strict
-        self.show_progress = show_progress
-        self.split = split
-        self.protocol: dict[str, Any] = {}
-
-    def evaluate(self, model: Any) -> MomentEvaluation:
-        """Encode each recording once, score its queries, propose their moments and compute the metrics."""
-        recordings, recording_of = moment_recordings(self.moments)
-        encoded = encode_audio_windows(
-            model,
-            self.processor,
-            recordings.rename_column("recording_id", "audio_id"),
-            windowing=self.windowing,
-            batch_size=self.batch_size,
-            show_progress=self.show_progress,
-            strict=self.strict,
-            description="Encoding recordings",
-        )
-        columns = self.moments.select_columns(["recording_id", "qid", "query", "windows"]).to_dict()
-        texts = [query_text_for_model(query) for query in columns["query"]]
-        text_embeds = encode_text(model, self.processor, texts, show_progress=self.show_progress)
-        head = model.scoring_head
-        device = head.logit_scale.device
-        indices = encoded.clip_indices.numpy()
-        queries_of: dict[int, list[int]] = {}
-        for query, recording in enumerate(recording_of):
-            queries_of.setdefault(recording, []).append(query)
-        records: dict[int, dict[str, Any]] = {}
-        curves: dict[str, SimilarityCurve] = {}
-        for recording in encoded.kept_clips:
-            rows = np.flatnonzero(indices == recording)
-            queries = queries_of[recording]
-            with torch.no_grad():
-                scores = (
-                    head.similarity(text_embeds[queries].to(device), encoded.embeddings[rows].to(device))
-                    .double()
-                    .cpu()
-                    .numpy()
-                )
-            starts, ends = encoded.starts[rows].numpy(), encoded.ends[rows].numpy()
-            for query, query_scores in zip(queries, scores):
-                curve = SimilarityCurve(starts, ends, query_scores)
-                qid = columns["qid"][query]
-                curves[qid] = curve
-                records[query] = prediction_record(
-                    qid,
-                    propose_moments(curve, self.proposal),
-                    query=columns["query"][query],
-                    vid=columns["recording_id"][query],
-                )
-        evaluated = sorted(records)
-        predictions = [records[query] for query in evaluated]
-        references = [
-            {"qid": columns["qid"][query], "relevant_windows": columns["windows"][query]}
-            for query in evaluated
-        ]
-        if not references:
-            raise ValueError(
-                f"No recording of the {len(recordings)} could be decoded, so no query could be evaluated: "
-                f"{[(skipped.name, skipped.reason) for skipped in encoded.skipped[:5]]}."
-            )
-        metrics = moment_retrieval_metrics(predictions, references)
-        window, hop = self.windowing.samples(self.processor.feature_extractor)
-        rate = self.processor.sampling_rate
-        self.protocol = {
-            "task": MOMENT_RETRIEVAL_TASK,
-            "model": getattr(model, "name_or_path", None) or type(model).__name__,
-            "split": self.split,
-            "queries": len(evaluated),
-            "recordings": len(encoded.kept_clips),
-            "audio_seconds": round(sum(encoded.durations.values()), 3),
-            "window_seconds": window / rate,
-            "hop_seconds": hop / rate,
-            "scoring": getattr(model.config, "scoring", None),
-            "proposal": asdict(self.proposal),
-            "metrics": METRIC_CONVENTION,
-            "skipped_recordings": [
-                {"recording": skipped.name, "reason": skipped.reason} for skipped in encoded.skipped
-            ],
-            "skipped_queries": len(self.moments) - len(evaluated),
-        }
-        return MomentEvaluation(metrics, dict(self.protocol), predictions, curves)
-
-    def __call__(self, model: Any) -> dict[str, float]:
-        """The metrics of :meth:`evaluate` (its protocol in :attr:`protocol`): what
-        :func:`~hf_atr.training.final_model.evaluate_and_save` calls."""
-        return self.evaluate(model).metrics
-
-    def write_report(
-        self,
-        evaluation: MomentEvaluation,
-        directory: str | os.PathLike,
-        *,
-        timelines: int = DEFAULT_TIMELINES,
-        seed: int = 0,
-    ) -> Path:
-        """Write ``report.html`` (metrics, the timeline figure of ``timelines`` queries drawn with ``seed``, the
-        protocol) and the figure's PNG to ``directory``; returns the page's path.
-
-        Raises:
-            ImportError: matplotlib is not installed (``pip install 'hf-atr[plots]'``).
-        """
-        from hf_atr.plots.canvas import save_figure
-        from hf_atr.plots.moments import MomentTimeline, moment_timeline_figure
-
-        directory = Path(directory)
-        by_qid = {record["qid"]: record for record in evaluation.predictions}
-        rows = [row for row, qid in enumerate(self.moments["qid"]) if qid in by_qid]
-        chosen = sorted(
-            np.random.default_rng(seed).choice(rows, size=min(timelines, len(rows)), replace=False)
-        )
-        shown = []
-        outside = 0  # annotated windows with no length inside their recording: not drawn
-        for row in chosen:
-            moment = self.moments[int(row)]
-            curve = evaluation.curves[moment["qid"]]
-            annotated = windows_inside(moment["windows"], moment["duration"])
-            outside += len(moment["windows"]) - len(annotated)
-            shown.append(
-                MomentTimeline(
-                    query=moment["query"],
-                    times=(curve.starts + curve.ends) / 2,
-                    scores=curve.scores,
-                    predicted=by_qid[moment["qid"]]["pred_relevant_windows"],
-                    annotated=annotated,
-                    recording=moment["recording_id"],
-                    duration=moment["duration"],
-                )
-            )
-        figure_path = save_figure(moment_timeline_figure(shown), directory / TIMELINE_FILE)
-        caption = (
-            f"{len(shown)} of {len(rows)} queries drawn at random (seed {seed}): the similarity of the query and each "
-            "window (drawn at its centre), the annotated moments shaded (clipped to the recording), the best three "
-            "predicted moments as bars"
-        )
-        if outside:
-            caption += f"; {outside} annotated window(s) lying wholly outside their recording are not drawn"
-            logger.warning(
-                f"Moment timelines: {outside} annotated window(s) of the queries drawn lie wholly outside their "
-                "recording and are not drawn."
-            )
-        table = [
-            (
-                "Moment retrieval (in %)",
-                list(evaluation.metrics),
-                [[f"{100 * v:.2f}" for v in evaluation.metrics.values()]],
-            )
-        ]
-        note = (
-            f"{evaluation.protocol['queries']} queries over {evaluation.protocol['recordings']} recordings; "
-            f"proposer {self.proposal.proposer}; {METRIC_CONVENTION}."
-        )
-        return write_html_report(
-            directory / REPORT_FILE,
-            "Moment retrieval",
-            note,
-            table,
-            [ReportFigure(figure_path, caption)],
-            evaluation.protocol,
-        )
-
-
-__all__ = ["DEFAULT_TIMELINES", "PREDICTIONS_FILE", "MomentEvaluation", "MomentEvaluator", "TIMELINE_FILE"]
+def __getattr__(name: str) -> Any:
+    """A name of :data:`MOVED_NAMES` from :data:`NEW_HOME`, after a :class:`HfAtrDeprecationWarning`."""
+    if name not in MOVED_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"`{__name__}.{name}` moved to `{NEW_HOME}.{name}`; import it from there (the old path is deprecated and "
+        "will be removed in a future version).",
+        HfAtrDeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(NEW_HOME), name)

@@ -25,7 +25,7 @@ from hf_atr.pipelines.index_storage import (
     model_fingerprint,
     model_fingerprints,
 )
-from hf_atr.pipelines.moment_evaluation import MomentEvaluator
+from hf_atr.evaluation.moment_evaluator import MomentEvaluator
 from hf_atr.pipelines.retrieval_pipeline import register_pipeline
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]
