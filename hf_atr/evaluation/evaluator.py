@@ -125,6 +125,15 @@ class _EncodedSplit:
     queries: _Queries
 
 
+def retrieval_primary_metric(
+    ks: Sequence[int] = DEFAULT_KS, map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS
+) -> str:
+    """The metric a retrieval evaluation ranks models by: text-to-audio ``mAP@c`` at the first of ``map_cutoffs``
+    (DCASE's ranking metric, ``t2a_mAP@10`` by default), else ``R@k`` at the first of ``ks``; with several
+    languages, the key of their mean."""
+    return f"t2a_mAP@{map_cutoffs[0]}" if map_cutoffs else f"t2a_R@{ks[0]}"
+
+
 class RetrievalEvaluator(ClipEvaluator):
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -234,9 +243,8 @@ class RetrievalEvaluator(ClipEvaluator):
 
     @property
     def primary_metric(self) -> str:
-        """``t2a_mAP@c`` for the first mAP cutoff (DCASE's ranking metric; ``t2a_mAP@10`` by default), else
-        ``t2a_R@k`` for the first k; with several languages, their mean."""
-        return f"t2a_mAP@{self.map_cutoffs[0]}" if self.map_cutoffs else f"t2a_R@{self.ks[0]}"
+        """:func:`retrieval_primary_metric` of its cutoffs (``t2a_mAP@10`` by default)."""
+        return retrieval_primary_metric(self.ks, self.map_cutoffs)
 
     def __call__(self, model: Any) -> dict[str, float]:
         return self._ranks(model, self._encode(model)).metrics(self.ks, self.map_cutoffs)

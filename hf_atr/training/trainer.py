@@ -30,6 +30,7 @@ from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
 from .moment_crops import MomentCropDataset
 from .multilingual import RandomLanguageDataset
 from .streaming import StreamingPairs, stream_data_loader
+from .trainer_evaluation import choose_best_model_metric, evaluate_all, evaluator_list, evaluator_names
 from .waveform_collator import WaveformCollator
 
 logger = logging.get_logger(__name__)
@@ -196,8 +197,12 @@ class AtrTrainer(Trainer):
       (:func:`~hf_atr.training.collator.text_length_buckets`), so that each compiles once, and the first step's
       time, compilation included, is logged once. Saved weights are the module's own (no ``_orig_mod.`` prefix). Dropout draws its random
       numbers differently under compilation, so a compiled run with dropout is not the eager run's twin.
-    - ``evaluate()`` encodes the evaluation set once and returns retrieval metrics
-      (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...), see :class:`~hf_atr.evaluation.RetrievalEvaluator`.
+    - ``evaluate()`` (and ``eval_strategy``) runs ``evaluator``, any evaluator or a list of them
+      (:mod:`~hf_atr.training.trainer_evaluation`: ``eval_<metric>``, or ``eval_<name>_<metric>`` with several),
+      or by default retrieval on ``eval_dataset`` (``eval_t2a_R@1``, ``eval_a2t_mAP@10``, ...,
+      :class:`~hf_atr.evaluation.RetrievalEvaluator`). ``load_best_model_at_end`` picks the best checkpoint by the
+      (first) evaluator's ``primary_metric`` and ``greater_is_better`` unless ``metric_for_best_model`` names
+      another metric.
 
     Datasets are shared-schema rows. A map-style training set of clips is trained on as a
     :class:`CaptionPairDataset` (one item per caption, so an epoch sees every caption once and resuming is exact);
@@ -230,8 +235,14 @@ class AtrTrainer(Trainer):
         objective: an :class:`~hf_atr.objectives.Objective`; default ``build_objective(model.config)``.
         train_languages: caption languages trained on, each caption of each language once per epoch
             (default English only); see :class:`CaptionPairDataset`.
-        eval_languages: caption languages for ``evaluate()`` (default English only).
-        eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for ``evaluate()``.
+        evaluator: what ``evaluate()`` runs: an evaluator (called with the model, returning its metrics, naming
+            its ``primary_metric``: :class:`~hf_atr.evaluation.RetrievalEvaluator`,
+            :class:`~hf_atr.evaluation.ZeroShotEvaluator`, :class:`~hf_atr.evaluation.MomentEvaluator`, ...) or a
+            list of them, instead of ``eval_dataset``; ``trainer.eval_dataset`` then holds ``{name: dataset}`` of
+            the evaluators.
+        eval_languages: caption languages of the default retrieval evaluation (default English only).
+        eval_scoring: ``"head"`` (the model's scoring head) or ``"ot_plan"`` (m-LTM Eq. 5) for the default
+            retrieval evaluation.
         skip_non_finite: when an embedding or the loss is NaN/inf, skip the step (zero gradient, counted in
             the logs as ``skipped_non_finite_steps``) instead of raising :class:`NonFiniteLossError`. Decided on
             the device: the step's loss is zeroed and its gradients are set to zero after the backward (with
@@ -252,6 +263,7 @@ class AtrTrainer(Trainer):
         args: TrainingArguments | None = None,
         *,
         objective: Objective | None = None,
+        evaluator: Any = None,
         train_languages: list[str] | None = None,
         eval_languages: list[str] | None = None,
         eval_scoring: str = "head",
@@ -322,6 +334,20 @@ class AtrTrainer(Trainer):
                 )
         if not any(isinstance(callback, ModelCardCallback) for callback in callbacks):
             callbacks.append(ModelCardCallback())
+        self.evaluators = evaluator_list(evaluator)
+        self.evaluator_names = evaluator_names(self.evaluators)
+        if self.evaluators:
+            if kwargs.get("eval_dataset") is not None:
+                raise ValueError(
+                    "Pass evaluator=... or eval_dataset=..., not both: an evaluator holds its own evaluation set."
+                )
+            kwargs["eval_dataset"] = {
+                name or getattr(each, "name", None) or type(each).__name__.lower(): getattr(
+                    each, "dataset", None
+                )
+                for name, each in zip(self.evaluator_names, self.evaluators)
+            }
+        choose_best_model_metric(args, self.evaluators, self.evaluator_names)
         train_dataset = kwargs.pop("train_dataset", None)
         _record_training_provenance(callbacks, train_dataset)
         if isinstance(train_dataset, StreamedDataset):
@@ -626,28 +652,32 @@ class AtrTrainer(Trainer):
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """Retrieval metrics on ``eval_dataset`` (or the trainer's), prefixed with ``metric_key_prefix``."""
+        """The metrics of the trainer's evaluators, or of retrieval on ``eval_dataset`` (given here, or the
+        trainer's when it has no evaluator), prefixed with ``metric_key_prefix``
+        (:mod:`~hf_atr.training.trainer_evaluation`)."""
         self._check_non_finite_steps()
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            raise ValueError("AtrTrainer.evaluate needs an eval_dataset.")
-        evaluator = RetrievalEvaluator(
+        evaluators, names = self.evaluators, self.evaluator_names
+        if eval_dataset is not None or not evaluators:
+            dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+            if dataset is None:
+                raise ValueError("AtrTrainer.evaluate needs an evaluator or an eval_dataset.")
+            evaluators, names = [self._retrieval_evaluator(dataset)], [None]
+        model = self.accelerator.unwrap_model(self.model)
+        metrics, protocol = evaluate_all(evaluators, names, model, metric_key_prefix)
+        card_data(model)["eval_protocol"] = protocol  # the card callback stores the metrics
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def _retrieval_evaluator(self, dataset: Any) -> RetrievalEvaluator:
+        """The default evaluation: retrieval on ``dataset`` in ``eval_languages``, scored by ``eval_scoring``."""
+        return RetrievalEvaluator(
             dataset,
             self.processing_class,
             languages=self.eval_languages,
             batch_size=self.args.per_device_eval_batch_size,
             scoring=self.eval_scoring,
         )
-        model = self.accelerator.unwrap_model(self.model)
-        metrics = {
-            f"{metric_key_prefix}_{key}": value
-            for key, value in evaluator(model).items()
-            if isinstance(value, (int, float)) and math.isfinite(value)
-        }
-        card_data(model)["eval_protocol"] = evaluator.protocol  # the card callback stores the metrics
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         self._check_non_finite_steps()
