@@ -172,7 +172,6 @@ def test_hf_atr_train_on_a_moment_folder_trains_on_crops_and_tests_with_the_mome
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--eval_strategy", "steps", "--eval_steps", "1"], "which moment training does not do"),
         (
             ["--eval_window_pooling", "mean"],
             "--eval_window_pooling applies to clip retrieval; the test split is moment",
@@ -189,3 +188,19 @@ def test_hf_atr_train_on_moments_refuses_what_does_not_fit(
     with pytest.raises(SystemExit) as raised:
         main(argv)
     assert message in str(raised.value) + capsys.readouterr().err
+
+
+def test_hf_atr_train_on_moments_evaluates_the_validation_split_during_training_and_keeps_the_best_model(
+    in_tmp, towers, moment_folder
+):
+    audio_tower, text_tower = towers
+    argv = ["train", "--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "moments",
+            "--data_dir", str(moment_folder), "--output_dir", "run", *QUICK, "--eval_strategy", "steps",
+            "--eval_steps", "1", "--save_steps", "1", "--load_best_model_at_end"]  # fmt: skip
+    assert main(argv) == 0
+    state = json.loads((in_tmp / "run" / "checkpoint-2" / "trainer_state.json").read_text())
+    evaluations = [entry for entry in state["log_history"] if "eval_mAP" in entry]
+    assert [entry["step"] for entry in evaluations] == [1, 2]
+    assert state["best_metric"] == max(entry["eval_mAP"] for entry in evaluations)
+    written = json.loads((in_tmp / "run" / "metrics.json").read_text())
+    assert written["protocol"]["split"] == "test" and sorted(written["metrics"]) == sorted(METRICS)
