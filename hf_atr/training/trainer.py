@@ -8,7 +8,6 @@ import os
 import time
 from typing import Any
 
-import numpy as np
 import torch
 from datasets import IterableDataset as StreamedDataset
 from safetensors.torch import load_file, save_file
@@ -23,26 +22,19 @@ from ..model_card.facts import card_data
 from ..objectives.batch import CAPTIONS_PER_AUDIO, NEGATIVE_AUDIO, group_caption_embeds, pop_batch_metadata
 from ..objectives.registry import LOGIT_BIAS_NAME, LOGIT_SCALE_NAMES, Objective, build_objective
 from .callbacks import ModelCardCallback
-from .collator import AtrDataCollator, CaptionPairDataset, text_length_buckets
+from .collator import CaptionPairDataset, text_length_buckets
 from .data_wait import DATA_WAIT_LOG_KEY, DataWaitCallback, DataWaitMeter
-from .device_features import CROPPED, WAVEFORMS, featurize_waveforms, global_generator
+from .device_inputs import DeviceAudioInputs, training_collator
 from .grad_cache import cached_embedding_backward, check_chunk_size, split_batch
 from .moment_crops import MomentCropDataset
 from .multilingual import RandomLanguageDataset
 from .streaming import StreamingPairs, stream_data_loader
 from .trainer_evaluation import choose_best_model_metric, evaluate_all, evaluator_list, evaluator_names
-from .waveform_collator import WaveformCollator
 
 logger = logging.get_logger(__name__)
 
 OBJECTIVE_STATE_NAME = "objective.safetensors"
 """File holding the objective's buffers/parameters (e.g. DART's EMA reliabilities) inside a checkpoint."""
-
-AUDIO_FEATURE_SOURCES = ("device", "collator")
-"""Where the model's audio inputs are computed: on the training device from the waveforms the collator's workers
-prepare (``"device"``), or by the collator itself (``"collator"``: precomputed features stacked, or transformers'
-extractor run in the workers)."""
-
 
 UNCHECKED_STEPS_LIMIT = 256
 """Training steps whose non-finite codes may wait for a logging step or checkpoint; past this many (long runs that
@@ -248,9 +240,11 @@ class AtrTrainer(Trainer):
             the device: the step's loss is zeroed and its gradients are set to zero after the backward (with
             gradient accumulation, those of the earlier micro-batches of the same optimizer step too); the count
             and a warning naming the steps come at the next logging step.
-        audio_features: ``"device"`` or ``"collator"`` (:data:`AUDIO_FEATURE_SOURCES`); default ``"device"`` when
-            the collator prepares waveforms (a ``WaveformCollator``, or a ``MultilingualCollator`` with
-            ``waveforms``), ``"collator"`` otherwise.
+        audio_features: the default collator when ``data_collator`` is ``None``: ``"device"`` a
+            ``WaveformCollator``, ``"collator"`` (or ``None``) an ``AtrDataCollator``. The collator decides where the
+            features are computed: on the device when it prepares waveforms (a ``WaveformCollator``, or a
+            ``MultilingualCollator`` with ``waveforms``), by itself otherwise
+            (:func:`~hf_atr.training.device_inputs.training_collator`).
         embedding_chunk_size: clips per encoder chunk for gradient caching; ``None`` (default) encodes the batch
             at once.
         Other arguments are those of ``transformers.Trainer``; ``processing_class`` must be the
@@ -277,10 +271,6 @@ class AtrTrainer(Trainer):
     ) -> None:
         if processing_class is None:
             raise ValueError("AtrTrainer needs `processing_class=AtrProcessor(...)` to tokenise captions.")
-        if audio_features is not None and audio_features not in AUDIO_FEATURE_SOURCES:
-            raise ValueError(
-                f"audio_features must be one of {AUDIO_FEATURE_SOURCES} or None, got {audio_features!r}."
-            )
         if embedding_chunk_size is not None:
             check_chunk_size(embedding_chunk_size)
         if args is None:
@@ -299,24 +289,10 @@ class AtrTrainer(Trainer):
         self._freeze_unread_logit_scales(model)
         if args.ddp_find_unused_parameters is None:
             args.ddp_find_unused_parameters = _has_input_dependent_branches(model)
-        if audio_features == "device" and data_collator is None:
-            data_collator = WaveformCollator(processing_class, seed=args.seed)
-        if data_collator is None:
-            data_collator = AtrDataCollator(processing_class)
-        self.device_features = getattr(data_collator, "features", None)
-        if audio_features == "device" and self.device_features is None:
-            raise ValueError(
-                f"audio_features='device' needs a collator that prepares waveforms (WaveformCollator, or "
-                f"MultilingualCollator(waveforms=WaveformCollator(...))), got {type(data_collator).__name__}."
-            )
-        if audio_features == "collator":
-            self.device_features = None
-        self._waveform_collator = (
-            data_collator
-            if isinstance(data_collator, WaveformCollator)
-            else getattr(data_collator, "waveforms", None)
+        data_collator = training_collator(
+            data_collator, processing_class, audio_features=audio_features, seed=args.seed
         )
-        self._crops_logged = False
+        self.device_inputs = DeviceAudioInputs(data_collator)
         self.data_wait = DataWaitMeter()
         callbacks = [
             *(callbacks or []),
@@ -354,7 +330,7 @@ class AtrTrainer(Trainer):
             train_dataset = StreamingPairs(train_dataset, languages=train_languages, seed=args.seed)
         elif train_dataset is not None and "captions" in getattr(train_dataset, "column_names", ()):
             train_dataset = CaptionPairDataset(train_dataset, languages=train_languages)
-        _check_dataloader_options(args, train_dataset, self.device_features is not None)
+        _check_dataloader_options(args, train_dataset, self.device_inputs.features is not None)
         super().__init__(
             model=model,
             args=args,
@@ -370,9 +346,10 @@ class AtrTrainer(Trainer):
             )
         self.model_accepts_loss_kwargs = False
         self.args.dataloader_pin_memory = _pins_memory(self.args)
-        if self._waveform_collator is not None and self._waveform_collator.int16_batches is None:
+        waveforms = self.device_inputs.waveform_collator
+        if waveforms is not None and waveforms.int16_batches is None:
             # On the CPU int16 saves no copy and moves the scaling from the workers into the training process.
-            self._waveform_collator.int16_batches = self.args.device.type != "cpu"
+            waveforms.int16_batches = self.args.device.type != "cpu"
         self.objective.to(self.args.device)
         self.eval_languages = eval_languages
         self.eval_scoring = eval_scoring
@@ -402,28 +379,15 @@ class AtrTrainer(Trainer):
                 f"Objective {self.objective.name!r} does not read {frozen}: frozen (no gradient, no update)."
             )
 
+    @property
+    def device_features(self) -> Any:
+        """The batched feature extractor run on the training device (the collator's ``features``), or ``None``
+        when the collator prepares the audio inputs itself (:mod:`~hf_atr.training.device_inputs`)."""
+        return self.device_inputs.features
+
     def _device_audio_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The model inputs of a batch: waveforms featurised on the training device when the collator made them."""
-        if self.device_features is None:
-            return inputs
-        cropped = inputs.get(CROPPED)  # a NumPy array on the host (device_features.CROPPED)
-        if (
-            not self._crops_logged
-            and cropped is not None
-            and np.any(cropped)
-            and self._waveform_collator is not None
-        ):
-            logger.warning(
-                f"{np.count_nonzero(cropped)} of {np.size(cropped)} clips in a training batch were longer than the feature "
-                f"extractor's window and were {self._waveform_collator.crop_description()}. Logged once."
-            )
-            self._crops_logged = True
-        if WAVEFORMS not in inputs:
-            return inputs
-        # Noise the extractor adds (Whisper's dither) comes from torch's global generator of the device in training,
-        # which the Trainer seeds and restores on resume; an evaluation's loss is computed without it.
-        generator = global_generator(self.args.device) if self.model.training else None
-        return featurize_waveforms(inputs, self.device_features, device=self.args.device, generator=generator)
+        return self.device_inputs(inputs, self.args.device, self.model.training)
 
     def compute_loss(
         self,

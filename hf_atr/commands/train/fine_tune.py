@@ -306,7 +306,6 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         eval_languages=data.languages,
         eval_scoring=evaluation.eval_scoring,
         callbacks=[ModelCardCallback(training_data=corpus.train_name), *setup.callbacks],
-        audio_features=scale.audio_features,
         embedding_chunk_size=scale.embedding_chunk_size,
     )
     train_output = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
