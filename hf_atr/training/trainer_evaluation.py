@@ -66,6 +66,24 @@ def evaluator_names(evaluators: Sequence[Any]) -> list[str | None]:
     return numbered
 
 
+def evaluation_sets(evaluators: Sequence[Any], eval_dataset: Any = None) -> dict[str, Any]:
+    """What ``trainer.eval_dataset`` holds with evaluators: ``{name: dataset}`` of each (``None`` for one without a
+    ``dataset``), named as :func:`evaluator_names` names them (one evaluator: its own ``name``).
+
+    Raises:
+        ValueError: an ``eval_dataset`` given as well.
+    """
+    if eval_dataset is not None:
+        raise ValueError(
+            "Pass evaluator=... or eval_dataset=..., not both: an evaluator holds its own evaluation set."
+        )
+    names = evaluator_names(evaluators)
+    return {
+        name or getattr(each, "name", None) or type(each).__name__.lower(): getattr(each, "dataset", None)
+        for name, each in zip(names, evaluators)
+    }
+
+
 def metric_key(name: str | None, metric: str, prefix: str | None = "eval") -> str:
     """``<prefix>_<name>_<metric>``, leaving out the parts that are ``None``."""
     return "_".join(part for part in (prefix, name, metric) if part)
@@ -119,6 +137,7 @@ __all__ = [
     "BEST_MODEL_PLACEHOLDERS",
     "choose_best_model_metric",
     "evaluate_all",
+    "evaluation_sets",
     "evaluator_list",
     "evaluator_names",
     "metric_key",
