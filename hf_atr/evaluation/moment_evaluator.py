@@ -182,7 +182,9 @@ class MomentEvaluator:
         self._decoded = None  # a changed dataset: the old waveforms go before the new ones are decoded
         recordings, recording_of = moment_recordings(self.moments)
         rows, kept, skipped = [], [], []
-        for index, (recording_id, audio) in enumerate(zip(recordings["recording_id"], recordings["audio"])):
+        for index in range(len(recordings)):  # one recording's bytes at a time
+            row = recordings[index]
+            recording_id, audio = row["recording_id"], row["audio"]
             try:
                 rows.append(
                     {"audio": decode_audio(audio, rate, source=recording_id), "audio_id": recording_id}
