@@ -53,11 +53,11 @@ from hf_atr.data.schema import all_captions, atr_features, finalize_audio_column
 from hf_atr.data.synthcaps import load_synthcaps
 from hf_atr.data.synthcaps_audio import generate_clip
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
+from hf_atr.evaluation.moment_evaluator import MomentEvaluator
 from hf_atr.metrics.moments import moment_retrieval_metrics
 from hf_atr.modeling_atr import AtrDualEncoderModel
 from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
 from hf_atr.objectives.registry import build_objective
-from hf_atr.pipelines.moment_evaluation import MomentEvaluator
 from hf_atr.processing_atr import AtrProcessor
 from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.training import AtrTrainer, WaveformCollator, objective_training_setup

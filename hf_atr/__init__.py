@@ -27,7 +27,7 @@ _LAZY_NAMES = {
     "encode_text": ".encoding",
     "RetrievalEvaluator": ".evaluation.evaluator",
     "ZeroShotEvaluator": ".evaluation.zero_shot",
-    "MomentEvaluator": ".pipelines.moment_evaluation",
+    "MomentEvaluator": ".evaluation.moment_evaluator",
     "Objective": ".objectives.registry",
     "available_objectives": ".objectives.registry",
     "build_objective": ".objectives.registry",

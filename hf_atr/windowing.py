@@ -12,6 +12,8 @@ module:
   window embeddings pool into one clip embedding (``"mean"`` of the L2-normalised window embeddings, or
   their element-wise ``"max"``; either re-normalised; a ``scoring="dot"`` model's rows as they are);
 - :func:`window_bounds`: the ``[start, stop)`` sample ranges of a clip's windows;
+- :func:`moment_windowing`: the windows a long recording is scored with for moments (the window length, a fine
+  hop), by ``pipe.moments`` and the moment evaluator alike;
 - :func:`pool_window_embeddings`: the pooling;
 - :func:`pad_short_clip` and :func:`report_cut_clips`: clips shorter than one analysis frame are padded
   (AST's extractor fails on them deep inside transformers), clips the extractor cuts are logged, so that
@@ -49,6 +51,9 @@ MIN_CLIP_SECONDS = 0.025
 400 samples at 16 kHz). Shorter clips are zero-padded to it (or to the extractor's FFT window if longer)."""
 CUT_CLIPS_NAMED = 5
 """How many cut clips a log line names (the count covers all of them)."""
+DEFAULT_MOMENT_HOP_SECONDS = 1.0
+"""Hop of the windows a recording is scored with for moments (at most the pipeline's own hop): the curve's
+resolution, and so how closely the refined proposer places boundaries."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,32 @@ def window_bounds(num_samples: int, window: int | None, hop: int | None) -> list
     return [(start, start + window) for start in starts]
 
 
+def moment_windowing(
+    windowing: Windowing, feature_extractor: Any, hop_seconds: float | None = None
+) -> Windowing:
+    """The windows a recording is scored with for moments: ``windowing``'s length (default the extractor's window),
+    every ``hop_seconds`` (default :data:`DEFAULT_MOMENT_HOP_SECONDS`, or ``windowing``'s hop when that is finer).
+
+    Raises:
+        ValueError: an extractor without a window and no ``window_seconds`` (each recording would be one window,
+            with no time inside it), or a hop longer than the window.
+    """
+    resolved = windowing.samples(feature_extractor)
+    if resolved is None:
+        raise ValueError(
+            f"{type(feature_extractor).__name__} reads whole clips (it has no window), so a recording would be "
+            "scored as one piece with no time inside it; give the pipeline a window, e.g. "
+            "windowing=Windowing(window_seconds=10.0)."
+        )
+    window, hop = resolved
+    rate = feature_extractor.sampling_rate
+    if hop_seconds is None:
+        hop_seconds = min(DEFAULT_MOMENT_HOP_SECONDS, hop / rate)
+    scored = Windowing(window_seconds=window / rate, hop_seconds=hop_seconds, pooling=windowing.pooling)
+    scored.samples(feature_extractor)  # a hop longer than the window fails here
+    return scored
+
+
 def pool_window_embeddings(
     window_embeds: torch.Tensor, pooling: str = DEFAULT_POOLING, *, normalize: bool = True
 ) -> torch.Tensor:
@@ -320,6 +351,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_HOP_FRACTION",
+    "DEFAULT_MOMENT_HOP_SECONDS",
     "DEFAULT_POOLING",
     "ExtractorWindow",
     "MIN_CLIP_SECONDS",
@@ -328,6 +360,7 @@ __all__ = [
     "collect_cut_clips",
     "extractor_window",
     "minimum_samples",
+    "moment_windowing",
     "pad_short_clip",
     "pool_window_embeddings",
     "report_cut_clips",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from tiny_models import SAMPLING_RATE, make_processor, tiny_clap_feature_extractor, tiny_feature_extractor
-from transformers import PeAudioFeatureExtractor, Wav2Vec2FeatureExtractor
+from transformers import PeAudioFeatureExtractor, Wav2Vec2FeatureExtractor, WhisperFeatureExtractor
 
 from hf_atr import windowing
 from hf_atr.features.pe_audio_waveform import RAW_WAVEFORM_WINDOW_SECONDS
@@ -20,6 +20,7 @@ from hf_atr.windowing import (
     collect_cut_clips,
     extractor_window,
     minimum_samples,
+    moment_windowing,
     pool_window_embeddings,
     window_bounds,
 )
@@ -178,4 +179,21 @@ def test_clips_the_extractor_cuts_are_named_per_call_or_once_per_job(caplog):
     assert outer.names == ["c.wav", "d.wav"]
     assert (
         caplog.text.count("clip(s) longer than") == 1 and "extract_audio_features: 1 clip(s)" in caplog.text
+    )
+
+
+def test_moment_windowing_keeps_the_window_and_takes_a_fine_hop():
+    extractor = WhisperFeatureExtractor(feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=10)
+    assert moment_windowing(Windowing(), extractor) == Windowing(window_seconds=10.0, hop_seconds=1.0)
+    coarse_window = Windowing(window_seconds=1.0)  # its own hop, 0.5 s, is finer than the default
+    assert moment_windowing(coarse_window, extractor).hop_seconds == 0.5
+    with pytest.raises(
+        ValueError, match=r"hop_seconds=12.0 must be positive and at most the window \(10.000 s\)"
+    ):
+        moment_windowing(Windowing(), extractor, 12.0)
+    with pytest.raises(ValueError) as error:
+        moment_windowing(Windowing(), Wav2Vec2FeatureExtractor())
+    assert str(error.value) == (
+        "Wav2Vec2FeatureExtractor reads whole clips (it has no window), so a recording would be scored as one piece "
+        "with no time inside it; give the pipeline a window, e.g. windowing=Windowing(window_seconds=10.0)."
     )

@@ -1,9 +1,9 @@
 """``hf-atr evaluate --moments``: moment retrieval metrics of a model on a moment dataset.
 
 Each recording is encoded once, window by window, all its queries scored against it; the proposer turns each
-query's similarity curve into moments (:class:`~hf_atr.pipelines.moment_evaluation.MomentEvaluator`). The command
-prints the five metrics and the protocol, writes the predictions (``qid``, ``pred_relevant_windows``) as JSON Lines,
-and with ``--report`` the page with the timelines of a sample of queries.
+query's similarity curve into moments (:class:`~hf_atr.evaluation.moment_evaluator.MomentEvaluator`). The
+command prints the five metrics and the protocol, writes the predictions (``qid``, ``pred_relevant_windows``) as
+JSON Lines, and with ``--report`` the page with the timelines of a sample of queries.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def run_moment_evaluation(args: argparse.Namespace, proposal: Any) -> int:
     (:func:`~hf_atr.commands.moment_options.moment_proposal`)."""
     from transformers import AutoModel, AutoProcessor
 
-    from hf_atr.pipelines.moment_evaluation import PREDICTIONS_FILE, MomentEvaluator
+    from hf_atr.evaluation.moment_evaluator import PREDICTIONS_FILE, MomentEvaluator
 
     from .common import checked_model, model_dtype_arguments, write_evaluation_output
     from .moment_data import moment_results

@@ -66,17 +66,23 @@ def is_moment_source(source: str | os.PathLike) -> bool:
     return str(source) == MOMENTS or str(source).endswith(".jsonl")
 
 
+def moment_evaluator(moments: Any, processor: Any, *, batch_size: int, split: str) -> Any:
+    """The moment metrics of the refined proposer on ``moments`` (:class:`~hf_atr.evaluation.moment_evaluator
+    .MomentEvaluator`), each recording scored window by window: the test evaluation of ``hf-atr train`` on a
+    moment dataset, and its validation during training (``--eval_strategy``)."""
+    from hf_atr.evaluation.moment_evaluator import MomentEvaluator
+
+    return MomentEvaluator(moments, processor, batch_size=batch_size, split=split)
+
+
 def moment_test_evaluator(
     test: Any, processor: Any, *, batch_size: int, split: str, windowing: Any, relevance: Any
 ) -> Any:
-    """The test evaluation of ``hf-atr train`` when the test split is a moment dataset: the moment metrics of the
-    refined proposer (:class:`~hf_atr.pipelines.moment_evaluation.MomentEvaluator`).
+    """The test evaluation of ``hf-atr train`` when the test split is a moment dataset (:func:`moment_evaluator`).
 
     Raises:
         ValueError: options of clip retrieval (``--eval_window_pooling``, ``--relevance``).
     """
-    from hf_atr.pipelines.moment_evaluation import MomentEvaluator
-
     given = [
         name
         for name, value in (("--eval_window_pooling", windowing), ("--relevance", relevance))
@@ -88,7 +94,7 @@ def moment_test_evaluator(
             "moment annotations, evaluated by "
             "the moment metrics (each recording scored window by window, as hf-atr evaluate --moments does)."
         )
-    return MomentEvaluator(test, processor, batch_size=batch_size, split=split)
+    return moment_evaluator(test, processor, batch_size=batch_size, split=split)
 
 
 def moment_training_audio(moments: Any, processor: Any) -> dict[str, Any]:
@@ -108,7 +114,7 @@ def moment_training_audio(moments: Any, processor: Any) -> dict[str, Any]:
 
 
 def is_moment_protocol(protocol: dict[str, Any]) -> bool:
-    """Whether an evaluation ``protocol`` is a moment evaluation's (:class:`~hf_atr.pipelines.moment_evaluation
+    """Whether an evaluation ``protocol`` is a moment evaluation's (:class:`~hf_atr.evaluation.moment_evaluator
     .MomentEvaluator`)."""
     from hf_atr.metrics.moments import MOMENT_RETRIEVAL_TASK
 
@@ -140,6 +146,7 @@ __all__ = [
     "is_moment_protocol",
     "is_moment_source",
     "load_moment_corpus",
+    "moment_evaluator",
     "moment_results",
     "moment_test_evaluator",
     "moment_training_audio",

@@ -54,7 +54,7 @@ class EvaluationReport:
 
 class ClipEvaluator:
     """An evaluation set whose clips are encoded once per call (module docstring); a subclass sets ``protocol``,
-    with the entries of :meth:`encoding_protocol`, before it encodes.
+    with the entries of :meth:`encoding_protocol`, before it encodes, and names its :attr:`primary_metric`.
 
     Args:
         dataset: shared-schema rows with precomputed audio features (or raw ``audio``).
@@ -72,6 +72,13 @@ class ClipEvaluator:
 
     protocol: dict[str, Any]
     """The JSON-ready record of how the figures are obtained."""
+    name: str
+    """What its metrics are called among several evaluators (:class:`~hf_atr.AtrTrainer` with a list of them
+    reports ``eval_<name>_<metric>``)."""
+    primary_metric: str
+    """The metric a best model is chosen by (``load_best_model_at_end``), one of the keys a call returns."""
+    greater_is_better: bool = True
+    """Whether a higher :attr:`primary_metric` is a better model."""
 
     def __init__(
         self,

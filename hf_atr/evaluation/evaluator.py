@@ -120,6 +120,15 @@ class _EncodedSplit:
     queries: _Queries
 
 
+def retrieval_primary_metric(
+    ks: Sequence[int] = DEFAULT_KS, map_cutoffs: Sequence[int] = DEFAULT_MAP_CUTOFFS
+) -> str:
+    """The metric a retrieval evaluation ranks models by: text-to-audio ``mAP@c`` at the first of ``map_cutoffs``
+    (DCASE's ranking metric, ``t2a_mAP@10`` by default), else ``R@k`` at the first of ``ks``; with several
+    languages, the key of their mean."""
+    return f"t2a_mAP@{map_cutoffs[0]}" if map_cutoffs else f"t2a_R@{ks[0]}"
+
+
 class RetrievalEvaluator(ClipEvaluator):
     """Retrieval metrics of a model on one evaluation set: encode every clip and caption once, then score.
 
@@ -166,6 +175,8 @@ class RetrievalEvaluator(ClipEvaluator):
     (``[{"audio_id", "reason"}]``, left out as undecodable; ``clips`` and ``captions`` then count what was
     evaluated, against ``official_clips``).
     """
+
+    name = "retrieval"
 
     def __init__(
         self,
@@ -224,6 +235,11 @@ class RetrievalEvaluator(ClipEvaluator):
         else:
             self.queries = _judged_queries(self.table, relevance)
         self.protocol = self._protocol(relevance_file, relevance_threshold, judged=relevance is not None)
+
+    @property
+    def primary_metric(self) -> str:
+        """:func:`retrieval_primary_metric` of its cutoffs (``t2a_mAP@10`` by default)."""
+        return retrieval_primary_metric(self.ks, self.map_cutoffs)
 
     def __call__(self, model: Any) -> dict[str, float]:
         return self._ranks(model, self._encode(model)).metrics(self.ks, self.map_cutoffs)

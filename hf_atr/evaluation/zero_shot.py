@@ -181,6 +181,9 @@ class ZeroShotEvaluator(ClipEvaluator):
             `min_clips`.
     """
 
+    name = "zero_shot"
+    primary_metric = "accuracy"
+
     def __init__(
         self,
         dataset: Any,

@@ -105,7 +105,7 @@ def _skipped_line(skipped: list[Mapping[str, Any]], name_key: str, what: str, le
 
 
 def moment_protocol_lines(protocol: Mapping[str, Any]) -> str:
-    """The protocol of a moment evaluation (:class:`~hf_atr.pipelines.moment_evaluation.MomentEvaluator`) as a
+    """The protocol of a moment evaluation (:class:`~hf_atr.evaluation.moment_evaluator.MomentEvaluator`) as a
     Markdown list."""
     proposal = protocol.get("proposal") or {}
     lines = [

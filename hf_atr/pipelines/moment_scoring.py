@@ -7,9 +7,10 @@ Behind :meth:`AudioTextRetrievalPipeline.moments <hf_atr.pipelines.retrieval_pip
   scored frame by frame (:func:`frame_windowing`: one entry per frame, each frame read with a second of context
   on both sides, :func:`hf_atr.frame_encoding.encode_frame_entries`), unless a hop is asked for;
 - one recording, by any other model (or with a hop): scored window by window at a fine hop
-  (:func:`moment_windowing`: the pipeline's window length, every :data:`DEFAULT_MOMENT_HOP_SECONDS` unless asked
-  otherwise), each window embedded as the index embeds its windows (:func:`hf_atr.audio_encoding.encode_audio_windows`)
-  and scored against the query by the model's head;
+  (:func:`~hf_atr.windowing.moment_windowing`: the pipeline's window length, every
+  :data:`~hf_atr.windowing.DEFAULT_MOMENT_HOP_SECONDS` unless asked otherwise), each window embedded as the
+  index embeds its windows (:func:`hf_atr.audio_encoding.encode_audio_windows`) and scored against the query by the
+  model's head;
 - a recording the audio index already holds (a file under its root) in entries of the kind it would be scored
   with (frames, at the index's ``frame_seconds``, or windows) is scored from the stored entries instead, with
   nothing encoded, unless a hop is asked for;
@@ -31,8 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_atr import windowing as windowing_rules
 from hf_atr.audio_encoding import encode_audio_windows
 from hf_atr.data.audio import decode_audio, looks_like_audio_path
+from hf_atr.deprecation import moved_names
 from hf_atr.encoding import encode_text
 from hf_atr.frame_encoding import frame_rate_of
 from hf_atr.moments.curve import SimilarityCurve
@@ -41,37 +44,14 @@ from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.indexing import index_vectors, relative_id
 from hf_atr.windowing import Windowing
 
-DEFAULT_MOMENT_HOP_SECONDS = 1.0
-"""Hop of the windows a recording is scored with for moments (at most the pipeline's own hop): the curve's
-resolution, and so how closely the refined proposer places boundaries."""
 DEFAULT_TOP_K = 10
 """Moments :meth:`~hf_atr.pipelines.retrieval_pipeline.AudioTextRetrievalPipeline.moments` returns by default."""
-
-
-def moment_windowing(
-    windowing: Windowing, feature_extractor: Any, hop_seconds: float | None = None
-) -> Windowing:
-    """The windows a recording is scored with: ``windowing``'s length (default the extractor's window), every
-    ``hop_seconds`` (default :data:`DEFAULT_MOMENT_HOP_SECONDS`, or ``windowing``'s hop when that is finer).
-
-    Raises:
-        ValueError: an extractor without a window and no ``window_seconds`` (each recording would be one window,
-            with no time inside it), or a hop longer than the window.
-    """
-    resolved = windowing.samples(feature_extractor)
-    if resolved is None:
-        raise ValueError(
-            f"{type(feature_extractor).__name__} reads whole clips (it has no window), so a recording would be "
-            "scored as one piece with no time inside it; give the pipeline a window, e.g. "
-            "windowing=Windowing(window_seconds=10.0)."
-        )
-    window, hop = resolved
-    rate = feature_extractor.sampling_rate
-    if hop_seconds is None:
-        hop_seconds = min(DEFAULT_MOMENT_HOP_SECONDS, hop / rate)
-    scored = Windowing(window_seconds=window / rate, hop_seconds=hop_seconds, pooling=windowing.pooling)
-    scored.samples(feature_extractor)  # a hop longer than the window fails here
-    return scored
+MOVED_NAMES = {
+    "DEFAULT_MOMENT_HOP_SECONDS": "hf_atr.windowing",
+    "moment_windowing": "hf_atr.windowing",
+}
+"""Names that moved out of this module -> their home; the old path warns."""
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 
 def frame_windowing(windowing: Windowing, model: Any) -> Windowing:
@@ -194,7 +174,9 @@ def find_moments(
         windowing = (
             frame_windowing(pipe.windowing, pipe.model)
             if frames
-            else moment_windowing(pipe.windowing, pipe.processor.feature_extractor, hop_seconds)
+            else windowing_rules.moment_windowing(
+                pipe.windowing, pipe.processor.feature_extractor, hop_seconds
+            )
         )
         curve = recording_curve(
             pipe.model,
@@ -261,12 +243,10 @@ def _index_moments(
 
 
 __all__ = [
-    "DEFAULT_MOMENT_HOP_SECONDS",
     "DEFAULT_TOP_K",
     "entry_scores",
     "find_moments",
     "file_curves",
     "frame_windowing",
-    "moment_windowing",
     "recording_curve",
 ]

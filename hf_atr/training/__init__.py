@@ -5,6 +5,7 @@ from .callbacks import KnowledgeBaseRefreshCallback
 from .collator import AtrDataCollator, CaptionPairDataset
 from .device_features import featurize_waveforms
 from .multilingual import MultilingualCollator, RandomLanguageDataset
+from .non_finite import NonFiniteLossError
 from .objective_setup import (
     ObjectiveTrainingSetup,
     TrainingViewInputs,
@@ -13,7 +14,7 @@ from .objective_setup import (
     training_views,
 )
 from .streaming import StreamingPairs
-from .trainer import AtrTrainer, NonFiniteLossError
+from .trainer import AtrTrainer
 from .waveform_collator import WaveformCollator
 
 __all__ = [

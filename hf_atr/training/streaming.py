@@ -221,3 +221,43 @@ def stream_data_loader(
         collate_fn=collate_fn,
         **loader_options,
     )
+
+
+def trainer_stream_loader(
+    stream: StreamingPairs, args: Any, batch_size: int, collate_fn: Any
+) -> torch.utils.data.DataLoader:
+    """The training loader of :class:`~hf_atr.AtrTrainer` for a stream: this process's shards
+    (:meth:`StreamingPairs.for_process`) read here and collated in the workers (:func:`stream_data_loader`), with
+    the DataLoader options of ``args`` (``TrainingArguments``).
+
+    Streams bypass ``accelerate.prepare``: for an ``IterableDataset`` accelerate would either read every batch on
+    rank 0 and dispatch it (``dispatch_batches``, its default for iterable datasets) or wrap the stream in an
+    ``IterableDatasetShard`` that makes every rank read every item and keep its share; each rank reads its own
+    shards instead, and the Trainer moves each batch to the device.
+
+    Args:
+        stream: this process's stream.
+
+    Raises:
+        ValueError: ``accelerator_config.dispatch_batches=True``.
+    """
+    if args.accelerator_config.dispatch_batches:
+        raise ValueError(
+            "accelerator_config.dispatch_batches=True is not used with streamed training: each process reads "
+            "its own shards. Leave it unset."
+        )
+    workers = args.dataloader_num_workers
+    return stream_data_loader(
+        stream,
+        batch_size,
+        collate_fn,
+        num_workers=workers,
+        pin_memory=args.dataloader_pin_memory,
+        persistent_workers=args.dataloader_persistent_workers and workers > 0,
+        prefetch_factor=args.dataloader_prefetch_factor if workers > 0 else None,
+        multiprocessing_context=args.dataloader_multiprocessing_context if workers > 0 else None,
+        in_order=args.dataloader_in_order,
+        # Its own generator: creating the iterator then draws the workers' base seed from it, not from torch's
+        # global generator, whose state a resumed run restores from the checkpoint.
+        generator=torch.Generator().manual_seed(args.seed),
+    )

@@ -654,12 +654,12 @@ def test_training_at_scale_flags_reach_the_trainer(in_tmp, towers, monkeypatch, 
 def test_bf16_training_featurises_on_the_device_outside_the_forward_s_autocast(in_tmp, towers, monkeypatch):
     """hf-atr train --bf16 --audio_features device (--use_cpu here): the forward runs under accelerate's bfloat16
     autocast, the waveforms are featurised before it, with autocast off, into float32 features, and the run trains."""
-    from hf_atr.training import trainer as trainer_module
+    from hf_atr.training import device_inputs as device_inputs_module
 
     audio_tower, text_tower = towers
     _saved_corpus_with_shards(in_tmp)
     featurised, forwards = [], []
-    featurize_waveforms = trainer_module.featurize_waveforms
+    featurize_waveforms = device_inputs_module.featurize_waveforms
 
     def recording_featurize(batch, features, **kwargs):
         inputs = featurize_waveforms(batch, features, **kwargs)
@@ -667,7 +667,7 @@ def test_bf16_training_featurises_on_the_device_outside_the_forward_s_autocast(i
         featurised.append((torch.is_autocast_enabled("cpu"), [value.dtype for value in audio]))
         return inputs
 
-    monkeypatch.setattr(trainer_module, "featurize_waveforms", recording_featurize)
+    monkeypatch.setattr(device_inputs_module, "featurize_waveforms", recording_featurize)
     forward = AtrTrainer.compute_loss
 
     def recording_compute_loss(self, model, inputs, *args, **kwargs):

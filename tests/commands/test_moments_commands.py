@@ -4,24 +4,16 @@ synthetic moment set (tone events in noise)."""
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import datasets
-import numpy as np
 import pytest
 from tiny_models import make_model, make_processor
 
 from hf_atr.cli import main
 from hf_atr.data.moments import load_moment_splits, load_moments
 from hf_atr.data.overlap import remove_overlap
-from hf_atr.metrics.moments import MOMENT_METRIC_NAMES, moment_retrieval_metrics
-from hf_atr.moments.curve import SimilarityCurve
-from hf_atr.moments.proposal import MomentProposalConfig, propose_moments
-from hf_atr.pipelines.moment_evaluation import MomentEvaluator
-from hf_atr.pipelines.moment_scoring import recording_curve
-from hf_atr.windowing import Windowing
-from tests.moment_fixtures import with_release_patterns, write_moment_set
+from tests.moment_fixtures import write_moment_set
 
 METRICS = ["R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP"]
 QUICK = [
@@ -49,112 +41,6 @@ def moment_folder(tmp_path_factory) -> Path:
 def tiny_model():
     processor = make_processor()
     return make_model(processor=processor), processor
-
-
-def test_the_evaluator_encodes_each_recording_once_and_scores_every_query_as_pipe_moments_would(
-    moment_folder, tiny_model, monkeypatch
-):
-    model, processor = tiny_model
-    moments = load_moments(moment_folder / "moments_test_release.jsonl")
-    import hf_atr.pipelines.moment_evaluation as evaluation_module
-
-    calls = []
-    original = evaluation_module.encode_audio_windows
-
-    def counting(model, processor, recordings, **kwargs):
-        calls.append(list(recordings["audio_id"]))
-        return original(model, processor, recordings, **kwargs)
-
-    monkeypatch.setattr(evaluation_module, "encode_audio_windows", counting)
-    evaluator = MomentEvaluator(moments, processor, hop_seconds=0.5)
-    evaluation = evaluator.evaluate(model)
-    assert calls == [["test_000", "test_001"]]  # one call, each recording once, for its two queries
-    assert [record["qid"] for record in evaluation.predictions] == moments["qid"]
-    # Each query's curve and moments are those of the recording scored alone for that query.
-    from hf_atr.encoding import encode_text
-    from hf_atr.pipelines.moment_scoring import moment_windowing
-
-    windowing = moment_windowing(Windowing(), processor.feature_extractor, 0.5)
-    for row in range(len(moments)):
-        alone = recording_curve(
-            model,
-            processor,
-            moments[row]["audio"],
-            encode_text(model, processor, [moments[row]["query"]]),
-            windowing,
-        )
-        curve = evaluation.curves[moments[row]["qid"]]
-        np.testing.assert_array_equal(curve.starts, alone.starts)
-        np.testing.assert_allclose(curve.scores, alone.scores, rtol=1e-5, atol=1e-6)
-        expected = [
-            moment.as_window()
-            for moment in propose_moments(SimilarityCurve(curve.starts, curve.ends, curve.scores))
-        ]
-        assert evaluation.predictions[row]["pred_relevant_windows"] == expected
-    references = [{"qid": q, "relevant_windows": w} for q, w in zip(moments["qid"], moments["windows"])]
-    assert evaluation.metrics == moment_retrieval_metrics(evaluation.predictions, references)
-    assert tuple(evaluation.metrics) == MOMENT_METRIC_NAMES == tuple(METRICS)
-    protocol = evaluation.protocol
-    assert (protocol["queries"], protocol["recordings"], protocol["hop_seconds"]) == (4, 2, 0.5)
-    assert protocol["window_seconds"] == pytest.approx(1.015) and protocol["audio_seconds"] == 16.0
-    assert protocol["proposal"]["proposer"] == "refined" and evaluator.protocol == protocol
-    baseline = MomentEvaluator(moments, processor, proposal=MomentProposalConfig(proposer="sliding_window"))
-    assert baseline(model).keys() == set(METRICS)
-    assert baseline.protocol["proposal"]["proposer"] == "sliding_window"
-
-
-def test_the_evaluator_leaves_out_undecodable_recordings_and_refuses_other_data(
-    moment_folder, tiny_model, tmp_path
-):
-    model, processor = tiny_model
-    folder = tmp_path / "broken"
-    write_moment_set(folder, recordings=2, split="test", seed=2)
-    moments = load_moments(folder / "moments_test_release.jsonl")
-    (folder / "audio" / "test_001.wav").write_bytes(b"not audio")
-    evaluation = MomentEvaluator(moments, processor).evaluate(model)
-    assert [record["qid"] for record in evaluation.predictions] == ["test_000_1", "test_000_2"]
-    assert evaluation.protocol["skipped_queries"] == 2
-    assert evaluation.protocol["skipped_recordings"][0]["recording"] == "test_001"
-    with pytest.raises(
-        ValueError, match=r"A moment evaluation needs a moment dataset .* got the columns \['qid'"
-    ):
-        MomentEvaluator(moments.select_columns(["qid", "query"]), processor)
-
-
-def test_predictions_from_a_released_file_carry_its_queries_and_score_against_its_windows(
-    tiny_model, tmp_path, monkeypatch, caplog
-):
-    """Queries with white space around them and windows past the recording's end, as released files have them: the
-    predictions carry each query as the file gives it, the metrics read the windows as released, the model reads
-    the queries stripped, and the timeline figure draws the windows inside the recording."""
-    model, processor = tiny_model
-    path = with_release_patterns(write_moment_set(tmp_path, recordings=2, split="test", seed=3))
-    released = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    import hf_atr.pipelines.moment_evaluation as evaluation_module
-
-    encoded = []
-    original = evaluation_module.encode_text
-
-    def recording_texts(model, processor, texts, **kwargs):
-        encoded.extend(texts)
-        return original(model, processor, texts, **kwargs)
-
-    monkeypatch.setattr(evaluation_module, "encode_text", recording_texts)
-    evaluator = MomentEvaluator(load_moments(path), processor)
-    evaluation = evaluator.evaluate(model)
-    assert encoded == [line["query"].strip() for line in released]
-    written = evaluation.write_predictions(tmp_path / "predictions.jsonl")
-    predictions = [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
-    assert [(p["qid"], p["query"], p["vid"]) for p in predictions] == [
-        (line["qid"], line["query"], line["vid"]) for line in released
-    ]
-    assert released[0]["query"].startswith(" ") and released[3]["query"].endswith(" ")
-    assert evaluation.metrics == moment_retrieval_metrics(predictions, released)
-    pytest.importorskip("matplotlib")
-    with caplog.at_level(logging.WARNING):
-        page = evaluator.write_report(evaluation, tmp_path / "report", timelines=4)
-    assert "2 annotated window(s) lying wholly outside their recording are not drawn" in page.read_text()
-    assert "Moment timelines: 2 annotated window(s) of the queries drawn lie wholly outside" in caplog.text
 
 
 def _saved_model(directory: Path, tiny_model) -> Path:
@@ -289,7 +175,6 @@ def test_hf_atr_train_on_a_moment_folder_trains_on_crops_and_tests_with_the_mome
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--eval_strategy", "steps", "--eval_steps", "1"], "which moment training does not do"),
         (
             ["--eval_window_pooling", "mean"],
             "--eval_window_pooling applies to clip retrieval; the test split is moment",
@@ -306,3 +191,19 @@ def test_hf_atr_train_on_moments_refuses_what_does_not_fit(
     with pytest.raises(SystemExit) as raised:
         main(argv)
     assert message in str(raised.value) + capsys.readouterr().err
+
+
+def test_hf_atr_train_on_moments_evaluates_the_validation_split_during_training_and_keeps_the_best_model(
+    in_tmp, towers, moment_folder
+):
+    audio_tower, text_tower = towers
+    argv = ["train", "--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "moments",
+            "--data_dir", str(moment_folder), "--output_dir", "run", *QUICK, "--eval_strategy", "steps",
+            "--eval_steps", "1", "--save_steps", "1", "--load_best_model_at_end"]  # fmt: skip
+    assert main(argv) == 0
+    state = json.loads((in_tmp / "run" / "checkpoint-2" / "trainer_state.json").read_text())
+    evaluations = [entry for entry in state["log_history"] if "eval_mAP" in entry]
+    assert [entry["step"] for entry in evaluations] == [1, 2]
+    assert state["best_metric"] == max(entry["eval_mAP"] for entry in evaluations)
+    written = json.loads((in_tmp / "run" / "metrics.json").read_text())
+    assert written["protocol"]["split"] == "test" and sorted(written["metrics"]) == sorted(METRICS)

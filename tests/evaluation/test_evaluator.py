@@ -44,7 +44,15 @@ def test_evaluator_equals_metrics_on_directly_encoded_embeddings(scoring):
     processor = make_processor()
     model = make_model(processor=processor, scoring=scoring)
     clips = _clips()
-    metrics = RetrievalEvaluator(clips, processor, languages=["eng", "fra"], batch_size=4)(model)
+    evaluator = RetrievalEvaluator(clips, processor, languages=["eng", "fra"], batch_size=4)
+    metrics = evaluator(model)
+    assert (evaluator.name, evaluator.primary_metric, evaluator.greater_is_better) == (
+        "retrieval",
+        "t2a_mAP@10",
+        True,
+    )
+    assert evaluator.primary_metric in metrics
+    assert RetrievalEvaluator(clips, processor, map_cutoffs=(), ks=(5,)).primary_metric == "t2a_R@5"
     table = caption_table(clips, ["eng", "fra"])
     audio = encode_audio(model, processor, clips)
     text = encode_text(model, processor, table.captions)

@@ -13,7 +13,7 @@ from pipeline_setups import save_model
 from ranking_margin import clear_best_among
 from synthetic_audio import recording_with_event
 from tiny_models import PE_AUDIO_SAMPLING_RATE, SAMPLING_RATE, save_converted_pe_audio
-from transformers import Wav2Vec2FeatureExtractor, WhisperFeatureExtractor, pipeline
+from transformers import pipeline
 
 from hf_atr.audio_encoding import encode_audio
 from hf_atr.data.audio import encode_wav
@@ -26,11 +26,10 @@ from hf_atr.pipelines.moment_scoring import (
     entry_scores,
     file_curves,
     frame_windowing,
-    moment_windowing,
     recording_curve,
 )
 from hf_atr.pipelines.retrieval_pipeline import AudioTextRetrievalPipeline, register_pipeline
-from hf_atr.windowing import Windowing, window_bounds
+from hf_atr.windowing import Windowing, moment_windowing, window_bounds
 
 EVENT = (40.2, 40.7)
 """The tone of the pipelines' field recording (conftest ``recordings``)."""
@@ -149,21 +148,13 @@ def test_entry_scores_are_the_negative_distance_of_a_distance_head():
     np.testing.assert_allclose(entry_scores(vectors, "inner_product", query), vectors @ query.numpy()[0])
 
 
-def test_moment_windowing_keeps_the_window_and_takes_a_fine_hop():
-    extractor = WhisperFeatureExtractor(feature_size=32, sampling_rate=SAMPLING_RATE, chunk_length=10)
-    assert moment_windowing(Windowing(), extractor) == Windowing(window_seconds=10.0, hop_seconds=1.0)
-    coarse_window = Windowing(window_seconds=1.0)  # its own hop, 0.5 s, is finer than the default
-    assert moment_windowing(coarse_window, extractor).hop_seconds == 0.5
-    with pytest.raises(
-        ValueError, match=r"hop_seconds=12.0 must be positive and at most the window \(10.000 s\)"
-    ):
-        moment_windowing(Windowing(), extractor, 12.0)
-    with pytest.raises(ValueError) as error:
-        moment_windowing(Windowing(), Wav2Vec2FeatureExtractor())
-    assert str(error.value) == (
-        "Wav2Vec2FeatureExtractor reads whole clips (it has no window), so a recording would be scored as one piece "
-        "with no time inside it; give the pipeline a window, e.g. windowing=Windowing(window_seconds=10.0)."
-    )
+def test_the_old_paths_of_moment_windowing_warn_and_give_the_windowing_module_s_names():
+    with pytest.deprecated_call(match="moved to `hf_atr.windowing.moment_windowing`"):
+        assert moment_scoring.moment_windowing is moment_windowing
+    with pytest.deprecated_call(match="DEFAULT_MOMENT_HOP_SECONDS"):
+        assert moment_scoring.DEFAULT_MOMENT_HOP_SECONDS == 1.0
+    with pytest.raises(AttributeError):
+        moment_scoring.nothing_here  # noqa: B018
 
 
 def test_a_frame_level_source_feeds_the_same_proposers():

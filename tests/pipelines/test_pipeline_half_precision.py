@@ -17,6 +17,7 @@ from tiny_models import make_model, make_processor
 from transformers import pipeline
 
 from hf_atr.data.moments import load_moments
+from hf_atr.evaluation.moment_evaluator import MomentEvaluator
 from hf_atr.pipelines.index import EmbeddingIndex
 from hf_atr.pipelines.index_storage import (
     IndexFormatError,
@@ -25,7 +26,6 @@ from hf_atr.pipelines.index_storage import (
     model_fingerprint,
     model_fingerprints,
 )
-from hf_atr.pipelines.moment_evaluation import MomentEvaluator
 from hf_atr.pipelines.retrieval_pipeline import register_pipeline
 
 HALF_DTYPES = [torch.bfloat16, torch.float16]

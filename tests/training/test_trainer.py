@@ -14,7 +14,9 @@ from hf_atr import AtrTrainer
 from hf_atr.objectives.contrastive import ContrastiveObjective
 from hf_atr.objectives.registry import Objective, ObjectiveOutput
 from hf_atr.training.collator import AtrDataCollator
-from hf_atr.training.trainer import OBJECTIVE_STATE_NAME, NonFiniteLossError, _pins_memory, finite_or_zero
+from hf_atr.training.non_finite import NonFiniteLossError, finite_or_zero
+from hf_atr.training.objective_checkpoints import OBJECTIVE_STATE_NAME
+from hf_atr.training.trainer_setup import pins_memory
 from hf_atr.training.waveform_collator import WaveformCollator
 
 
@@ -127,9 +129,9 @@ def test_memory_is_pinned_for_an_accelerator_only(tmp_path, recwarn):
     assert not [warning for warning in recwarn if "pin_memory" in str(warning.message)]
     assert trainer.args.dataloader_pin_memory is (trainer.args.device.type != "cpu")
     cuda = torch.device("cuda", 0)
-    assert _pins_memory(SimpleNamespace(dataloader_pin_memory=True, device=cuda))
-    assert not _pins_memory(SimpleNamespace(dataloader_pin_memory=False, device=cuda))
-    assert not _pins_memory(SimpleNamespace(dataloader_pin_memory=True, device=torch.device("cpu")))
+    assert pins_memory(SimpleNamespace(dataloader_pin_memory=True, device=cuda))
+    assert not pins_memory(SimpleNamespace(dataloader_pin_memory=False, device=cuda))
+    assert not pins_memory(SimpleNamespace(dataloader_pin_memory=True, device=torch.device("cpu")))
 
 
 def test_checkpoint_files_get_the_permissions_the_umask_allows(tmp_path):
@@ -323,7 +325,7 @@ def test_finite_or_zero_passes_finite_tensors_through_and_zeroes_the_rest():
 
 def test_unchecked_steps_are_read_once_their_limit_is_reached(tmp_path, monkeypatch):
     """A run that never logs (or saves) still raises, after ``UNCHECKED_STEPS_LIMIT`` steps at the latest."""
-    monkeypatch.setattr("hf_atr.training.trainer.UNCHECKED_STEPS_LIMIT", 2)
+    monkeypatch.setattr("hf_atr.training.non_finite.UNCHECKED_STEPS_LIMIT", 2)
     processor = make_processor()
     objective = ExplodingObjective()
     objective.name = "exploding"
@@ -505,3 +507,17 @@ def test_a_dataset_saved_with_nested_list_features_trains_as_one_stored_as_array
             assert value == batches["arrays"][name], name
     assert len(losses["nested"]) == 4
     torch.testing.assert_close(losses["arrays"], losses["nested"])
+
+
+def test_the_names_that_left_the_trainer_module_warn_at_their_old_path():
+    import hf_atr.training.trainer as trainer_module
+    from hf_atr.training.device_inputs import AUDIO_FEATURE_SOURCES
+
+    with pytest.deprecated_call(match="moved to `hf_atr.training.non_finite.NonFiniteLossError`"):
+        assert trainer_module.NonFiniteLossError is NonFiniteLossError
+    with pytest.deprecated_call(match="hf_atr.training.objective_checkpoints.OBJECTIVE_STATE_NAME"):
+        assert trainer_module.OBJECTIVE_STATE_NAME == OBJECTIVE_STATE_NAME
+    with pytest.deprecated_call(match="hf_atr.training.device_inputs.AUDIO_FEATURE_SOURCES"):
+        assert trainer_module.AUDIO_FEATURE_SOURCES is AUDIO_FEATURE_SOURCES
+    with pytest.raises(AttributeError):
+        trainer_module.nothing_here  # noqa: B018

@@ -22,7 +22,8 @@ Every process runs the same steps (``torchrun`` / ``accelerate launch -m hf_atr.
    Streamed training clips, and with ``--audio_features device`` all training clips, keep their raw audio:
    the DataLoader workers decode it, and the features of each batch are computed on the training device;
 4. :class:`~hf_atr.AtrTrainer` trains (checkpoints in ``--output_dir``; gradient-cached with
-   ``--embedding_chunk_size``);
+   ``--embedding_chunk_size``), evaluating the validation split with ``--eval_strategy``: retrieval on clips, the
+   moment metrics on a moment dataset (its recordings decoded once for the whole run);
 5. the main process evaluates the test split and writes ``OUTPUT_DIR/model`` (weights, processor, card with
    the results table and its protocol) and ``OUTPUT_DIR/metrics.json``
    (:func:`~hf_atr.training.final_model.evaluate_and_save`), and uploads the model with ``--push_to_hub``.
@@ -54,7 +55,7 @@ from ...training.streaming import StreamingPairs
 from ...training.trainer import AtrTrainer
 from ...training.waveform_collator import WaveformCollator
 from ..common import quiet_datasets_progress_bars
-from ..moment_data import moment_test_evaluator, moment_training_audio
+from ..moment_data import moment_evaluator, moment_test_evaluator, moment_training_audio
 from .feature_cache import extract_features
 from .model_arguments import ObjectiveArguments, StartingPointArguments
 from .train_arguments import TrainArguments
@@ -224,11 +225,6 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             f"--eval_window_pooling needs the test clips' audio; the test split has only the columns "
             f"{test_clips.column_names}."
         )
-    if is_moment_dataset(corpus.train) and with_validation:
-        raise ValueError(
-            "--eval_strategy evaluates a validation split during training, which moment training does not do (its "
-            "test split is evaluated at the end); pass --eval_strategy no."
-        )
     if is_moment_dataset(test_clips):  # moment annotations: the moment metrics
         evaluator = moment_test_evaluator(
             test_clips,
@@ -280,11 +276,19 @@ def run_training(arguments: TrainArguments) -> TrainResult:
             waveforms=waveforms,
             view=MOMENTS_VIEW if is_moment_dataset(train_clips) else None,
         )
-    validation_features = (
-        extract_features(processor, corpus.validation, "validation", data, training).features
-        if with_validation
-        else None
-    )
+    validation_features, validation_evaluator = None, None
+    # A moment validation split's recordings are decoded once for the whole run, and encoded at each evaluation.
+    if with_validation and is_moment_dataset(corpus.validation):
+        validation_evaluator = moment_evaluator(
+            corpus.validation,
+            processor,
+            batch_size=training.per_device_eval_batch_size,
+            split=data.validation_split,
+        )
+    elif with_validation:
+        validation_features = extract_features(
+            processor, corpus.validation, "validation", data, training
+        ).features
     push = training.push_to_hub
     training.push_to_hub = False  # the final model (not the checkpoints) is uploaded below, with its card
     trainer = AtrTrainer(
@@ -292,6 +296,7 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         args=training,
         train_dataset=setup.train_dataset,
         eval_dataset=validation_features,
+        evaluator=validation_evaluator,
         data_collator=setup.data_collator,
         processing_class=processor,
         objective=objective,
@@ -299,7 +304,6 @@ def run_training(arguments: TrainArguments) -> TrainResult:
         eval_languages=data.languages,
         eval_scoring=evaluation.eval_scoring,
         callbacks=[ModelCardCallback(training_data=corpus.train_name), *setup.callbacks],
-        audio_features=scale.audio_features,
         embedding_chunk_size=scale.embedding_chunk_size,
     )
     train_output = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)

@@ -79,9 +79,9 @@ class ScaleArguments:
         if isinstance(self.train_shards, str):  # a YAML scalar for a list
             self.train_shards = [self.train_shards]
         # The training modules' own checks, imported once the flags parse.
+        from ...training.device_inputs import AUDIO_FEATURE_SOURCES
         from ...training.grad_cache import check_chunk_size
         from ...training.streaming import CAPTION_MODES, DEFAULT_SHUFFLE_BUFFER
-        from ...training.trainer import AUDIO_FEATURE_SOURCES
 
         if self.stream_captions not in CAPTION_MODES:
             raise ValueError(
