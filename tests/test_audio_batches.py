@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from hf_atr import audio_batches, processing_atr
 from hf_atr.audio_batches import model_audio_inputs, model_tensor, stack_feature
 
 
@@ -30,9 +29,3 @@ def test_the_extractor_mask_is_renamed_and_frames_that_vary_are_padded():
         stack_feature(
             [[[1.0, 0.0]], [[2.0], [3.0]]], "input_features", ["a.wav", "b.wav"], padding_value=-1.0
         )
-
-
-def test_the_processor_module_keeps_the_import_paths():
-    """The batch assembly lives in audio_batches; its names stay importable from processing_atr."""
-    for name in ("audio_batch", "model_audio_inputs", "model_tensor", "stack_feature", "AUDIO_INPUT_NAMES"):
-        assert getattr(processing_atr, name) is getattr(audio_batches, name)

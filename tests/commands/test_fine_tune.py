@@ -715,7 +715,8 @@ def test_streaming_errors_stop_the_run_before_features_are_extracted(
     audio_tower, text_tower = towers
     _saved_corpus_with_shards(in_tmp)
     monkeypatch.setattr(
-        "hf_atr.commands.train.fine_tune.extract_features", lambda *args: pytest.fail("features were extracted")
+        "hf_atr.commands.train.fine_tune.extract_features",
+        lambda *args: pytest.fail("features were extracted"),
     )
     arguments = parse_train_arguments(
         ["--audio_model", str(audio_tower), "--text_model", str(text_tower), "--dataset", "saved",

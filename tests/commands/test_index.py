@@ -42,7 +42,11 @@ def test_index_then_search(model_dir, audio_dir, tmp_path, capsys):
 
     assert run_cli(["search", "--model", str(model_dir), "--index", str(index_dir), "a siren wails"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Query: 'a siren wails'  (index embeddings computed in float32)" and len(lines) == 4 and lines[1].startswith("  1. ")
+    assert (
+        lines[0] == "Query: 'a siren wails'  (index embeddings computed in float32)"
+        and len(lines) == 4
+        and lines[1].startswith("  1. ")
+    )
 
 
 def test_index_of_a_folder_without_audio_fails_clearly(model_dir, tmp_path):

@@ -98,4 +98,7 @@ def test_help_lists_the_moment_options(capsys):
     with pytest.raises(SystemExit):
         run_cli(["search", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "--moments find when the described sound happens" in shown and "sliding_window, also named baseline (the AMR" in shown
+    assert (
+        "--moments find when the described sound happens" in shown
+        and "sliding_window, also named baseline (the AMR" in shown
+    )

@@ -40,7 +40,11 @@ def test_metrics_against_a_brute_force_reference():
     templates = ["a {} sound", "the {class}"]
     evaluator = ZeroShotEvaluator(clips, processor, templates=templates, split="test")
     predictions = evaluator.predict(model)
-    assert (evaluator.name, evaluator.primary_metric, evaluator.greater_is_better) == ("zero_shot", "accuracy", True)
+    assert (evaluator.name, evaluator.primary_metric, evaluator.greater_is_better) == (
+        "zero_shot",
+        "accuracy",
+        True,
+    )
     assert evaluator.primary_metric in predictions.metrics()
     classes = sorted(WORD_CLASSES)
     assert predictions.class_names == classes

@@ -113,18 +113,3 @@ def test_spans_and_root_round_trip_and_resolve_paths(tmp_path):
     assert EmbeddingIndex(16).path_of("x.wav") is None
     with pytest.raises(ValueError, match="This index holds spans; pass `spans` with every addition"):
         loaded.add(unit_vectors(1), ["new.wav"])
-
-
-def test_storage_names_stay_importable_from_the_index_module():
-    """The index's storage moved to ``index_storage``; users import its names from ``index``."""
-    from hf_atr.pipelines import index, index_storage
-
-    for name in (
-        "FORMAT_VERSION",
-        "MIGRATIONS",
-        "IndexFormatError",
-        "IndexMismatchError",
-        "model_fingerprint",
-    ):
-        assert getattr(index, name) is getattr(index_storage, name)
-    assert index.replaced_atomically is index_storage.replaced_atomically
