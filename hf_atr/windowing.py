@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +33,7 @@ import numpy as np
 import torch
 from transformers.utils import logging
 
-from .deprecation import HfAtrDeprecationWarning
-from .features import pe_audio_waveform
+from .deprecation import moved_names
 from .features.registry import batched_features_class
 
 logger = logging.get_logger(__name__)
@@ -335,18 +333,10 @@ def _cut_message(names: Sequence[str], seconds: Sequence[float], window: Extract
     )
 
 
-def __getattr__(name: str) -> Any:
-    """``RAW_WAVEFORM_WINDOW_SECONDS``, which moved to :mod:`hf_atr.features.pe_audio_waveform` (the class that
-    declares PE-Audio's window), still read from here with an :class:`~hf_atr.deprecation.HfAtrDeprecationWarning`."""
-    if name != "RAW_WAVEFORM_WINDOW_SECONDS":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "hf_atr.windowing.RAW_WAVEFORM_WINDOW_SECONDS is deprecated and will be removed in a future version; import "
-        "it from hf_atr.features.pe_audio_waveform.",
-        HfAtrDeprecationWarning,
-        stacklevel=2,
-    )
-    return pe_audio_waveform.RAW_WAVEFORM_WINDOW_SECONDS
+MOVED_NAMES = {"RAW_WAVEFORM_WINDOW_SECONDS": "hf_atr.features.pe_audio_waveform"}
+"""Names that moved out of this module -> their home (the class that declares PE-Audio's window); the old path
+warns."""
+__getattr__ = moved_names(__name__, MOVED_NAMES)
 
 
 __all__ = [
