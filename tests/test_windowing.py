@@ -70,7 +70,9 @@ def test_pe_audio_s_window_is_its_hop_aligned_search_window_and_its_old_home_war
     extractor = PeAudioFeatureExtractor(sampling_rate=48000, hop_length=1920)
     window = extractor_window(extractor)
     assert window == ExtractorWindow(480000, False, 48000)  # 10 s, a multiple of the hop
-    with pytest.deprecated_call(match="moved to `hf_atr.features.pe_audio_waveform.RAW_WAVEFORM_WINDOW_SECONDS`"):
+    with pytest.deprecated_call(
+        match="moved to `hf_atr.features.pe_audio_waveform.RAW_WAVEFORM_WINDOW_SECONDS`"
+    ):
         assert windowing.RAW_WAVEFORM_WINDOW_SECONDS == RAW_WAVEFORM_WINDOW_SECONDS == 10.0
     with pytest.raises(AttributeError, match="has no attribute 'WINDOW'"):
         getattr(windowing, "WINDOW")  # noqa: B009
