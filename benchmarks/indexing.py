@@ -29,6 +29,7 @@ from pathlib import Path
 
 import soundfile
 import torch
+from real_audio import add_real_audio_argument
 from transformers.utils import logging
 
 from hf_atr import AtrDualEncoderModel, AtrProcessor
@@ -37,7 +38,6 @@ from hf_atr.data.audio import AUDIO_EXTENSIONS
 from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.tokenization import train_caption_tokenizer
 
-REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
 REAL_AUDIO_HELP = (
     "folder of real recordings, every audio file under it indexed: samples of AudioCaps and Clotho (validation) in "
     "their official layouts and labelled Freesound clips (default: the samples kept beside the checkout, if any)"
@@ -63,7 +63,7 @@ def write_bad_file(kind: int, directory: Path, number: int, source: Path, wav: P
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP)
+    add_real_audio_argument(parser, "--real-audio", help=REAL_AUDIO_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
     sources = recordings(args.real_audio)

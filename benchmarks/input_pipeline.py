@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 import torch
+from real_audio import add_real_audio_argument
 from transformers import ASTFeatureExtractor, ClapFeatureExtractor, WhisperFeatureExtractor
 
 from hf_atr.data.audio import decode_audio, encode_wav, resample
@@ -62,7 +63,6 @@ from hf_atr.training.device_features import waveforms_as_float
 FILE_RATE = 44100
 FROM_ARRAYS = "batched, from arrays"
 FROM_PADDED = "batched, padded batch"
-REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
 REAL_AUDIO_HELP = (
     "folder of real recordings whose 44.1-kHz WAV/FLAC files the clips are cut from: samples of AudioCaps and "
     "Clotho (validation) in their official layouts and labelled Freesound clips (default: the samples kept beside "
@@ -242,9 +242,7 @@ def main() -> None:
         default="AST,Whisper,CLAP,PANNs",
         help="comma-separated subset of AST,Whisper,CLAP,PANNs",
     )
-    parser.add_argument(
-        "--real-audio", "--realaudio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP
-    )
+    add_real_audio_argument(parser, "--real-audio", "--realaudio", help=REAL_AUDIO_HELP)
     parser.add_argument("--transfer-clips", type=int, default=256, help="clips per raw-audio batch (part 3)")
     parser.add_argument("--transfer-seconds", type=float, default=10.0, help="their duration")
     parser.add_argument("--transfer-rounds", type=int, default=5, help="batches received per dtype")

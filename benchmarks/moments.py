@@ -43,6 +43,7 @@ import numpy as np
 import soundfile
 import torch
 from datasets import Dataset
+from real_audio import add_real_audio_argument
 from transformers import TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
@@ -63,7 +64,6 @@ from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.training import AtrTrainer, WaveformCollator, objective_training_setup
 from hf_atr.training.moment_crops import MOMENTS_VIEW
 
-REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
 REAL_AUDIO_HELP = (
     "folder of real clips to join into backgrounds, every WAV/FLAC under it: samples of AudioCaps and Clotho "
     "(validation) in their official layouts and labelled Freesound clips (default: the samples kept beside the "
@@ -105,9 +105,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--backgrounds", "--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP
-    )
+    add_real_audio_argument(parser, "--backgrounds", "--real-audio", help=REAL_AUDIO_HELP)
     return parser.parse_args()
 
 

@@ -43,13 +43,13 @@ from pathlib import Path
 import numpy as np
 import soundfile
 from datasets import Dataset
+from real_audio import add_real_audio_argument
 
 from hf_atr.data.audio import resample
 from hf_atr.data.corpus_utils import audio_value, build_split
 from hf_atr.data.overlap import audio_content_hash, remove_overlap
 from hf_atr.data.schema import atr_features
 
-REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
 CLOTHO_SAMPLE = Path("clotho-validation-sample") / "validation"
 """Where, under ``--real-audio``, the Clotho validation sample's WAV files are (Clotho's official layout)."""
 REAL_AUDIO_HELP = (
@@ -118,7 +118,7 @@ def main() -> None:
         "--train", type=int, default=400, help="Synthetic training clips besides the planted copies."
     )
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP)
+    add_real_audio_argument(parser, "--real-audio", help=REAL_AUDIO_HELP)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temporary:
         directory = Path(temporary)

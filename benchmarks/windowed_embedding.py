@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from real_audio import add_real_audio_argument
 from transformers import ASTConfig, ASTFeatureExtractor, BertConfig
 from transformers.utils import logging
 
@@ -42,7 +43,6 @@ from hf_atr.demo import tiny_feature_extractor, tiny_model_config
 from hf_atr.tokenization import train_caption_tokenizer
 from hf_atr.windowing import Windowing, extractor_window
 
-REAL_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "realaudio"
 CLOTHO_SAMPLE = Path("clotho-validation-sample") / "validation"
 """Where, under ``--real-audio``, the Clotho validation sample's WAV files are (Clotho's official layout)."""
 REAL_AUDIO_HELP = (
@@ -87,7 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--real-audio", type=Path, default=REAL_AUDIO, metavar="DIR", help=REAL_AUDIO_HELP)
+    add_real_audio_argument(parser, "--real-audio", help=REAL_AUDIO_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
     logging.set_verbosity_error()  # the truncated path names its cut clips on every round
