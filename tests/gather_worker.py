@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 
 from hf_atr.distributed import gather_batch_metadata, gather_rows, is_distributed
 
 
-def gather_worker(rank: int, world_size: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+def gather_worker(rank: int, world_size: int, init_method: str, results) -> None:
+    """``init_method``: a ``file://`` rendezvous (no port to pick, so parallel test workers cannot race for one)."""
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
     try:
         rows = 3 if rank == 0 else 2  # unequal, like the last batch of an epoch
         local = torch.full((rows, 2), float(rank + 1), requires_grad=True)

@@ -4,7 +4,6 @@ spawn needs)."""
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import torch.distributed as dist
@@ -39,9 +38,9 @@ def rank_rows(rank: int) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     return audio, text, audio_ids
 
 
-def sigmoid_worker(rank: int, world_size: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+def sigmoid_worker(rank: int, world_size: int, init_method: str, results) -> None:
+    """``init_method``: a ``file://`` rendezvous (no port to pick, so parallel test workers cannot race for one)."""
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size)
     try:
         audio, text, audio_ids = rank_rows(rank)
         audio.requires_grad_(True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -12,17 +10,11 @@ from gather_worker import gather_worker
 from hf_atr.distributed import is_distributed
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.slow
-def test_gather_rows_concatenates_in_rank_order_and_sums_gradients():
+def test_gather_rows_concatenates_in_rank_order_and_sums_gradients(tmp_path):
     manager = mp.Manager()
     results = manager.dict()
-    mp.spawn(gather_worker, args=(2, _free_port(), results), nprocs=2, join=True)
+    mp.spawn(gather_worker, args=(2, f"file://{tmp_path / 'store'}", results), nprocs=2, join=True)
     for rank in (0, 1):
         assert results[rank]["distributed"]
         assert results[rank]["gathered"] == [[1.0, 1.0]] * 3 + [[2.0, 2.0]] * 2

@@ -15,6 +15,7 @@ Read from the source (so a re-exported constant counts as much as a class):
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from pathlib import Path
@@ -108,6 +109,14 @@ def moved_table(source: str) -> dict[str, str]:
     return {}
 
 
+@functools.cache
+def module_facts(file: Path) -> tuple[set[str], dict[str, str]]:
+    """:func:`defined_names` and :func:`moved_table` of ``file``, read and parsed once (thousands of imports name a
+    few hundred modules)."""
+    source = file.read_text()
+    return defined_names(source), moved_table(source)
+
+
 def module_path(module: str) -> Path | None:
     """The file of an hf_atr module that is not a package, or ``None``."""
     path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
@@ -158,9 +167,9 @@ def test_every_import_names_the_module_that_defines_the_name():
             file = module_path(module) or ROOT.joinpath(*module.split("."), "__init__.py")
             if not file.is_file():
                 continue  # no module of hf_atr: the import itself fails
-            source = file.read_text()
-            defines = file.name == "__init__.py" or name in defined_names(source)  # a package lists it
-            if name in moved_table(source) or not defines:
+            defined, moved = module_facts(file)
+            defines = file.name == "__init__.py" or name in defined  # a package lists it
+            if name in moved or not defines:
                 second_paths.append(f"{path.relative_to(ROOT)}: from {module} import {name}")
     assert not second_paths, "import these from the module that defines them:\n" + "\n".join(second_paths)
 

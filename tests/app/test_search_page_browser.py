@@ -9,7 +9,6 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,18 +37,12 @@ TOP_K = 4
 SPAN = re.compile(r"· (\d+\.\d+)–(\d+\.\d+) s ·")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(library):
-    """``hf-atr serve`` running on a free port; yields its URL, then stops it with Ctrl-C (SIGINT)."""
-    port = free_port()
+    """``hf-atr serve`` on the first free port it finds (a port chosen here and passed on could be taken by a
+    parallel test worker in between); yields its URL, then stops it with Ctrl-C (SIGINT)."""
     command = [sys.executable, "-m", "hf_atr.cli", "serve", "--model", str(library.model_dir), "--index",
-               str(library.index_dir), "--port", str(port), "--top-k", str(TOP_K)]  # fmt: skip
+               str(library.index_dir), "--top-k", str(TOP_K)]  # fmt: skip
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -66,8 +59,12 @@ def served(library):
         except queue.Empty:
             process.kill()
             pytest.fail(f"hf-atr serve printed no URL in 240 s: {''.join(printed)}")
-    assert printed[-1] == f"Search page for {library.index_dir}: http://127.0.0.1:{port}/ (Ctrl-C to stop)\n"
-    yield f"http://127.0.0.1:{port}/"
+    served_at = re.fullmatch(
+        rf"Search page for {re.escape(str(library.index_dir))}: (http://127\.0\.0\.1:\d+/) \(Ctrl-C to stop\)\n",
+        printed[-1],
+    )
+    assert served_at, printed[-1]
+    yield served_at.group(1)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 0
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from evaluate_cache import isolated_evaluate_cache
 
 from hf_atr.metrics.retrieval import RETRIEVAL_METRIC_DIR, load_retrieval_metric
 
@@ -20,24 +20,9 @@ OLD_PATH = "hf_atr/evaluation/retrieval_metric"
 
 
 @pytest.fixture
-def evaluate_cache(tmp_path, monkeypatch):
-    # evaluate reads HF_HOME at import time, so point its already-computed cache paths at the temp dir too.
-    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", tmp_path / "modules")
-    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", tmp_path / "metrics")
-    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_CACHE", tmp_path / "evaluate")
-    # evaluate puts HF_MODULES_CACHE on sys.path and imports each loaded module as `evaluate_modules.…` from there:
-    # that entry, or a package of that name left imported from this test's temp dir, would hide the modules that
-    # later tests load from their own cache.
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    before = {
-        name: module for name, module in sys.modules.items() if name.split(".")[0] == "evaluate_modules"
-    }
-    for name in before:
-        del sys.modules[name]
-    yield tmp_path
-    for name in [name for name in sys.modules if name.split(".")[0] == "evaluate_modules"]:
-        del sys.modules[name]
-    sys.modules.update(before)
+def evaluate_cache(tmp_path):
+    with isolated_evaluate_cache(tmp_path) as cache:
+        yield cache
 
 
 def test_the_old_path_loads_the_same_metric_with_a_deprecation_warning(evaluate_cache, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from evaluate_cache import isolated_evaluate_cache
 from moment_reference import random_moment_problem
 
 from hf_atr.metrics.moments import load_moment_retrieval_metric, moment_retrieval_metrics
@@ -15,13 +16,7 @@ evaluate = pytest.importorskip("evaluate")
 
 @pytest.fixture(scope="module")
 def evaluate_cache(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("hf_home")
-    # evaluate reads HF_HOME at import time, so point its already-computed cache paths at the temp dir too.
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setenv("HF_HOME", str(cache))
-        monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", cache / "modules")
-        monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", cache / "metrics")
-        monkeypatch.setattr(evaluate.config, "HF_EVALUATE_CACHE", cache / "evaluate")
+    with isolated_evaluate_cache(tmp_path_factory.mktemp("hf_home")) as cache:
         yield cache
 
 

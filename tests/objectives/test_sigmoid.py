@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import socket
 
 import pytest
 import torch
@@ -102,17 +101,11 @@ def test_mismatched_embeddings_are_refused_with_their_shapes():
         build_objective({"name": "sigmoid"})(torch.randn(3, 4), torch.randn(2, 4))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.slow
-def test_two_processes_sum_over_the_global_batch_as_eq_1_on_all_rows():
+def test_two_processes_sum_over_the_global_batch_as_eq_1_on_all_rows(tmp_path):
     manager = mp.Manager()
     results = manager.dict()
-    mp.spawn(sigmoid_worker, args=(2, _free_port(), results), nprocs=2, join=True)
+    mp.spawn(sigmoid_worker, args=(2, f"file://{tmp_path / 'store'}", results), nprocs=2, join=True)
     rows = [rank_rows(rank) for rank in (0, 1)]
     audio = torch.cat([audio for audio, _, _ in rows]).requires_grad_(True)
     text = torch.cat([text for _, text, _ in rows]).requires_grad_(True)

@@ -1,7 +1,10 @@
-"""Train a tiny model for a few steps and write its losses; run under torchrun by test_distributed.py.
+"""Train a tiny model for a few steps with each objective given and write its losses; run under torchrun by
+test_distributed.py. One process (or one torchrun job) trains every objective in turn, which saves starting the
+interpreters once per objective.
 
-Usage: [torchrun --standalone --nproc_per_node N] distributed_worker.py OUT.json PER_DEVICE_BATCH OBJECTIVE SCORING DEVICE
-(DEVICE: cpu for gloo, cuda for NCCL)
+Usage: [torchrun --standalone --nproc_per_node N] distributed_worker.py OUT_DIR PER_DEVICE_BATCH DEVICE
+OBJECTIVE:SCORING [OBJECTIVE:SCORING ...] (DEVICE: cpu for gloo, cuda for NCCL); writes OUT_DIR/OBJECTIVE.json
+(and OUT_DIR/OBJECTIVE.ranks.json under several processes).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from tiny_models import feature_dataset, make_model, make_processor, training_ar
 from hf_atr import AtrTrainer  # noqa: E402
 
 
-def main() -> None:
-    out_path, per_device_batch, objective, scoring, device = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
+def train(out_path: Path, per_device_batch: int, objective: str, scoring: str, device: str) -> AtrTrainer:
+    """Train ``objective`` from seed 0 and write what the test compares; returns the trainer."""
     torch.manual_seed(0)
     processor = make_processor()
     model = make_model(processor=processor, objective={"name": objective}, scoring=scoring, seed=0)
@@ -31,7 +34,7 @@ def main() -> None:
     trainer = AtrTrainer(
         model=model,
         args=training_args(
-            Path(out_path).parent / "trainer",
+            out_path.parent / f"trainer-{objective}",
             per_device_train_batch_size=per_device_batch,
             max_steps=4,
             logging_steps=1,
@@ -54,7 +57,7 @@ def main() -> None:
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
         parameters = {name: tensor.double().sum().item() for name, tensor in model.state_dict().items()}
         state = {name: tensor.tolist() for name, tensor in trainer.objective.state_dict().items()}
-        Path(out_path).write_text(
+        out_path.write_text(
             json.dumps(
                 {
                     "losses": losses,
@@ -69,7 +72,16 @@ def main() -> None:
         gathered = [None] * torch.distributed.get_world_size()
         torch.distributed.all_gather_object(gathered, {k: v.tolist() for k, v in reliability.items()})
         if trainer.is_world_process_zero():
-            Path(out_path).with_suffix(".ranks.json").write_text(json.dumps(gathered))
+            out_path.with_suffix(".ranks.json").write_text(json.dumps(gathered))
+    return trainer
+
+
+def main() -> None:
+    out_dir, per_device_batch, device, runs = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    for run in runs:
+        objective, scoring = run.split(":")
+        # The previous run's trainer (and its DDP wrapper) is dropped here, while the process group lives on.
+        trainer = train(out_dir / f"{objective}.json", per_device_batch, objective, scoring, device)
     trainer.end()
     wrappers = [o for o in gc.get_objects() if isinstance(o, torch.nn.parallel.DistributedDataParallel)]
     assert not wrappers, "AtrTrainer.end() left a DDP wrapper (and its reducer's process group) alive"

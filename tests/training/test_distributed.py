@@ -36,21 +36,54 @@ def _run(command: list[str], tmp_path: Path) -> None:
 CUDA_PAIR = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices for NCCL")
 
 
+OBJECTIVES_ON = {
+    "cpu": [("contrastive", "cosine"), ("sigmoid", "cosine"), ("dart", "euclidean")],
+    "cuda": [("dart", "euclidean")],
+}
+"""The objectives (with their scoring) each device trains with, one after the other in one job."""
+RUNS = [
+    *((objective, scoring, "cpu") for objective, scoring in OBJECTIVES_ON["cpu"]),
+    *(
+        pytest.param(objective, scoring, "cuda", marks=CUDA_PAIR)
+        for objective, scoring in OBJECTIVES_ON["cuda"]
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def runs_on(tmp_path_factory):
+    """``runs_on(device)``: the folders of one single-process run with a global batch of 16 and one 2-process
+    torchrun job with 8 per process, each training every objective of :data:`OBJECTIVES_ON` ``[device]`` in turn;
+    run once per device."""
+    done = {}
+
+    def runs(device: str) -> tuple[Path, Path]:
+        if device not in done:
+            folder = tmp_path_factory.mktemp(f"runs-{device}")
+            objectives = [f"{objective}:{scoring}" for objective, scoring in OBJECTIVES_ON[device]]
+            single, double = folder / "single", folder / "double"
+            single.mkdir()
+            double.mkdir()
+            _run([sys.executable, str(WORKER), str(single), "16", device, *objectives], folder)
+            torchrun = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node",
+                "2",
+            ]
+            _run([*torchrun, str(WORKER), str(double), "8", device, *objectives], folder)
+            done[device] = single, double
+        return done[device]
+
+    return runs
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("objective", "scoring", "device"),
-    [
-        ("contrastive", "cosine", "cpu"),
-        ("sigmoid", "cosine", "cpu"),
-        ("dart", "euclidean", "cpu"),
-        pytest.param("dart", "euclidean", "cuda", marks=CUDA_PAIR),
-    ],
-)
-def test_two_processes_reproduce_one_process_with_the_same_global_batch(tmp_path, objective, scoring, device):
-    single, double = tmp_path / "single.json", tmp_path / "double.json"
-    _run([sys.executable, str(WORKER), str(single), "16", objective, scoring, device], tmp_path)
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    _run([*torchrun, str(WORKER), str(double), "8", objective, scoring, device], tmp_path)
+@pytest.mark.parametrize(("objective", "scoring", "device"), RUNS)
+def test_two_processes_reproduce_one_process_with_the_same_global_batch(runs_on, objective, scoring, device):
+    single, double = (folder / f"{objective}.json" for folder in runs_on(device))
     one, two = json.loads(single.read_text()), json.loads(double.read_text())
     assert two["losses"] == pytest.approx(one["losses"], rel=1e-4, abs=1e-5)
     assert two["parameters"] == pytest.approx(one["parameters"], rel=1e-4, abs=1e-4)
