@@ -40,13 +40,12 @@ def _assert_gap(
     scale: float | None,
     min_gap: float,
     query: int | None,
-    exact_ties: bool = False,
 ) -> None:
     """Assert that ``row[higher]`` leads ``row[lower]`` by ``min_gap`` of ``scale`` (``row``'s largest absolute
-    score for ``None``), or equals it exactly with ``exact_ties``."""
+    score for ``None``)."""
     scale = np.abs(row).max() if scale is None else scale
     gap = row[higher] - row[lower]
-    if not (gap >= min_gap * scale or (exact_ties and gap == 0)):
+    if not gap >= min_gap * scale:
         where = "" if query is None else f"query {query}: "
         raise AssertionError(
             f"{where}near-tie: the order relies on score {row[higher]:.9g} (item {higher}) leading "
@@ -114,15 +113,13 @@ def clear_rank_of(
     *,
     min_gap: float = MIN_RELATIVE_GAP,
     scale: float | None = None,
-    exact_ties: bool = False,
 ) -> np.ndarray:
     """The rank (1 for the best) of the best relevant item of each row of ``(queries, items)`` ``scores``:
     ``relevant[q]`` is an item, or several. Asserts first that each relevant item's score is ``min_gap`` of the
     scale apart from every irrelevant score of its row (above or below): what retrieval metrics count. The order
-    among the relevant items, and among the others, is not read. With ``exact_ties``, scores exactly equal are
-    accepted too (identical inputs, decided by the metric's tie rule); identical inputs at other batch positions
-    may still differ in the last bit at another vector level, which then fails as a near-tie: give the items
-    inputs that differ. Returns ``(queries,)``."""
+    among the relevant items, and among the others, is not read. An exact tie is no proof either: identical inputs
+    tie exactly on one CPU and differ in the last bit on another (the rows of one batch round differently at other
+    vector levels); give the items inputs that differ. Returns ``(queries,)``."""
     rows, single = _as_rows(scores)
     if single:
         raise ValueError(f"scores must be (queries, items), got shape ({rows.shape[1]},)")
@@ -134,9 +131,9 @@ def clear_rank_of(
             above = others[row[others] >= row[item]]
             below = others[row[others] < row[item]]
             if above.size:
-                _assert_gap(row, above[np.argmin(row[above])], item, scale, min_gap, query, exact_ties)
+                _assert_gap(row, above[np.argmin(row[above])], item, scale, min_gap, query)
             if below.size:
-                _assert_gap(row, item, below[np.argmax(row[below])], scale, min_gap, query, exact_ties)
+                _assert_gap(row, item, below[np.argmax(row[below])], scale, min_gap, query)
         ranks[query] = (row[others] >= row[items].max()).sum() + 1
     return ranks
 

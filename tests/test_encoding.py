@@ -30,16 +30,16 @@ def tiny_setup():
 def test_caption_table_flattens_languages_and_skips_missing_translations():
     table = caption_table(_clips(3), ["eng", "deu"])
     assert table.captions == [
-        "a dog barks 0",
-        "a siren wails 0",
-        "ein Hund 0",
-        "eine Sirene 0",
-        "a dog barks 1",
-        "a siren wails 1",
-        "ein Hund 1",
-        "eine Sirene 1",
-        "a dog barks 2",
-        "a siren wails 2",
+        "a dog barks loudly",
+        "a siren wails loudly",
+        "ein Hund loudly",
+        "eine Sirene loudly",
+        "a dog barks quietly",
+        "a siren wails quietly",
+        "ein Hund quietly",
+        "eine Sirene quietly",
+        "a dog barks rising",
+        "a siren wails rising",
     ]
     assert table.text_to_audio.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert table.languages == ["eng", "eng", "deu", "deu"] * 2 + ["eng", "eng"]

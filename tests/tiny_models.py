@@ -277,6 +277,20 @@ def feature_dataset(num_clips: int, seed: int = 0) -> Dataset:
     return Dataset.from_dict(rows)
 
 
+CLIP_WORDS = ("loudly", "quietly", "rising", "falling", "together", "high", "low", "then")
+
+
+def clip_words(index: int) -> str:
+    """Words of the tiny tokenizer's vocabulary that tell clip ``index``'s captions apart from every other clip's
+    (``index`` written in base 8 with :data:`CLIP_WORDS` as digits). The tokenizer reads no digits, and captions
+    that tokenise alike score alike: tied exactly on one CPU, to rounding on another."""
+    words = [CLIP_WORDS[index % len(CLIP_WORDS)]]
+    while index >= len(CLIP_WORDS):
+        index //= len(CLIP_WORDS)
+        words.insert(0, CLIP_WORDS[index % len(CLIP_WORDS)])
+    return " ".join(words)
+
+
 def raw_audio_dataset(
     lengths_seconds: list[float], broken: set[int] | tuple = (), labels: bool = False
 ) -> Dataset:
@@ -296,7 +310,10 @@ def raw_audio_dataset(
     rows = {
         "audio_id": [f"clip{row}" for row in range(len(audio))],
         "audio": audio,
-        "captions": [[f"a dog barks {row}", f"a siren wails {row}"] for row in range(len(audio))],
+        "captions": [
+            [f"a dog barks {clip_words(row)}", f"a siren wails {clip_words(row)}"]
+            for row in range(len(audio))
+        ],
     }
     if labels:
         rows["label"] = [WORD_CLASSES[row % len(WORD_CLASSES)] for row in range(len(audio))]
@@ -305,16 +322,18 @@ def raw_audio_dataset(
 
 def translated_feature_dataset(n: int = 6, seed: int = 0) -> Dataset:
     """Clips with random precomputed features, two English captions and French/German translations (none in
-    German for clip 2)."""
+    German for clip 2); clip ``i``'s captions end in :func:`clip_words` ``(i)``."""
     rng = np.random.default_rng(seed)
     return Dataset.from_dict(
         {
             "audio_id": [f"c{i}" for i in range(n)],
-            "captions": [[f"a dog barks {i}", f"a siren wails {i}"] for i in range(n)],
+            "captions": [
+                [f"a dog barks {clip_words(i)}", f"a siren wails {clip_words(i)}"] for i in range(n)
+            ],
             "translations": [
                 {
-                    "fra": [f"un chien {i}", f"une sirène {i}"],
-                    "deu": None if i == 2 else [f"ein Hund {i}", f"eine Sirene {i}"],
+                    "fra": [f"un chien {clip_words(i)}", f"une sirène {clip_words(i)}"],
+                    "deu": None if i == 2 else [f"ein Hund {clip_words(i)}", f"eine Sirene {clip_words(i)}"],
                 }
                 for i in range(n)
             ],

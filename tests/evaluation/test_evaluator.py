@@ -27,22 +27,24 @@ from hf_atr.windowing import Windowing
 
 def assert_clear_ranks(scores: torch.Tensor, relevant: list) -> None:
     """The ranks that retrieval metrics count on ``(captions, clips)`` ``scores`` are clear of rounding, both ways
-    (tests/ranking_margin.py): ``relevant[i]`` is caption ``i``'s clip, or its clips. Exact ties are those of
-    captions the tiny tokenizer reads alike (it reads no digits: "a dog barks 0" and "a dog barks 4"); they held
-    exact at AVX-512, AVX2 and SSE level here."""
+    (tests/ranking_margin.py): ``relevant[i]`` is caption ``i``'s clip, or its clips. No two captions may tokenise
+    alike (the tiny tokenizer reads no digits): their scores would tie to rounding, exactly on one CPU and not on
+    another."""
     relevant = [np.atleast_1d(np.asarray(clips)) for clips in relevant]
-    clear_rank_of(scores, relevant, exact_ties=True)
+    clear_rank_of(scores, relevant)
     captions_of = [
         [row for row, clips in enumerate(relevant) if clip in clips] for clip in range(scores.shape[1])
     ]
     has_captions = [bool(rows) for rows in captions_of]
-    clear_rank_of(scores.T[has_captions], [rows for rows in captions_of if rows], exact_ties=True)
+    clear_rank_of(scores.T[has_captions], [rows for rows in captions_of if rows])
 
 
-@pytest.mark.parametrize("scoring", ["cosine", "mahalanobis"])
-def test_evaluator_equals_metrics_on_directly_encoded_embeddings(scoring):
+# Seeds whose ranks are clear of rounding, as assert_clear_ranks checks: the Mahalanobis head's distances of unit
+# vectors bunch near sqrt(2), and seed 0 left two of them 2e-5 apart.
+@pytest.mark.parametrize(("scoring", "seed"), [("cosine", 0), ("mahalanobis", 2)])
+def test_evaluator_equals_metrics_on_directly_encoded_embeddings(scoring, seed):
     processor = make_processor()
-    model = make_model(processor=processor, scoring=scoring)
+    model = make_model(processor=processor, scoring=scoring, seed=seed)
     clips = _clips()
     evaluator = RetrievalEvaluator(clips, processor, languages=["eng", "fra"], batch_size=4)
     metrics = evaluator(model)
@@ -206,7 +208,7 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
     processor = make_processor()
     model = make_model(processor=processor)
     clips = _clips()
-    judged = {"a dog barks 0": [0, 3], "a siren wails 4": [4], "a dog barks 5": [5, 1, 2]}
+    judged = {"a dog barks loudly": [0, 3], "a siren wails together": [4], "a dog barks high": [5, 1, 2]}
     evaluator = RetrievalEvaluator(
         clips, processor, languages=["eng", "fra"], relevance=judged, map_cutoffs=(16,)
     )
@@ -222,12 +224,12 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
         row for row, group in enumerate(table.caption_groups.tolist()) if english_of_group[group] in judged
     ]
     assert [table.captions[row] for row in rows] == [
-        "a dog barks 0",
-        "un chien 0",
-        "a siren wails 4",
-        "une sirène 4",
-        "a dog barks 5",
-        "un chien 5",
+        "a dog barks loudly",
+        "un chien loudly",
+        "a siren wails together",
+        "une sirène together",
+        "a dog barks high",
+        "un chien high",
     ]
     audio = encode_audio(model, processor, clips)
     text = encode_text(model, processor, [table.captions[row] for row in rows])
@@ -252,13 +254,13 @@ def test_relevance_judgements_choose_the_queries_and_their_clips(tmp_path):
         csv.writer(handle).writerows(
             [
                 ["caption", "file_name", "relevance"],
-                ["a dog barks 0", "c0", "90"],
-                ["a dog barks 0", "c3", "70"],
-                ["a dog barks 0", "c1", "10"],
-                ["a siren wails 4", "c4", "80"],
-                ["a dog barks 5", "c5", "99"],
-                ["a dog barks 5", "c1", "60"],
-                ["a dog barks 5", "c2", "55"],
+                ["a dog barks loudly", "c0", "90"],
+                ["a dog barks loudly", "c3", "70"],
+                ["a dog barks loudly", "c1", "10"],
+                ["a siren wails together", "c4", "80"],
+                ["a dog barks high", "c5", "99"],
+                ["a dog barks high", "c1", "60"],
+                ["a dog barks high", "c2", "55"],
             ]
         )
     from_file = RetrievalEvaluator(
@@ -304,8 +306,7 @@ def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplo
     processor = make_processor()
     model = make_model(processor=processor)
     clips = raw_audio_dataset([1.0] * 5, broken={1, 3})
-    # Judged captions the tiny tokenizer tells apart (it reads no digits): two equal captions tie to rounding.
-    judged = {"a dog barks 0": [0, 1], "a siren wails 3": [3], "a siren wails 4": [4, 2]}
+    judged = {"a dog barks loudly": [0, 1], "a siren wails falling": [3], "a siren wails together": [4, 2]}
     evaluator = RetrievalEvaluator(clips, processor, relevance=judged, split="test")
     with caplog.at_level(logging.WARNING):
         metrics = evaluator(model)
@@ -315,7 +316,7 @@ def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplo
     )
     kept = clips.select([0, 2, 4])
     audio = encode_audio(model, processor, kept)
-    text = encode_text(model, processor, ["a dog barks 0", "a siren wails 4"])
+    text = encode_text(model, processor, ["a dog barks loudly", "a siren wails together"])
     assert_clear_ranks(head_similarity(model)(text, audio), [[0], [2, 1]])
     expected = retrieval_metrics_from_embeddings(
         audio, text, [[0], [2, 1]]
