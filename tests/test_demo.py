@@ -84,6 +84,7 @@ def run_readme_commands_on(output: Path, monkeypatch, capsys) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.numerics  # the order of the saved index's hits
 def test_demo_end_to_end_small(tmp_path):
     callers = torch.get_num_threads()
     torch.set_num_threads(callers + 1)

@@ -3,6 +3,8 @@ with a message asking for a clearer case."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -120,3 +122,20 @@ def test_an_exact_tie_of_identical_inputs_is_no_proof_of_a_rank():
         clear_rank_of(scores[:1], [0])
     with pytest.raises(AssertionError, match=rf"query 1: {NEAR_TIE}"):
         clear_rank_of(scores, [2, 0])  # query 0 is clear; query 1 is the near-tie
+
+
+ORDERING_HELPERS = ("ranking_margin", "sound_library")
+"""The helpers a test module imports to read an order of computed scores (sound_library plants its events with
+ranking_margin)."""
+
+
+def test_every_module_that_reads_an_order_of_computed_scores_runs_at_the_third_vector_level():
+    """``make test-avx2`` (CI's AVX2 leg) runs the tests marked ``numerics``; a module that reads an order of
+    computed scores belongs there. This module reads handwritten scores only."""
+    unmarked = []
+    for path in sorted(Path(__file__).parent.rglob("test_*.py")):
+        source = path.read_text()
+        reads_orders = any(f"from {helper} import" in source for helper in ORDERING_HELPERS)
+        if reads_orders and path.name != Path(__file__).name and "pytest.mark.numerics" not in source:
+            unmarked.append(str(path.relative_to(Path(__file__).parent)))
+    assert not unmarked, f"mark these modules (or their ordering tests) with pytest.mark.numerics: {unmarked}"

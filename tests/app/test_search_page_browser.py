@@ -28,10 +28,13 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="needs Chromium and its driver (Debian: apt-get install chromium chromium-driver)",
-)
+pytestmark = [
+    pytest.mark.numerics,
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="needs Chromium and its driver (Debian: apt-get install chromium chromium-driver)",
+    ),
+]
 TOP_K = 4
 """More slots than the library has files: the fourth stays hidden."""
 SPAN = re.compile(r"· (\d+\.\d+)–(\d+\.\d+) s ·")

@@ -24,6 +24,9 @@ from hf_atr.objectives.mltm import (
 from hf_atr.objectives.registry import build_objective, objective_parameters
 from hf_atr.scoring_head import AtrScoringHead
 
+pytestmark = pytest.mark.numerics
+"""Orders or equalities of computed floats: CI runs this module at a third vector level too (make test-avx2)."""
+
 POT_TOL = 1e-12
 # Retrieval-like batches on which Sinkhorn converges to POT_TOL in tens to hundreds of iterations (on
 # small, well-separated batches it can take 10^5 iterations at ε ≤ 0.1: the error decays sublinearly).

@@ -32,6 +32,9 @@ from hf_atr.pipelines.indexing import (
 from hf_atr.pipelines.persistence import SKIPPED_FILENAME
 from hf_atr.windowing import Windowing
 
+pytestmark = pytest.mark.numerics
+"""Orders or equalities of computed floats: CI runs this module at a third vector level too (make test-avx2)."""
+
 
 def test_a_long_recording_is_found_at_the_span_of_its_event(pipe, recordings, monkeypatch, tmp_path):
     directory, files = recordings

@@ -33,6 +33,9 @@ from hf_atr.training.device_features import featurize_waveforms
 from hf_atr.training.waveform_collator import WaveformCollator
 from hf_atr.windowing import Windowing, extractor_window
 
+pytestmark = pytest.mark.numerics
+"""Orders or equalities of computed floats: CI runs this module at a third vector level too (make test-avx2)."""
+
 RATE = PE_AUDIO_SAMPLING_RATE
 CLIP_SECONDS = (0.7, 1.3, 2.25, 0.9)
 """None of these is a multiple of the 40-ms hop: every clip is reflect-padded."""
