@@ -28,14 +28,16 @@ EXPORTERS = {"pe-audio": "legacy"}
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    """Each family exported once: ``{family: (model, processor, directory)}``, built on first use."""
+    """Each family exported once: ``{family: (model, processor, directory)}``, built on first use. The demo
+    family's export carries int8 graphs beside its float32 ones."""
     directory = tmp_path_factory.mktemp("onnx")
     built = {}
 
     def exported(family: str):
         if family not in built:
             model, processor = build_family(family, directory / family / "source")
-            export_onnx(model, processor, directory / family / "onnx")
+            quantize = "int8" if family == "demo" else None
+            export_onnx(model, processor, directory / family / "onnx", quantize=quantize)
             built[family] = (model, processor, directory / family / "onnx")
         return built[family]
 
@@ -124,15 +126,15 @@ def test_a_graph_outside_the_tolerance_fails_the_export(tmp_path, monkeypatch):
         export_onnx(model, processor, tmp_path / "onnx")
 
 
-def test_int8_graphs_are_smaller_and_rank_captions_as_float32(tmp_path):
-    model, processor = build_family("demo", tmp_path / "source")
-    report = export_onnx(model, processor, tmp_path / "onnx", quantize="int8")
-    assert report.quantized == {"text": "text_encoder.int8.onnx", "audio": "audio_encoder.int8.onnx"}
-    for modality, file in report.quantized.items():
-        float_size = (tmp_path / "onnx" / report.graphs[modality].file).stat().st_size
-        assert (tmp_path / "onnx" / file).stat().st_size < float_size
-    int8 = OnnxDualEncoder(tmp_path / "onnx", precision="int8")
-    float32 = OnnxDualEncoder(tmp_path / "onnx")
+def test_int8_graphs_are_smaller_and_rank_captions_as_float32(exports):
+    model, processor, directory = exports("demo")
+    info = json.loads((directory / "onnx_export.json").read_text())
+    assert info["quantized"] == {"text": "text_encoder.int8.onnx", "audio": "audio_encoder.int8.onnx"}
+    for modality, file in info["quantized"].items():
+        float_size = (directory / info["graphs"][modality]["file"]).stat().st_size
+        assert (directory / file).stat().st_size < float_size
+    int8 = OnnxDualEncoder(directory, precision="int8")
+    float32 = OnnxDualEncoder(directory)
     quantized, reference = encode_text(int8, processor, CAPTIONS), encode_text(float32, processor, CAPTIONS)
     assert not torch.equal(quantized, reference)
     assert (quantized * reference).sum(

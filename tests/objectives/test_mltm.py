@@ -366,8 +366,10 @@ def test_partial_default_gradient_matches_unrolled_autograd():
     gradients = {}
     for grad_mode in ("implicit", "autograd"):
         variable = audio.clone().requires_grad_()
+        # At reg=0.2 the solver reaches tol=1e-12 in a few hundred iterations, so both gradients are of the converged
+        # plan (at 0.1 it stops 2e-6 short after 20,000 iterations, and unrolling them took 11 s).
         objective = PartialInverseOTObjective(
-            reg=0.1, mass=0.8, grad_mode=grad_mode, tol=1e-12, max_iter=20_000
+            reg=0.2, mass=0.8, grad_mode=grad_mode, tol=1e-12, max_iter=20_000
         )
         objective(variable, text).loss.backward()
         gradients[grad_mode] = variable.grad

@@ -18,10 +18,11 @@ import pytest
 import torch
 from safetensors import safe_open
 from tiny_models import feature_dataset, make_model, make_processor, raw_audio_dataset, training_args
+from torch._inductor import config as inductor_config
 from training_setups import objective_setup
 
-from hf_atr import AtrDualEncoderModel, AtrTrainer
-from hf_atr.objectives.registry import available_objectives
+from hf_atr import AtrConfig, AtrDualEncoderModel, AtrTrainer
+from hf_atr.objectives.registry import available_objectives, build_objective
 from hf_atr.training.collator import AtrDataCollator, pad_to_length_bucket, text_length_buckets
 from hf_atr.training.waveform_collator import WaveformCollator
 
@@ -76,15 +77,30 @@ def steps_of(trainer: AtrTrainer) -> list[tuple[float, float]]:
     return [(entry["loss"], entry["grad_norm"]) for entry in trainer.state.log_history if "loss" in entry]
 
 
+def one_objective_per_compiled_graph() -> list[str]:
+    """The first built-in objective of each pair of (scoring head, training view): what the compiled model meets.
+
+    The trainer calls the objective eagerly, outside the compiled forward, on the embeddings the forward returns;
+    the compiled graphs hold the towers, the projections and the scoring head the objective configures
+    (``AtrConfig.scoring``, a learned bias), and see the batches the objective's training view makes (pairs, several
+    captions per clip, a knowledge base). Objectives that share both (contrastive and triplet; dart, iot and
+    iot_partial) compile the same graphs, and each of them trains eagerly in ``test_objectives_train.py``."""
+    first_of = {}
+    for name in BUILT_IN:
+        config = AtrConfig(objective={"name": name})
+        graph = (config.scoring, config.logit_bias, build_objective({"name": name}).training_view)
+        first_of.setdefault(graph, name)
+    return sorted(first_of.values())
+
+
 BATCH_LAYOUTS = ["contrastive", "cacl", "ask"]
-"""One objective per kind of batch the compiled model meets: clip-caption pairs, several captions per clip
-(multilingual), and pairs with a knowledge base encoded by the model being trained. The objective itself runs
-eagerly on the embeddings (the trainer calls it outside the compiled forward), and gradient caching changes only
-how the batch reaches the model, so these three cover the cached path; every objective is compiled whole below,
-and ``test_grad_cache.py`` checks cached against whole-batch training for every objective."""
+"""One objective per kind of batch the compiled model meets under gradient caching: clip-caption pairs, several
+captions per clip (multilingual), and pairs with a knowledge base encoded by the model being trained. Caching changes
+only how the batch reaches the model, chunk by chunk; ``test_grad_cache.py`` checks cached against whole-batch
+training for every objective."""
 
 COMPILED_STEPS = [
-    *(pytest.param(name, None, id=f"{name}-whole") for name in BUILT_IN),
+    *(pytest.param(name, None, id=f"{name}-whole") for name in one_objective_per_compiled_graph()),
     *(pytest.param(name, 4, id=f"{name}-cached") for name in BATCH_LAYOUTS),
 ]
 
@@ -201,6 +217,9 @@ def test_inductor_training_matches_eager_closely(tmp_path, monkeypatch):
     # A fresh kernel cache: inductor's on-disk cache does not key its C++ kernels by the vector level that
     # ATEN_CPU_CAPABILITY holds torch to, and a kernel built at another level aborted the process when reused.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    # Kernels compiled in this process: a pool of compile workers costs more to start than a tiny model's kernels
+    # take to compile, and the suite's own workers already share the cores.
+    monkeypatch.setattr(inductor_config, "compile_threads", 1)
     eager, eager_steps = train(tmp_path / "eager", "contrastive", None)
     compiled, compiled_steps = train(tmp_path / "compiled", "contrastive", "inductor")
     np.testing.assert_allclose(np.array(compiled_steps), np.array(eager_steps), rtol=1e-4)
