@@ -33,6 +33,7 @@ def raw_setup():
     return make_model(processor=processor), processor
 
 
+@pytest.mark.slow
 def test_a_long_recording_is_encoded_window_by_window_with_spans_and_pooled(raw_setup):
     model, processor = raw_setup
     recording, query = recording_with_event(60, 40.2, SAMPLING_RATE)

@@ -23,6 +23,7 @@ def test_a_deprecated_alias_used_in_the_tests_fails_them():
         assert "t2a_mAP@2" in retrieval_metrics(np.eye(3), [0, 1, 2], map_cutoff=2)
 
 
+@pytest.mark.slow
 def test_a_user_sees_the_deprecation_under_python_s_default_filters(tmp_path):
     """A FutureWarning: Python shows it whatever module makes the call (a DeprecationWarning only when the
     call is in ``__main__``)."""

@@ -120,6 +120,7 @@ def test_every_tower_family_encodes_in_half_precision_to_float32(models, family,
     }  # encoding leaves the model as it was
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 def test_windows_and_frames_leave_as_float32(models, dtype):
     model, processor = models("pe-audio-frames")

@@ -132,6 +132,7 @@ def test_pipeline_queries_classify_and_index(setup):
     _assert_identical(*_twice(lambda: pipe.classify(example, labels=LABELS)))
 
 
+@pytest.mark.slow
 def test_evaluators(setup):
     model, processor, long_clip, short_clip = setup
     dataset = _dataset(processor, [long_clip, short_clip])

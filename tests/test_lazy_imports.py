@@ -40,6 +40,7 @@ HEAVY = (
 )
 
 
+@pytest.mark.slow
 def test_package_data_loaders_and_cli_help_load_nothing_heavy():
     loaded = run_fresh(
         f"""
@@ -63,6 +64,7 @@ def test_package_data_loaders_and_cli_help_load_nothing_heavy():
     )
 
 
+@pytest.mark.slow
 def test_train_help_builds_its_parser_without_model_code():
     """``hf-atr train --help`` needs transformers' ``TrainingArguments`` (its parser lists every field) but none of
     the model, processor, trainer or evaluator modules, which load once the flags have parsed."""
@@ -99,6 +101,7 @@ def test_serve_help_imports_neither_gradio_nor_the_model():
     assert loaded == {"usage": True, "loaded": []}
 
 
+@pytest.mark.slow
 def test_build_dataset_loads_its_builders_only_when_it_runs():
     """``hf-atr --help`` lists ``build-dataset`` without importing datasets; ``hf-atr build-dataset clotho --help``
     imports the builders' table (datasets and the loaders) but no model code."""
@@ -146,6 +149,7 @@ CARD_CHECK = f"""
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "imports",
     [
@@ -203,6 +207,7 @@ PANNS_RESOLVED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "imports",
     [
@@ -226,6 +231,7 @@ def test_auto_classes_pipeline_and_panns_backbones_resolve_in_either_import_orde
     ]  # and the hook removed itself once everything was registered
 
 
+@pytest.mark.slow
 def test_checking_an_objective_imports_only_that_objective():
     loaded = run_fresh(
         """
@@ -249,6 +255,7 @@ def test_checking_an_objective_imports_only_that_objective():
     assert loaded["ask"] and loaded["heavy"] == []
 
 
+@pytest.mark.slow
 def test_the_default_scoring_of_dart_imports_only_dart_and_its_base():
     loaded = run_fresh(
         """
@@ -269,6 +276,7 @@ def test_the_default_scoring_of_dart_imports_only_dart_and_its_base():
     assert not loaded["faiss"]
 
 
+@pytest.mark.slow
 def test_model_card_evaluator_and_report_modules_do_not_import_matplotlib():
     loaded = run_fresh(
         """

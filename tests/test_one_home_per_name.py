@@ -158,6 +158,7 @@ def test_no_module_re_exports_a_name(path):
     )
 
 
+@pytest.mark.slow
 def test_every_import_names_the_module_that_defines_the_name():
     second_paths = []
     for path in IMPORTER_FILES:

@@ -106,6 +106,7 @@ def import_paths(name: str) -> set[str]:
     return {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
 
 
+@pytest.mark.slow
 def test_every_exported_name_is_used_by_a_test():
     """A test file that imports the name (from ``hf_atr``, the module the table names or a package above that
     module) and uses it beyond the import, or uses ``hf_atr.<name>``: an exported name nobody exercises is dead

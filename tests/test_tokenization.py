@@ -31,6 +31,7 @@ def test_small_budget_keeps_specials_and_characters():
     assert "[UNK]" not in tokenizer.convert_ids_to_tokens(tokenizer("dog")["input_ids"])
 
 
+@pytest.mark.slow
 def test_ids_are_identical_across_processes():
     script = (
         "from hf_atr.tokenization import train_caption_tokenizer;"

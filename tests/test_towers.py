@@ -8,6 +8,7 @@ from hf_atr import towers
 from hf_atr.towers import register_tower, tower_class, tower_from_config, tower_from_pretrained
 
 
+@pytest.mark.slow
 def test_clap_towers_build_although_automodel_cannot():
     config = tiny_clap_config()
     with pytest.raises(ValueError, match="Unrecognized configuration class"):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from vector_level import VECTOR_LEVEL_VARIABLES
 
 HELD_AT_SSE = {
@@ -33,6 +34,7 @@ def _run(command: list[str], variables: dict[str, str]) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_held_at_sse_pytest_s_header_says_so():
     header = _run(
         [sys.executable, "-m", "pytest", "--collect-only", str(TESTS / "test_ranking_margin.py")], HELD_AT_SSE
@@ -43,6 +45,7 @@ def test_held_at_sse_pytest_s_header_says_so():
     ) in header
 
 
+@pytest.mark.slow
 def test_unheld_the_line_names_the_cpu_s_own_level():
     line = _run(
         [sys.executable, "-c", "from vector_level import vector_level_line; print(vector_level_line())"], {}

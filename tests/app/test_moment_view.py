@@ -103,6 +103,7 @@ def test_no_strip_without_a_readable_file(tmp_path):
     assert strips.strip(SearchResult(1, "notes.wav", 0.5, str(tmp_path / "notes.wav"), 1.0, 2.0)) == ""
 
 
+@pytest.mark.slow
 def test_the_served_page_answers_moment_queries_from_gradio_clients(library, pipe, capsys, tmp_path):
     pytest.importorskip("gradio")
     from gradio_client import Client

@@ -145,6 +145,7 @@ def test_top_k_must_be_positive(pipe):
         SearchPage(pipe, top_k=0, heading="")
 
 
+@pytest.mark.slow
 def test_the_served_page_answers_gradio_clients_text_and_uploads(library, page, capsys, tmp_path):
     from gradio_client import Client, handle_file
 

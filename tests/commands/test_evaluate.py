@@ -157,12 +157,14 @@ def trained(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_trained_model_card_has_training_curves(trained):
     card = (trained / "model" / "README.md").read_text()
     assert f"]({TRAINING_CURVES_FILE})" in card and (trained / "model" / TRAINING_CURVES_FILE).is_file()
     assert "Constant over the run (not drawn): `iot_transported_mass` = 1." in card
 
 
+@pytest.mark.slow
 def test_retrieval_report_of_a_trained_model(trained, tmp_path, capsys):
     report_dir = tmp_path / "report"
     argv = ["evaluate", "--model", str(trained / "model"), "--dataset", str(trained / "data"),
@@ -325,6 +327,7 @@ def test_a_single_clip_fold_is_scored_among_the_50_classes_and_flagged(trained, 
     assert "Too few clips" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_several_folds_in_one_run_with_figures_per_fold(trained, esc50_copy, tmp_path, capsys):
     several = _zero_shot_on_esc50(trained, esc50_copy, tmp_path / "several.json", "--split", "fold2,fold4")
     printed = capsys.readouterr().out

@@ -59,6 +59,7 @@ def test_bad_command_lines_are_refused(saved_model, tmp_path, extra, message):
         main(["export", "--model", str(saved_model), "--out", str(out), *extra])
 
 
+@pytest.mark.slow
 def test_onnx_format_with_int8_reports_each_checked_graph(saved_model, tmp_path, capsys):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")

@@ -71,6 +71,7 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_the_readme_recipe_runs_end_to_end(in_tmp, towers, capsys):
     """train -> evaluate -> index/search on a folder of 16 clips, as the README writes the commands."""
     audio_tower, text_tower = towers
@@ -166,6 +167,7 @@ def result_name(model_dir: Path) -> str:
     return ModelCard.load(model_dir / "README.md").data.eval_results[0].dataset_name
 
 
+@pytest.mark.slow
 def test_training_clips_cut_to_the_window_are_counted_for_card_and_metrics(in_tmp, towers):
     """3 of the 6 training clips are longer than the towers' 1.015-s window; a second run reads the count kept
     beside the features cache, a run that streams them from the workers says it does not count them."""
@@ -262,6 +264,7 @@ def test_an_exact_copy_of_a_test_clip_is_removed_from_training(in_tmp, towers):
     assert "- source: Audio folder `train` (AudioFolder metadata): 9 clips found" in card
 
 
+@pytest.mark.slow
 def test_continuing_from_an_hf_atr_model_with_new_objective_hyperparameters(in_tmp):
     processor = make_processor()
     make_model(processor=processor, objective={"name": "triplet", "margin": 0.3}).save_pretrained("base")
@@ -280,6 +283,7 @@ def test_continuing_from_an_hf_atr_model_with_new_objective_hyperparameters(in_t
     assert AutoModel.from_pretrained("b/model").config.objective == {"name": "contrastive"}
 
 
+@pytest.mark.slow
 def test_resuming_from_a_checkpoint(in_tmp, towers, monkeypatch):
     audio_tower, text_tower = towers
     write_sound_folder(in_tmp / "sounds", clips=8)
@@ -302,6 +306,7 @@ def test_resuming_from_a_checkpoint(in_tmp, towers, monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_default_dataloader_workers_are_recorded_and_resume_exactly(in_tmp, towers, monkeypatch):
     """Unset --dataloader_num_workers: 2 workers on 3 usable cores, in metrics.json and the card; the workers decode
     and randomly crop the raw audio (sent as float32: on the CPU, AtrTrainer has the workers scale 16-bit PCM), and
@@ -405,6 +410,7 @@ def test_starting_from_a_clap_checkpoint(in_tmp):
     assert "`iot`" in (in_tmp / "run" / "model" / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_starting_from_a_pe_audio_checkpoint_trains_with_sigmoid_and_reloads(in_tmp):
     save_tiny_pe_audio_checkpoint(in_tmp / "pe", scale=2.5, bias=-1.5)
     write_sound_folder(in_tmp / "sounds", clips=8)
@@ -508,6 +514,7 @@ def count_featurized_clips(monkeypatch) -> list[int]:
     return extracted
 
 
+@pytest.mark.slow
 def test_features_are_extracted_once_and_reextracted_when_a_file_changes(in_tmp, towers, monkeypatch):
     audio_tower, text_tower = towers
     write_sound_folder(in_tmp / "sounds" / "train", clips=6)
@@ -740,6 +747,7 @@ def _lengthen_clips(folder: Path, repeats: int) -> None:
         )
 
 
+@pytest.mark.slow
 def test_the_test_split_is_evaluated_window_by_window_on_request(in_tmp, towers):
     """--eval_window_pooling embeds long test clips window by window and pools them, as `hf-atr evaluate
     --window-pooling` does on the saved model; without it the clips are cut to the window and counted."""

@@ -54,6 +54,7 @@ def _evaluate_moments(model_dir: Path, *dataset: str) -> list[str]:
     return ["evaluate", "--model", str(model_dir), "--moments", "--dataset", *dataset]
 
 
+@pytest.mark.slow
 def test_hf_atr_evaluate_moments_prints_the_metrics_and_protocol_and_writes_predictions_and_report(
     moment_folder, tiny_model, tmp_path, capsys
 ):
@@ -144,6 +145,7 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_hf_atr_train_on_a_moment_folder_trains_on_crops_and_tests_with_the_moment_metrics(
     in_tmp, towers, moment_folder, capsys
 ):
@@ -193,6 +195,7 @@ def test_hf_atr_train_on_moments_refuses_what_does_not_fit(
     assert message in str(raised.value) + capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hf_atr_train_on_moments_evaluates_the_validation_split_during_training_and_keeps_the_best_model(
     in_tmp, towers, moment_folder
 ):

@@ -334,6 +334,7 @@ def test_undecodable_clips_are_left_out_with_their_captions_and_judgements(caplo
 # The report -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_report_has_the_metrics_of_a_call_and_every_figure(tmp_path):
     processor = make_processor()
     model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")
@@ -372,6 +373,7 @@ def test_report_without_matplotlib_fails_before_encoding(monkeypatch, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_report_with_undecodable_clips_draws_the_plan_of_the_kept_ones(tmp_path, monkeypatch):
     processor = make_processor()
     model = make_model(processor=processor, objective={"name": "iot", "reg": 0.1}, scoring="euclidean")

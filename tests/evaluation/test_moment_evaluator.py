@@ -105,6 +105,7 @@ def test_the_evaluator_leaves_out_undecodable_recordings_and_refuses_other_data(
         MomentEvaluator(moments.select_columns(["qid", "query"]), processor)
 
 
+@pytest.mark.slow
 def test_predictions_from_a_released_file_carry_its_queries_and_score_against_its_windows(
     tiny_model, tmp_path, monkeypatch, caplog
 ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import ot
+import pytest
 from ot_problems import pot_log_plan
 from tiny_models import make_model, make_processor
 from tiny_models import translated_feature_dataset as _clips
@@ -58,6 +59,7 @@ def test_batch_transport_is_the_objectives_plan_on_the_batch_cost():
     assert "ε = 0.5" in by_plan.method
 
 
+@pytest.mark.slow
 def test_no_transport_plan_for_objectives_without_one_or_not_installed(tmp_path):
     processor = make_processor()
     clips = _clips()

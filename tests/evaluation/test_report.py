@@ -7,6 +7,7 @@ import html
 import re
 
 import numpy as np
+import pytest
 
 from hf_atr.evaluation.report import (
     FIGURE_FILES,
@@ -41,6 +42,7 @@ def multilingual_ranks():
     return retrieval_ranks(scores, text_to_audio, languages=languages, caption_groups=groups)
 
 
+@pytest.mark.slow
 def test_retrieval_report_embeds_every_figure_with_the_metrics_and_protocol(tmp_path):
     ranks = multilingual_ranks()
     metrics = ranks.metrics()

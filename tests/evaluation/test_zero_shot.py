@@ -140,6 +140,7 @@ def test_bad_datasets_and_labels_are_refused_with_the_rows(make_dataset, kwargs,
         ZeroShotEvaluator(make_dataset(), make_processor(), **kwargs)
 
 
+@pytest.mark.slow
 def test_report_writes_confusion_matrix_per_class_accuracy_and_page(tmp_path):
     processor = make_processor()
     model = make_model(processor=processor)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
 from hf_atr.data.synthcaps import load_synthcaps
@@ -12,6 +13,7 @@ from hf_atr.data.synthcaps import load_synthcaps
 SCRIPT = Path(__file__).parents[2] / "examples" / "train.py"
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_weights(tmp_path):
     corpus_dir = tmp_path / "corpus"
     load_synthcaps(num_train=8, num_validation=2, num_test=4, languages=("eng",)).save_to_disk(

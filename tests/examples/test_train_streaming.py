@@ -5,11 +5,13 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
 SCRIPT = Path(__file__).parents[2] / "examples" / "train_streaming.py"
 
 
+@pytest.mark.slow
 def test_streams_synthcaps_shards_and_saves_the_model(tmp_path):
     main = runpy.run_path(str(SCRIPT))["main"]
     output_dir = tmp_path / "run"

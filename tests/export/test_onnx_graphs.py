@@ -44,6 +44,7 @@ def exports(tmp_path_factory):
     return exported
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ONNX_FAMILIES)
 def test_embeddings_match_torch_for_batches_of_1_and_7_and_two_clip_lengths(family, exports):
     model, processor, directory = exports(family)
@@ -96,6 +97,7 @@ def test_export_file_carries_scoring_fingerprint_and_scores(exports):
     assert (directory / "config.json").is_file() and (directory / "processor_config.json").is_file()
 
 
+@pytest.mark.slow
 def test_mahalanobis_head_and_its_map_travel_with_the_export(tmp_path):
     model, processor = build_family("demo", tmp_path / "source", scoring="mahalanobis")
     with torch.no_grad():
@@ -117,6 +119,7 @@ def test_fused_clap_is_refused_with_the_reason(tmp_path):
         export_onnx(model, processor, tmp_path / "onnx")
 
 
+@pytest.mark.slow
 def test_a_graph_outside_the_tolerance_fails_the_export(tmp_path, monkeypatch):
     model, processor = build_family("panns", tmp_path / "source")
     monkeypatch.setattr(onnx_graphs, "PARITY_TOLERANCE", -1.0)

@@ -46,6 +46,7 @@ def _assert_same_hits(torch_hits, onnx_hits):
     assert np.abs(np.array([hit["score"] for hit in onnx_hits]) - torch_scores).max() < SCORE_BOUND
 
 
+@pytest.mark.slow
 def test_onnx_pipeline_ranks_a_torch_index_as_torch_does(torch_and_onnx):
     torch_pipe, directory, clips = torch_and_onnx
     onnx_pipe = pipeline(TASK, model=str(directory / "onnx"), backend="onnx", index_dir=directory / "index")

@@ -99,6 +99,7 @@ LOADING = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(LOADING))
 def test_loads_in_a_fresh_interpreter(how, tmp_path):
     model, processor, out, _ = _exported("demo", tmp_path)
@@ -118,6 +119,7 @@ def test_loads_in_a_fresh_interpreter(how, tmp_path):
     assert float(error) < PARITY_BOUND and imported == "True"
 
 
+@pytest.mark.slow
 def test_without_hf_atr_or_remote_code_loading_asks_for_trust_remote_code(tmp_path):
     _, _, out, _ = _exported("demo", tmp_path)
     script = f"from sentence_transformers import SentenceTransformer\nSentenceTransformer({str(out)!r}, device='cpu')"

@@ -39,6 +39,7 @@ def test_front_end_matches_the_panns_extractor_within_5e_3_db(tmp_path):
     assert (got - expected).abs().max() < FRONT_END_TOLERANCE_DB
 
 
+@pytest.mark.slow
 def test_panns_export_adds_a_waveform_graph_that_encodes_as_torch(tmp_path):
     onnxruntime = pytest.importorskip("onnxruntime")
     model, processor = build_family("panns", tmp_path / "source")

@@ -68,6 +68,7 @@ def test_module_errors_are_clear(metric):
         metric.compute(predictions=[[0.1, 0.2], [0.3, 0.4]], references=[0, 7])
 
 
+@pytest.mark.slow
 def test_ragged_score_rows_are_rejected(metric):
     with pytest.raises(ValueError, match=r"score rows of one length .* got lengths \[1, 2\]"):
         metric.compute(predictions=[[0.1, 0.2], [0.3]], references=[0, 1])
@@ -129,6 +130,7 @@ def test_moment_metric_compute_matches_moment_retrieval_metrics(moment_metric, s
     assert set(expected) == {"R1@0.5", "R1@0.7", "mAP@0.5", "mAP@0.75", "mAP"}
 
 
+@pytest.mark.slow
 def test_moment_metric_errors_are_those_of_the_function(moment_metric):
     with pytest.raises(ValueError, match=r"^predictions: 1 qid\(s\) are not in the references: 'b'\."):
         moment_metric.compute(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+import pytest
 from PIL import Image
 from tiny_models import make_model
 
@@ -18,6 +19,7 @@ IOT_HISTORY = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_card_shows_the_training_curves_beside_it(tmp_path):
     model = make_model(objective={"name": "iot"}, scoring="euclidean")
     text = write_model_card(model, tmp_path, training_info={"log_history": IOT_HISTORY}).read_text()

@@ -137,6 +137,7 @@ def test_a_new_family_converts_with_its_processor_and_window(fake_family):
         AtrDualEncoderModel.from_checkpoint("fake", fake_family, text_config={})
 
 
+@pytest.mark.slow
 def test_a_new_family_trains_one_step_through_hf_atr_train(fake_family, monkeypatch):
     """``--fake_model`` is parsed, converted, trained for one step, evaluated and saved by ``hf-atr train``'s code."""
     monkeypatch.chdir(fake_family.parent)

@@ -182,6 +182,7 @@ ABLATIONS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("hyperparameters", "reference_options"), ABLATIONS)
 def test_loss_matches_direct_computation(knowledge_base, hyperparameters, reference_options):
     audio, text = unit(6, 8, 0), F.normalize(unit(6, 8, 0) + unit(6, 8, 1), dim=-1)
@@ -202,6 +203,7 @@ def test_loss_matches_direct_computation(knowledge_base, hyperparameters, refere
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "faiss"])
 def test_neighbours_are_distinct_clips_other_than_the_sample_s_own(backend):
     """A base built from the training pairs, each clip stored once per caption, the batch among them."""

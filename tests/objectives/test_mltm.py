@@ -292,6 +292,7 @@ def test_one_step_gradient_matches_autograd_gradient():
     torch.testing.assert_close(gradients["one_step"], gradients["autograd"], rtol=1e-4, atol=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [32, 128, 256])
 def test_default_solver_gives_the_cost_gradient_within_1e_4_in_float32(batch):
     # Near-diagonal retrieval batches on which Sinkhorn alone crawls. The IOT loss -(1/k) Σ log(k Π_ii) with

@@ -122,6 +122,7 @@ def test_balanced_rejects_bad_input():
         sinkhorn_log_plan(cost, 0.1, tol=-1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("newton_steps", "tol"), [(30, 1e-9), (1, 1e-6)])
 def test_newton_finish_matches_pot_and_falls_back_to_sinkhorn_when_it_stalls(
     monkeypatch, caplog, newton_steps, tol

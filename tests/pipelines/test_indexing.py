@@ -36,6 +36,7 @@ pytestmark = pytest.mark.numerics
 """Orders or equalities of computed floats: CI runs this module at a third vector level too (make test-avx2)."""
 
 
+@pytest.mark.slow
 def test_a_long_recording_is_found_at_the_span_of_its_event(pipe, recordings, monkeypatch, tmp_path):
     directory, files = recordings
     monkeypatch.chdir(tmp_path)  # paths must not depend on where the index is searched from
@@ -68,6 +69,7 @@ def test_a_long_recording_is_found_at_the_span_of_its_event(pipe, recordings, mo
         assert hit["score"] == pytest.approx(float(scores[window]), abs=1e-5)
 
 
+@pytest.mark.slow
 def test_pooled_indexing_stores_one_entry_per_file(pipe, recordings):
     directory, files = recordings
     pipe.index([str(path) for path in files], root=directory, pool=True, show_progress=False)

@@ -56,6 +56,7 @@ def planted_pipe(tmp_path_factory, recordings):
     return pipeline("audio-text-retrieval", model=str(model_dir))
 
 
+@pytest.mark.slow
 def test_a_planted_tone_is_found_closer_than_the_baselines_window_holding_it(planted_pipe, recordings):
     directory, files = recordings
     moments = planted_pipe.moments("a beep", str(files[0]), hop_seconds=0.25)
@@ -200,6 +201,7 @@ def test_a_moment_query_that_cannot_be_answered_says_why(pipe, recordings, call,
     assert message in str(error.value)
 
 
+@pytest.mark.slow
 def test_a_pooled_index_gives_whole_files_and_an_index_without_spans_none(pipe, recordings):
     directory, files = recordings
     pipe.index([str(path) for path in files], root=directory, pool=True, show_progress=False)
@@ -245,6 +247,7 @@ def frame_pipe(tmp_path_factory):
     return pipe, directory
 
 
+@pytest.mark.slow
 def test_a_frame_level_model_finds_an_event_within_frames_where_its_windows_find_it_within_a_hop(
     frame_pipe, monkeypatch
 ):

@@ -187,6 +187,7 @@ def test_every_rank_holds_the_base_of_the_whole_dataset(tmp_path):
         torch.testing.assert_close(rank_bases[0].tensors[key], tensor, rtol=1e-5, atol=1e-5, msg=key)
 
 
+@pytest.mark.slow
 def test_resume_continues_with_the_checkpointed_base_and_matches_an_uninterrupted_run(tmp_path):
     dataset = feature_dataset(16)
 

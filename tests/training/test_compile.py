@@ -105,6 +105,7 @@ COMPILED_STEPS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "embedding_chunk_size"), COMPILED_STEPS)
 def test_compiled_training_equals_eager_bit_for_bit(tmp_path, name, embedding_chunk_size):
     eager, eager_steps = train(tmp_path / "eager", name, None, embedding_chunk_size)
@@ -134,6 +135,7 @@ def test_compiled_training_with_device_features_equals_eager(tmp_path):
     assert len(eager) == 3 and run("compiled", "aot_eager") == eager
 
 
+@pytest.mark.slow
 def test_compiled_training_resumes_from_a_checkpoint(tmp_path):
     full, _ = train(
         tmp_path / "full", "contrastive", "aot_eager", max_steps=4, save_strategy="steps", save_steps=2
@@ -156,6 +158,7 @@ def test_compiled_training_resumes_from_a_checkpoint(tmp_path):
         assert torch.equal(actual, expected), f"{name} differs after a compiled resume"
 
 
+@pytest.mark.slow
 def test_compiled_model_saves_its_own_weight_names_and_reloads(tmp_path):
     trainer, _ = train(tmp_path, "contrastive", "aot_eager", save_strategy="steps", save_steps=3)
     trainer.save_model(str(tmp_path / "final"))

@@ -106,6 +106,7 @@ def _train(tmp_path, collator_seconds: float, step_seconds: float, caplog):
     return shares, warnings
 
 
+@pytest.mark.slow
 def test_a_slow_collator_is_logged_and_warned_about_once_and_a_fast_one_is_not(tmp_path, caplog):
     shares, warnings = _train(tmp_path / "slow", collator_seconds=1.0, step_seconds=0.1, caplog=caplog)
     assert len(shares) == 2 and all(share > 0.8 for share in shares)

@@ -91,6 +91,7 @@ def _same(first, second):
             assert first[name] == second[name]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["clap", "clap_fused", "whisper_dither"])
 def test_crops_change_with_the_epoch_and_a_resumed_run_sees_the_same(family, tmp_path):
     made, inputs = _train(family, tmp_path, "full")

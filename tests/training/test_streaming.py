@@ -165,6 +165,7 @@ class KillAfter(TrainerCallback):
             raise KeyboardInterrupt(f"killed after step {self.step}")
 
 
+@pytest.mark.slow
 def test_killed_streamed_run_from_shards_resumes_to_the_same_parameters(tmp_path, caplog):
     """WebDataset shards → stream → waveforms decoded and randomly cropped in 2 workers → features on the device."""
     shards = write_audio_text_shards(_audio_clips(8), tmp_path / "shards", num_shards=4).files

@@ -86,6 +86,7 @@ def test_evaluate_reports_retrieval_metrics(tmp_path):
         assert 0.0 <= metrics[key] <= 1.0
 
 
+@pytest.mark.slow
 def test_resume_restores_parameters_and_objective_state(tmp_path):
     processor = make_processor()
     dataset = feature_dataset(48)

@@ -37,6 +37,7 @@ class Scripted:
         return {"score": self.values.pop(0), "not_a_number": float("nan"), "label": "text"}
 
 
+@pytest.mark.slow
 def test_moment_training_evaluates_at_steps_and_keeps_the_best_model_by_its_primary_metric(tmp_path):
     processor = make_processor()
     model = make_model(processor=processor)

@@ -29,6 +29,7 @@ def official_cnn14(panns_inference_models):
     return model.double().eval()
 
 
+@pytest.mark.slow
 def test_cnn14_embedding_equals_panns_inference_in_float64(official_cnn14):
     extractor = PannsFeatureExtractor()
     ours = convert_state_dict(official_cnn14.state_dict(), PannsConfig(num_labels=527), extractor).double()
@@ -44,6 +45,7 @@ def test_cnn14_embedding_equals_panns_inference_in_float64(official_cnn14):
     assert (torch.sigmoid(logits) - reference["clipwise_output"]).abs().max() < 1e-5
 
 
+@pytest.mark.slow
 def test_resnet38_shares_the_cnn14_front_end_and_head(official_cnn14):
     """Full-size ResNet38 in the official layout with CNN14's bn0, conv_block1, fc1 and fc_audioset: the
     first block's output and the head (global pool + fc1 on the last map) equal panns_inference's Cnn14."""

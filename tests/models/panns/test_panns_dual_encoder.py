@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from datasets import Dataset
 from panns_reference import tiny_official_state
@@ -51,6 +52,7 @@ def test_pooler_pooling_gives_the_panns_embedding():
     assert outputs.logits_per_text.shape == (3, 3)
 
 
+@pytest.mark.slow
 def test_trains_saves_and_reloads_through_auto_classes(tmp_path):
     processor = make_processor("panns")
     model = make_model("panns", processor=processor, audio_pooling="pooler")
@@ -84,6 +86,7 @@ def test_trains_saves_and_reloads_through_auto_classes(tmp_path):
         torch.testing.assert_close(reloaded(**inputs).logits_per_text, model(**inputs).logits_per_text)
 
 
+@pytest.mark.slow
 def test_a_converted_checkpoint_is_a_starting_point(tmp_path):
     state = tiny_official_state("resnet38")
     torch.save({"model": state}, tmp_path / "ResNet38.pth")

@@ -59,6 +59,7 @@ def _reference(pe_dir):
     return audio, text, output
 
 
+@pytest.mark.slow
 def test_embeddings_and_logits_equal_pe_audio_model_forward(pe_dir, converted):
     model, processor = converted
     audio, text, expected = _reference(pe_dir)

@@ -71,6 +71,7 @@ def test_a_clip_level_checkpoint_has_no_frames(tmp_path):
         model.get_audio_frame_features(torch.zeros(1, 1, 1920))
 
 
+@pytest.mark.slow
 def test_an_event_in_a_60_s_recording_is_found_within_one_frame(frame_dir, tmp_path):
     register_pipeline()
     pipe = pipeline("audio-text-retrieval", model=str(frame_dir), windowing=Windowing(frame_seconds=FRAME))

@@ -108,6 +108,7 @@ def test_the_processor_s_torch_backend_gives_the_extractor_s_inputs(converted):
         assert torch.equal(by_torch[name], by_extractor[name]), name
 
 
+@pytest.mark.slow
 def test_trains_on_the_device_from_waveforms_with_the_sigmoid_objective(converted, tmp_path):
     model, processor = converted
     trained = AtrDualEncoderModel.from_pretrained(model.name_or_path)

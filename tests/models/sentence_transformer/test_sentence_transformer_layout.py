@@ -61,6 +61,7 @@ def _pooled_text(model: AtrDualEncoderModel, processor: AtrProcessor, texts: lis
         return model.eval().get_text_features(**tokens, project=False)
 
 
+@pytest.mark.slow
 def test_minilm_tower_equals_sentence_transformers_encode(audio_dir, minilm, tmp_path):
     directory, reference_model = minilm
     model = AtrDualEncoderModel.from_audio_text_pretrained(str(audio_dir), str(directory), projection_dim=16)
