@@ -3,7 +3,8 @@
 #   make test   install into .venv with the [dev] extra, then run the whole test suite
 #   make test-min   the same suite in .venv-min, at the lowest versions pyproject.toml admits (constraints-min.txt),
 #                   with the CPU's vector units held at SSE level: CI runs two numeric paths (pytest's header
-#                   prints the level in force, so a red run says whether the floors or the numerics failed)
+#                   prints the level in force, so a red run says whether the floors or the numerics failed); the
+#                   tests marked `once` (the demo's full run) are left to make test
 #   make test-avx2  the tests marked `numerics` (orders and equalities of computed floats) at AVX2 level: CI's third
 #                   numeric path, for machines whose own level is AVX-512
 #   make test-fast  everything but the tests marked `slow`: the quick loop while developing (DEVELOPERS.md)
@@ -71,8 +72,9 @@ model-cards: demo
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)
 
+# The tests marked `once` (the demo's full run, whose figures README quotes from make test's setting) run in make test.
 test-min: $(VENV_MIN)/.installed-min
-	$(VECTOR_LEVEL_MIN) $(BIN_MIN)/python -m pytest $(PYTEST_WORKERS)
+	$(VECTOR_LEVEL_MIN) $(BIN_MIN)/python -m pytest -m "not once" $(PYTEST_WORKERS)
 
 test-avx2: install-dev
 	$(VECTOR_LEVEL_AVX2) $(BIN)/python -m pytest -m numerics $(PYTEST_WORKERS)
