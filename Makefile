@@ -22,7 +22,7 @@ BIN_MIN := $(VENV_MIN)/bin
 VECTOR_LEVEL_MIN ?= ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_ENABLE_INSTRUCTIONS=SSE4_2
 VECTOR_LEVEL_AVX2 ?= ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 # pytest-xdist: one worker per core, each taking whole test files (a module's fixtures are built once), the files
-# that hold slow tests handed out first (tests/conftest.py); each worker runs torch on one thread.
+# that hold slow tests handed out first (tests/conftest.py); each worker runs every library's thread pool on one thread.
 PYTEST_WORKERS ?= -n auto --dist loadfile
 # Where the environment turns bytecode caching off, every worker and every interpreter a test starts would compile
 # hf_atr and rewrite the test modules anew.
