@@ -19,6 +19,8 @@ from hf_atr.objectives.registry import available_objectives
 from hf_atr.training.streaming import StreamingPairs
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+"""A 2-process job on this machine; ``--standalone`` picks a free rendezvous port itself."""
 
 
 def _run(command: list[str], tmp_path: Path) -> None:
@@ -65,15 +67,7 @@ def runs_on(tmp_path_factory):
             single.mkdir()
             double.mkdir()
             _run([sys.executable, str(WORKER), str(single), "16", device, *objectives], folder)
-            torchrun = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nproc_per_node",
-                "2",
-            ]
-            _run([*torchrun, str(WORKER), str(double), "8", device, *objectives], folder)
+            _run([*TORCHRUN, str(WORKER), str(double), "8", device, *objectives], folder)
             done[device] = single, double
         return done[device]
 
@@ -102,8 +96,7 @@ def test_two_processes_cache_gradients_exactly_leave_no_unused_parameter_and_spl
     """One 2-process gloo job (see scale_worker.py): for every objective, DDP with find_unused_parameters=False
     finds a gradient on every trainable parameter at every step, and gradient caching reaches the parameters of
     uncached training (float64, dropout off); a streamed run reads each rank's own shards."""
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    _run([*torchrun, str(SCALE_WORKER), str(tmp_path)], tmp_path)
+    _run([*TORCHRUN, str(SCALE_WORKER), str(tmp_path)], tmp_path)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["missing"] == {name: [[], []] for name in available_objectives()}
     for name in available_objectives():
